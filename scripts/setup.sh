@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Idempotent set-up for the fabric lab, shared by the README, .ci/run and the
+# Vagrantfile: Debian/Ubuntu packages, the Open vSwitch daemons, and the Python
+# environment in .venv. The second run checks and returns in well under a second.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+PY=/usr/bin/python3
+PACKAGES=(mininet openvswitch-switch iperf3 iperf tcpdump ethtool iputils-ping
+          iproute2 procps python3 python3-venv python-is-python3 make)
+
+say() { printf 'set-up: %s\n' "$*"; }
+die() { printf 'set-up: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "needs root (it installs packages and starts Open vSwitch): run it with sudo."
+command -v dpkg-query >/dev/null && command -v apt-get >/dev/null \
+  || die "this script supports Debian and Ubuntu (apt) only."
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Open vSwitch: systemd starts it on a normal machine; containers and CI have no
+# init, so start the daemons with ovs-ctl (which skips the kernel module when the
+# kernel has none: the lab then uses the userspace datapath).
+if ! ovs-vsctl --timeout=2 show >/dev/null 2>&1; then
+  say "starting Open vSwitch"
+  if [ -d /run/systemd/system ]; then
+    systemctl start openvswitch-switch
+  else
+    /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >/dev/null 2>&1 \
+      || /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random
+  fi
+  ovs-vsctl --timeout=5 show >/dev/null || die "Open vSwitch did not start (see /var/log/openvswitch/)."
+fi
+
+# Python environment: Debian's python3 (the one Debian's mininet module is built
+# for), project and pinned dependencies from setup.cfg, Debian's mininet linked in.
+stamp="$VENV/.fabric-lab-setup"
+want=$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" "$0" | sha256sum | cut -d' ' -f1)
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "building the Python environment in .venv"
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  export PIP_DISABLE_PIP_VERSION_CHECK=1
+  "$VENV/bin/pip" install -q -e "$ROOT[test]" 2>&1 | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -c "import os_ken, scapy, yaml, networkx, pytest" \
+    || die "the Python environment is incomplete (pip install failed above)."
+  site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  ln -sfn "$("$PY" -c 'import mininet, os; print(os.path.dirname(mininet.__file__))')" "$site/mininet"
+  echo "$want" > "$stamp"
+fi
+say "ready (packages, Open vSwitch, .venv)"

@@ -1,0 +1,140 @@
+"""The fabric YAML: what is accepted, what is derived, and one clear sentence
+for each way of getting it wrong."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from topologies.fabric import DEFAULT_FABRIC, FabricError, load_fabric, parse_fabric
+
+BASE = {
+    "name": "t",
+    "fabric": {"spines": 2, "leaves": 3, "servers_per_leaf": 2},
+    "links": {"server_leaf": {"rate_mbit": 100}, "leaf_spine": {"rate_mbit": 100}},
+}
+
+
+def variant(path=None, value=None, delete=False):
+    doc = copy.deepcopy(BASE)
+    if path:
+        *parents, last = path.split(".")
+        node = doc
+        for key in parents:
+            node = node.setdefault(key, {})
+        if delete:
+            del node[last]
+        else:
+            node[last] = value
+    return yaml.safe_dump(doc)
+
+
+def test_default_fabric_loads():
+    fabric = load_fabric()
+    assert fabric.source == str(DEFAULT_FABRIC)
+    assert [s.name for s in fabric.switches] == ["leaf1", "leaf2", "spine1", "spine2"]
+    assert len(fabric.servers) == 4 and fabric.policy == "ecmp"
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "topologies").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_example_is_valid(path):
+    assert load_fabric(path).servers
+
+
+def test_defaults_and_derived_numbering():
+    f = parse_fabric(variant("fabric.uplinks_per_spine", 2), "t.yaml")
+    assert f.spec["links"]["server_leaf"] == {"rate_mbit": 100, "queue_packets": 100,
+                                             "delay_ms": 0, "loss_percent": 0}
+    leaf2 = f.switch("leaf2")
+    assert leaf2.dpid == 0x102 and f.switch("spine1").dpid == 0x201
+    h3 = f.server("h3")
+    assert (h3.leaf, h3.port, h3.ip, h3.mac) == ("leaf2", 1, "10.0.2.1", "02:00:00:00:02:01")
+    # leaf ports: servers 1..2, then spine1 x2, spine2 x2; spine ports per leaf x2
+    assert [(l.a_port, l.b, l.b_port) for l in f.uplinks("leaf2")] == [
+        (3, "spine1", 3), (4, "spine1", 4), (5, "spine2", 3), (6, "spine2", 4)]
+    assert f.uplinks("leaf2")[0].a_intf == "leaf2-eth3"
+
+
+def test_names_and_subnet_are_configurable():
+    doc = yaml.safe_load(variant())
+    doc["names"] = {"spine": "sp", "leaf": "lf", "server": "gpu"}
+    doc["addressing"] = {"subnet": "172.16.0.0/12"}
+    f = parse_fabric(yaml.safe_dump(doc), "t.yaml")
+    assert f.servers[0].name == "gpu1" and f.servers[0].ip == "172.16.1.1"
+    assert f.prefixlen == 12 and f.switches[0].name == "lf1"
+
+
+def test_policy_override_keeps_everything_else():
+    f = parse_fabric(variant(), "t.yaml")
+    g = f.with_policy("single-path")
+    assert g.policy == "single-path" and g.links == f.links and f.policy == "ecmp"
+
+
+BAD = [
+    # (what, yaml text, expected message)
+    ("not YAML", "fabric: [1, 2\n", "t.yaml: not valid YAML at line 2, column 1"),
+    ("empty file", "", "t.yaml: expected a mapping with keys name, fabric, links, routing, "
+                       "addressing, names, got nothing"),
+    ("top level is a list", "- 1\n", "t.yaml: expected a mapping with keys"),
+    ("duplicate key", "fabric: {}\nfabric: {}\n", "duplicate key 'fabric'"),
+    ("unknown top-level key", variant("fabrik", 1), "t.yaml: fabrik: unknown key (did you mean 'fabric'?)"),
+    ("typo in fabric", variant("fabric.spins", 2),
+     "t.yaml: fabric.spins: unknown key (did you mean 'spines'?); expected one of kind, spines"),
+    ("typo in a link", variant("links.leaf_spine.rate", 5),
+     "t.yaml: links.leaf_spine.rate: unknown key (did you mean 'rate_mbit'?)"),
+    ("missing fabric", variant("fabric", delete=True), "t.yaml: fabric: missing; this key is required"),
+    ("missing spines", variant("fabric.spines", delete=True), "t.yaml: fabric.spines: missing"),
+    ("missing rate", variant("links.server_leaf.rate_mbit", delete=True),
+     "t.yaml: links.server_leaf.rate_mbit: missing; this key is required"),
+    ("missing link class", variant("links.leaf_spine", delete=True), "t.yaml: links.leaf_spine: missing"),
+    ("spines is text", variant("fabric.spines", "two"),
+     "t.yaml: fabric.spines: expected a whole number from 1 to 64, got 'two'"),
+    ("spines is a float", variant("fabric.spines", 2.5), "fabric.spines: expected a whole number"),
+    ("spines is a bool", variant("fabric.spines", True), "got True"),
+    ("zero leaves", variant("fabric.leaves", 0), "fabric.leaves: expected a whole number from 1 to 128, got 0"),
+    ("negative servers", variant("fabric.servers_per_leaf", -1), "fabric.servers_per_leaf: expected a whole number"),
+    ("zero rate", variant("links.leaf_spine.rate_mbit", 0),
+     "t.yaml: links.leaf_spine.rate_mbit: expected a number above 0 to 100000 (Mbit/s), got 0"),
+    ("negative rate", variant("links.server_leaf.rate_mbit", -5), "got -5"),
+    ("rate is text", variant("links.server_leaf.rate_mbit", "10G"), "(Mbit/s), got '10G'"),
+    ("queue zero", variant("links.server_leaf.queue_packets", 0),
+     "links.server_leaf.queue_packets: expected a whole number from 1 to 100000, got 0"),
+    ("negative delay", variant("links.leaf_spine.delay_ms", -1),
+     "links.leaf_spine.delay_ms: expected a number from 0 to 10000 (ms), got -1"),
+    ("loss over 100", variant("links.leaf_spine.loss_percent", 150), "loss_percent: expected a number from 0 to 100 (%)"),
+    ("unknown policy", variant("routing.policy", "ospf"),
+     "t.yaml: routing.policy: expected one of ecmp, single-path, got 'ospf'"),
+    ("unknown kind", variant("fabric.kind", "torus"), "fabric.kind: expected one of leaf-spine, got 'torus'"),
+    ("links not a mapping", variant("links", [1]), "t.yaml: links: expected a mapping with keys server_leaf, leaf_spine, got list [1]"),
+    ("bad subnet", variant("addressing.subnet", "10.0.0.300/16"), "addressing.subnet: expected an IPv4 network"),
+    ("subnet too small", variant("addressing.subnet", "10.0.0.0/24"), "got '10.0.0.0/24'"),
+    ("subnet with host bits", variant("addressing.subnet", "10.0.0.1/16"), "addressing.subnet"),
+    ("shell-unsafe prefix", variant("names.server", "h;rm -rf /"),
+     "t.yaml: names.server: expected a lowercase name prefix such as 'h' (a-z, 0-9), got 'h;rm -rf /'"),
+    ("prefix with a dash", variant("names.leaf", "leaf-"), "names.leaf: expected a lowercase name prefix"),
+    ("prefix too long for an interface name", variant("names.spine", "spineswitch"),
+     "names.spine: expected a lowercase name prefix"),
+    ("interface name over 15 characters", variant("names.leaf", "leafswitch"),
+     "t.yaml: names.leaf: expected a shorter prefix: it makes interface names like "
+     "'leafswitch3-eth4' (16 characters) and Linux allows 15"),
+    ("colliding names", variant("names.spine", "leaf"), "would both be called 'leaf1'"),
+    ("unsafe fabric name", variant("name", "a b"), "t.yaml: name: expected a name of letters"),
+    ("too large for this host", variant("fabric.leaves", 100).replace("servers_per_leaf: 2", "servers_per_leaf: 64"),
+     "t.yaml: fabric: too large for this host: 6400 servers and 102 switches; at most 512 servers"),
+]
+
+
+@pytest.mark.parametrize("what,text,expected", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_names_file_key_and_expectation(what, text, expected):
+    with pytest.raises(FabricError) as info:
+        parse_fabric(text, "t.yaml")
+    message = str(info.value)
+    assert expected in message
+    assert message.startswith("t.yaml") and "\n" not in message
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(FabricError, match=r"nope\.yaml: cannot read the fabric file: No such file"):
+        load_fabric(tmp_path / "nope.yaml")

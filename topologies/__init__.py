@@ -1,0 +1,1 @@
+"""Example fabrics (*.yaml), the fabric model, and the Mininet lab built from it."""

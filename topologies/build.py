@@ -1,0 +1,80 @@
+"""From a Fabric to a Mininet network: topology, switch class, link shaping.
+
+Mininet names interfaces ``<node>-eth<port>`` and Open vSwitch gets each port's
+number through ``ofport_request``, so the numbers in the Fabric are the numbers
+the controller sees. Link shaping is ours rather than Mininet's TCLink, which
+puts every queue limit in a netem qdisc that some kernels (this project's CI)
+lack: HTB sets the rate, a pfifo child the queue, netem only when a link asks
+for delay or loss.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Dict, List
+
+from mininet.node import OVSSwitch
+from mininet.topo import Topo
+
+from topologies.fabric import Fabric, LinkSpec
+
+MTU_FRAME = 1514
+OPENFLOW_VERSIONS = "OpenFlow13,OpenFlow15"
+
+
+class FabricTopo(Topo):
+    """The Mininet topology of a fabric: one place that says what is built."""
+
+    def build(self, fabric: Fabric):          # noqa: D102 (Mininet's hook)
+        for sw in fabric.switches:
+            self.addSwitch(sw.name, dpid=f"{sw.dpid:016x}")
+        for h in fabric.servers:
+            self.addHost(h.name, ip=f"{h.ip}/{fabric.prefixlen}", mac=h.mac)
+        for link in fabric.links:
+            self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)
+
+
+def switch_class(datapath: str):
+    """OVS bridges in secure fail mode (no flooding while the controller is
+    away), offering OpenFlow 1.3 and 1.5, started in one ovs-vsctl batch."""
+    return partial(OVSSwitch, datapath=datapath, failMode="secure",
+                   protocols=OPENFLOW_VERSIONS, batch=True, reconnectms=1000)
+
+
+def tc_commands(intf: str, spec: LinkSpec) -> List[str]:
+    """tc commands (without the leading 'tc') that shape one interface's egress."""
+    rate = f"{spec.rate_mbit:g}mbit"
+    # A burst of ~1 ms at line rate, never below two full frames: small enough
+    # to keep the rate honest, large enough not to starve on timer granularity.
+    burst = max(2 * MTU_FRAME, int(spec.rate_mbit * 1e6 / 8 / 1000))
+    cmds = [f"qdisc replace dev {intf} root handle 1: htb default 1",
+            f"class add dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
+            f"burst {burst}b cburst {burst}b quantum {MTU_FRAME}"]
+    if spec.needs_netem:
+        cmds.append(f"qdisc add dev {intf} parent 1:1 handle 10: netem "
+                    f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "
+                    f"loss {spec.loss_percent:g}%")
+    else:
+        cmds.append(f"qdisc add dev {intf} parent 1:1 handle 10: pfifo limit {spec.queue_packets}")
+    return cmds
+
+
+def shaping_plan(fabric: Fabric) -> Dict[str, List[str]]:
+    """tc commands per interface, for both ends of every link."""
+    plan = {}
+    for link in fabric.links:
+        plan[link.a_intf] = tc_commands(link.a_intf, link.spec)
+        plan[link.b_intf] = tc_commands(link.b_intf, link.spec)
+    return plan
+
+
+def host_setup_script(intf: str, tc_cmds: List[str]) -> str:
+    """One shell line run inside a server's namespace: checksum and segmentation
+    offloads off (the userspace datapath forwards unfinished checksums, and
+    super-packets would defeat the packet-counted queue), IPv6 off (its
+    neighbour discovery is noise on the counters), then the shaping."""
+    steps = [f"ethtool -K {intf} tx off tso off gso off >/dev/null",
+             "sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
+             "sysctl -qw net.ipv6.conf.default.disable_ipv6=1"]
+    steps += [f"tc {c}" for c in tc_cmds]
+    return " && ".join(steps) + " && echo lab-host-ok"

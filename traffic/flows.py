@@ -1,0 +1,141 @@
+"""Flow generators with chosen source ports, run inside a server's namespace.
+
+ECMP decides a flow's path from its 5-tuple, so tests that check spreading
+need flows whose ports they choose: iperf3 picks ephemeral source ports.
+
+    python -m traffic.flows udp  --dst IP --dport P --sports 40000:40015 --packets N
+    python -m traffic.flows tcp  --dst IP --dport P --sports 40000:40015 --bytes N
+    python -m traffic.flows sink --port P --connections K
+
+Each prints one JSON line with what it did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import selectors
+import socket
+import sys
+import time
+
+
+def port_range(text: str):
+    lo, _, hi = text.partition(":")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def send_udp(dst: str, dport: int, sports, packets: int, size: int, pps: float) -> dict:
+    socks = []
+    for sport in sports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("0.0.0.0", sport))
+        socks.append(s)
+    payload = b"\x00" * size
+    gap = 1.0 / pps if pps else 0.0
+    sent, start = 0, time.monotonic()
+    for i in range(packets):
+        for s in socks:
+            try:
+                s.sendto(payload, (dst, dport))
+                sent += 1
+            except OSError:        # an ICMP port-unreachable reported back: harmless
+                pass
+        if gap:
+            delay = start + (i + 1) * gap - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+    return {"proto": "udp", "flows": len(socks), "packets_sent": sent,
+            "seconds": round(time.monotonic() - start, 3)}
+
+
+def send_tcp(dst: str, dport: int, sports, nbytes: int) -> dict:
+    socks = []
+    for sport in sports:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", sport))
+        s.connect((dst, dport))
+        s.setblocking(False)
+        socks.append(s)
+    sel = selectors.DefaultSelector()
+    left = {}
+    for s in socks:
+        sel.register(s, selectors.EVENT_WRITE)
+        left[s] = nbytes
+    chunk = memoryview(b"\x00" * 65536)
+    start = time.monotonic()
+    while left:
+        for key, _ in sel.select(timeout=10):
+            s = key.fileobj
+            n = s.send(chunk[:min(len(chunk), left[s])])
+            left[s] -= n
+            if left[s] == 0:
+                sel.unregister(s)
+                s.close()
+                del left[s]
+    return {"proto": "tcp", "flows": len(socks), "bytes_per_flow": nbytes,
+            "seconds": round(time.monotonic() - start, 3)}
+
+
+def sink(port: int, connections: int, timeout: float) -> dict:
+    """Accept `connections` TCP connections and read each to its end."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(connections)
+    print(json.dumps({"listening": port}), flush=True)
+    sel = selectors.DefaultSelector()
+    sel.register(srv, selectors.EVENT_READ)
+    received, accepted, open_ = {}, 0, 0
+    deadline = time.monotonic() + timeout
+    while (accepted < connections or open_) and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=1):
+            if key.fileobj is srv:
+                conn, (_, peer_port) = srv.accept()
+                sel.register(conn, selectors.EVENT_READ, peer_port)
+                received[peer_port] = 0
+                accepted += 1
+                open_ += 1
+                continue
+            data = key.fileobj.recv(1 << 16)
+            if data:
+                received[key.data] += len(data)
+            else:
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+                open_ -= 1
+    return {"proto": "tcp", "received": {str(k): v for k, v in sorted(received.items())}}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m traffic.flows", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    u = sub.add_parser("udp")
+    t = sub.add_parser("tcp")
+    for q in (u, t):
+        q.add_argument("--dst", required=True)
+        q.add_argument("--dport", type=int, default=5001)
+        q.add_argument("--sports", type=port_range, default=port_range("40000:40015"))
+    u.add_argument("--packets", type=int, default=100, help="packets per flow")
+    u.add_argument("--size", type=int, default=1000, help="UDP payload bytes")
+    u.add_argument("--pps", type=float, default=0, help="rounds per second (0: as fast as possible)")
+    t.add_argument("--bytes", type=int, default=1 << 20, help="bytes per flow")
+    k = sub.add_parser("sink")
+    k.add_argument("--port", type=int, default=5001)
+    k.add_argument("--connections", type=int, default=16)
+    k.add_argument("--timeout", type=float, default=60)
+    a = p.parse_args(argv)
+    if a.cmd == "udp":
+        out = send_udp(a.dst, a.dport, a.sports, a.packets, a.size, a.pps)
+    elif a.cmd == "tcp":
+        out = send_tcp(a.dst, a.dport, a.sports, a.bytes)
+    else:
+        out = sink(a.port, a.connections, a.timeout)
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

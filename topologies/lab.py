@@ -144,7 +144,7 @@ class Lab:
         from mininet.net import Mininet
         from mininet.node import Host
 
-        setLogLevel("info" if self.verbose else "error")
+        setLogLevel("info" if self.verbose else "output")   # output: what the CLI prints
         self.net = Mininet(topo=FabricTopo(fabric=self.fabric), switch=switch_class(self.datapath),
                            host=Host, link=Link, controller=None, build=False,
                            autoSetMacs=False, inNamespace=False, listenPort=None,
@@ -153,6 +153,7 @@ class Lab:
         self.net.build()
         self._write_record()
         self.net.start()
+        self.net.controllers = []      # the switches know it; Mininet need not
         self._write_record()
         self._shape()
 

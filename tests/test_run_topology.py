@@ -1,0 +1,123 @@
+"""run_topology.py as a user runs it: the default fabric end to end, bad input,
+and interruption at any moment leaving nothing behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO, host_state
+
+CMD = [sys.executable, "-u", str(REPO / "run_topology.py")]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def run(*args, timeout=120):
+    return subprocess.run(CMD + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=ENV, cwd=REPO)
+
+
+def test_help_explains_every_option():
+    out = run("--help").stdout
+    for option in ("--check", "--policy", "--datapath", "--seconds", "--streams",
+                   "--no-traffic", "--cli", "--results", "--json", "--cleanup", "--verbose"):
+        assert option in out
+
+
+def test_check_validates_without_building(clean_host):
+    proc = run("--check")
+    assert proc.returncode == 0 and "default.yaml: valid" in proc.stdout
+    assert "2 spines x 2 leaves x 2 servers per leaf = 4 servers" in proc.stdout
+
+
+@pytest.mark.parametrize("text,message", [
+    ("fabric: {spines: 2, leaves: 2, servers_per_leaf: 2}\n",
+     "bad.yaml: links: missing; this key is required"),
+    ("fabric: {spines: 0, leaves: 2, servers_per_leaf: 2}\nlinks: {}\n",
+     "bad.yaml: fabric.spines: expected a whole number from 1 to 64, got 0"),
+])
+@pytest.mark.parametrize("mode", [[], ["--check"]], ids=["build", "check"])
+def test_bad_input_is_one_sentence_and_touches_nothing(tmp_path, clean_host, text, message, mode):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    proc = run(*mode, str(bad))
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {bad.parent}/{message}\n"
+
+
+@pytest.mark.privileged
+def test_default_fabric_end_to_end(tmp_path, clean_host):
+    proc = run("--json", "--seconds", "1", "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["reachability"]["ok"] == summary["reachability"]["total"] == 12
+    assert summary["datapath"] in ("user", "kernel") and summary["openflow"] == ["OpenFlow15"]
+    traffic = summary["traffic"]
+    assert len(traffic["pairs"]) == 4 and traffic["total_mbit_s"] > 10
+    assert all("error" not in p for p in traffic["pairs"])
+    assert set(traffic["uplink_tx_bytes"]) == {"leaf1", "leaf2"}
+    assert sum(sum(c.values()) for c in traffic["uplink_tx_bytes"].values()) > 1e6
+    saved = json.loads((tmp_path / os.path.basename(summary["results"]) / "summary.json").read_text())
+    assert saved["reachability"] == summary["reachability"]
+
+
+def start(*args):
+    return subprocess.Popen(CMD + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+
+
+def wait_for_line(proc, prefix, timeout=60):
+    deadline = time.monotonic() + timeout
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith(prefix):
+            return line
+    raise AssertionError(f"no line starting {prefix!r}: {lines}")
+
+
+@pytest.mark.privileged
+@pytest.mark.parametrize("sig,args,after", [
+    (signal.SIGTERM, ["--cli", "--no-traffic"], "reach"),
+    (signal.SIGINT, ["--seconds", "30"], "reach"),
+    (signal.SIGINT, ["--no-traffic"], "fabric"),
+    (signal.SIGTERM, ["--no-traffic"], "fabric"),
+], ids=["sigterm-in-the-cli", "ctrl-c-during-traffic", "ctrl-c-while-building",
+        "sigterm-while-building"])
+def test_interruption_tears_down_everything(tmp_path, clean_host, sig, args, after):
+    proc = start(*args, "--results", str(tmp_path))
+    try:
+        wait_for_line(proc, after)
+        if after == "reach":
+            time.sleep(1)              # inside the CLI, or in the middle of iperf3
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+
+
+@pytest.mark.privileged
+def test_cleanup_removes_what_a_killed_lab_left(tmp_path):
+    before = host_state()
+    proc = start("--cli", "--no-traffic", "--results", str(tmp_path))
+    wait_for_line(proc, "reach")
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert host_state()["bridges"], "a SIGKILLed lab should have left its bridges"
+    out = run("--cleanup")
+    assert out.returncode == 0 and "cleaned up after lab" in out.stdout
+    deadline = time.monotonic() + 10
+    while host_state() != before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert host_state() == before
+    assert "nothing to clean up" in run("--cleanup").stdout

@@ -57,7 +57,8 @@ def parse_args(argv):
                    help="validate the YAML and print what would be built; build nothing")
     p.add_argument("--policy", choices=POLICIES,
                    help="override routing.policy: ecmp spreads over all spines, "
-                        "single-path pins each destination leaf to one spine")
+                        "single-path pins each destination leaf to one spine, stp runs "
+                        "plain L2 switches with spanning tree and no controller (a baseline)")
     p.add_argument("--datapath", choices=("auto", "kernel", "user"), default="auto",
                    help="Open vSwitch datapath: the kernel module when present (auto), "
                         "else the userspace one")
@@ -109,9 +110,9 @@ def main(argv=None) -> int:
             status = lab.status
             summary.update(datapath=lab.datapath, openflow=sorted(set(status["versions"].values())),
                            timings=dict(lab.timings), results=str(run_dir))
-            say(f"lab      datapath {lab.datapath}, {'/'.join(summary['openflow'])}, "
-                f"policy {fabric.policy}; ready in {lab.timings['start_s']:.1f} s "
-                f"(build {lab.timings['build_s']:.1f} s)")
+            control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
+            say(f"lab      datapath {lab.datapath}, {control}, policy {fabric.policy}; "
+                f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
             t0 = time.monotonic()
             reach = checks.all_pairs_reachability(lab)
             summary["reachability"] = {"ok": reach.ok, "total": reach.total,
@@ -167,19 +168,22 @@ def _print_traffic(fabric, traffic):
 
 
 def _check(fabric) -> int:
-    from topologies.system import netem_available
+    from topologies.system import LabError, check_netem
+    if any(l.spec.needs_netem for l in fabric.links):
+        if os.geteuid() != 0:
+            print("note: delay and loss need the kernel's sch_netem qdisc; "
+                  "run --check as root to find out whether this kernel has it")
+        else:
+            try:
+                check_netem(fabric)
+            except LabError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
     print(f"{fabric.source}: valid")
     print(f"  {fabric.shape()}")
     for kind, text in describe_links(fabric).items():
         print(f"  {kind.replace('_', '-')} links: {text}")
     print(f"  routing: {fabric.policy}; servers {fabric.servers[0].ip} .. {fabric.servers[-1].ip}")
-    if any(l.spec.needs_netem for l in fabric.links):
-        if os.geteuid() != 0:
-            print("  note: delay/loss need the kernel's sch_netem; run --check as root to test for it")
-        elif not netem_available():
-            print("error: delay/loss need the kernel's sch_netem qdisc, which this kernel lacks",
-                  file=sys.stderr)
-            return 2
     return 0
 
 

@@ -105,7 +105,7 @@ BAD = [
      "links.leaf_spine.delay_ms: expected a number from 0 to 10000 (ms), got -1"),
     ("loss over 100", variant("links.leaf_spine.loss_percent", 150), "loss_percent: expected a number from 0 to 100 (%)"),
     ("unknown policy", variant("routing.policy", "ospf"),
-     "t.yaml: routing.policy: expected one of ecmp, single-path, got 'ospf'"),
+     "t.yaml: routing.policy: expected one of ecmp, single-path, stp, got 'ospf'"),
     ("unknown kind", variant("fabric.kind", "torus"), "fabric.kind: expected one of leaf-spine, got 'torus'"),
     ("links not a mapping", variant("links", [1]), "t.yaml: links: expected a mapping with keys server_leaf, leaf_spine, got list [1]"),
     ("bad subnet", variant("addressing.subnet", "10.0.0.300/16"), "addressing.subnet: expected an IPv4 network"),

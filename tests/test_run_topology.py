@@ -121,3 +121,26 @@ def test_cleanup_removes_what_a_killed_lab_left(tmp_path):
         time.sleep(0.2)
     assert host_state() == before
     assert "nothing to clean up" in run("--cleanup").stdout
+
+
+@pytest.mark.privileged
+def test_delay_needs_netem_and_says_so(clean_host):
+    from topologies.system import netem_available
+    proc = run("--check", str(REPO / "topologies" / "oversubscribed-delay.yaml"))
+    if netem_available():
+        assert proc.returncode == 0 and "0.5 ms delay" in proc.stdout
+    else:
+        assert proc.returncode == 2
+        assert proc.stderr == (
+            f"error: {REPO}/topologies/oversubscribed-delay.yaml: links.leaf_spine asks for "
+            "delay or loss, which needs the kernel's sch_netem qdisc, and this kernel has none: "
+            "set delay_ms and loss_percent to 0 here, or use the Vagrant lab VM\n")
+
+
+@pytest.mark.privileged
+def test_stp_baseline_converges_and_reaches_every_pair(tmp_path, clean_host):
+    proc = run("--policy", "stp", "--json", "--no-traffic", "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["policy"] == "stp" and summary["openflow"] == []
+    assert summary["reachability"]["ok"] == summary["reachability"]["total"] == 12

@@ -35,7 +35,7 @@ MAX_SWITCHES = 128
 MAX_RATE_MBIT = 100_000
 LEAF_DPID_BASE = 0x100
 SPINE_DPID_BASE = 0x200
-POLICIES = ("ecmp", "single-path")
+POLICIES = ("ecmp", "single-path", "stp")
 
 
 class FabricError(Exception):

@@ -98,13 +98,17 @@ class Lab:
         self.datapath = system.preflight(self.fabric, self.requested_datapath)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_record()
-        self._start_controller()
+        if self.fabric.policy != "stp":
+            self._start_controller()
         self.timings["controller_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         self._build_network()
         self.timings["build_s"] = time.monotonic() - t1
         t2 = time.monotonic()
-        self.status = self.wait_programmed()
+        if self.fabric.policy == "stp":
+            self.status = self.wait_stp_converged()
+        else:
+            self.status = self.wait_programmed()
         self.timings["programmed_s"] = time.monotonic() - t2
         self.timings["start_s"] = time.monotonic() - t0
 
@@ -145,11 +149,13 @@ class Lab:
         from mininet.node import Host
 
         setLogLevel("info" if self.verbose else "output")   # output: what the CLI prints
-        self.net = Mininet(topo=FabricTopo(fabric=self.fabric), switch=switch_class(self.datapath),
+        stp = self.fabric.policy == "stp"
+        self.net = Mininet(topo=FabricTopo(fabric=self.fabric),
+                           switch=switch_class(self.datapath, stp=stp),
                            host=Host, link=Link, controller=None, build=False,
                            autoSetMacs=False, inNamespace=False, listenPort=None,
                            waitConnected=False)
-        self.net.controllers = [_ControllerTarget(self.of_port)]
+        self.net.controllers = [] if stp else [_ControllerTarget(self.of_port)]
         self.net.build()
         self._write_record()
         self.net.start()
@@ -196,6 +202,21 @@ class Lab:
         missing = sorted(want - set(status.get("programmed", ())))
         raise LabError(f"the controller had not programmed {', '.join(missing) or 'the switches'} "
                        f"after {timeout:.0f} s (log: {self.controller_log})")
+
+    def wait_stp_converged(self, timeout: float = 90) -> dict:
+        """The STP baseline has no controller to ask: it is ready once the
+        first server reaches every other one through the spanning tree."""
+        first, *others = self.fabric.servers
+        host = self.host(first.name)
+        pending = [h.ip for h in others]
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            pending = [ip for ip in pending
+                       if "1 received" not in host.cmd(f"ping -n -c1 -W1 {ip}")]
+        if pending:
+            raise LabError(f"spanning tree had not converged after {timeout:.0f} s "
+                           f"({first.name} cannot reach {pending[0]})")
+        return {"versions": {}}
 
     def _log_tail(self) -> str:
         try:
@@ -306,12 +327,11 @@ def _stop_shell(node) -> None:
             shell.wait(5)
         except ProcessLookupError:
             pass
-    for fd in (getattr(node, "master", None), getattr(node, "slave", None)):
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    # As Mininet's own cleanup does: the pty master through the file object
+    # that wraps it (closing the bare fd would let that object close a reused
+    # number later), the slave end directly.
+    node.stdin.close()
+    os.close(node.slave)
     node.shell = None
 
 

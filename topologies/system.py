@@ -54,6 +54,17 @@ def netem_available() -> bool:
     return proc.returncode == 0
 
 
+def check_netem(fabric: Fabric) -> None:
+    """Delay and loss need sch_netem: say so, naming the key, where it is missing."""
+    needs_netem = [k for k in ("server_leaf", "leaf_spine")
+                   if any(l.spec.needs_netem for l in fabric.links if l.kind == k)]
+    if needs_netem and not netem_available():
+        raise LabError(
+            f"{fabric.source}: links.{needs_netem[0]} asks for delay or loss, which needs "
+            "the kernel's sch_netem qdisc, and this kernel has none: set delay_ms and "
+            "loss_percent to 0 here, or use the Vagrant lab VM")
+
+
 def existing_interfaces() -> set:
     return set(os.listdir("/sys/class/net"))
 
@@ -85,13 +96,7 @@ def preflight(fabric: Fabric, datapath: str) -> str:
     if not ovs_running():
         raise LabError("Open vSwitch is not running (ovs-vsctl cannot reach ovsdb-server): "
                        "start it with `sudo scripts/lab setup`")
-    needs_netem = [k for k in ("server_leaf", "leaf_spine")
-                   if any(l.spec.needs_netem for l in fabric.links if l.kind == k)]
-    if needs_netem and not netem_available():
-        raise LabError(
-            f"{fabric.source}: links.{needs_netem[0]} asks for delay or loss, which needs "
-            "the kernel's sch_netem qdisc, and this kernel has none: set delay_ms and "
-            "loss_percent to 0 here, or use the Vagrant lab VM")
+    check_netem(fabric)
     taken = sorted((existing_interfaces() | existing_bridges()) & set(lab_names(fabric)))
     if taken:
         raise LabError(

@@ -154,8 +154,10 @@ def _pairs(pairs, limit=5):
 def _print_traffic(fabric, traffic):
     from traffic.checks import imbalance
     n = len(traffic["pairs"])
+    share = traffic["total_mbit_s"] / traffic["server_links_mbit_s"]
     print(f"traffic  {n} iperf3 TCP tests x {traffic['streams_per_pair']} flows for "
-          f"{traffic['seconds']:g} s: {traffic['total_mbit_s']:.1f} Mbit/s in total")
+          f"{traffic['seconds']:g} s: {traffic['total_mbit_s']:.1f} Mbit/s in total, "
+          f"{share:.0%} of the {traffic['server_links_mbit_s']:g} Mbit/s the senders' links allow")
     for flow in traffic["pairs"]:
         err = f"  ({flow['error']})" if "error" in flow else ""
         print(f"         {flow['src']:>6} -> {flow['dst']:<6} {flow['mbit_s']:8.1f} Mbit/s"

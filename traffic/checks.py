@@ -129,9 +129,11 @@ def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: float = 3,
     for proc in servers:
         proc.communicate(timeout=10)
     delta = counter_delta(before, uplink_counters(fabric))
+    # what the senders' own links allow: the ceiling when nothing else limits
+    capacity = sum(fabric.spec["links"]["server_leaf"]["rate_mbit"] for _ in pairs)
     return {"seconds": seconds, "streams_per_pair": streams, "elapsed_s": round(elapsed, 2),
             "pairs": flows, "total_mbit_s": round(sum(f["mbit_s"] for f in flows), 2),
-            "uplink_tx_bytes": delta}
+            "server_links_mbit_s": capacity, "uplink_tx_bytes": delta}
 
 
 def _parse_iperf3(src: str, dst: str, text: str) -> dict:

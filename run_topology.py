@@ -31,6 +31,7 @@ if Path(sys.prefix).resolve() != VENV.resolve() and (VENV / "bin" / "python").ex
 import argparse   # noqa: E402
 import json       # noqa: E402
 import signal     # noqa: E402
+import subprocess  # noqa: E402
 import time       # noqa: E402
 
 try:
@@ -43,8 +44,21 @@ class Interrupted(BaseException):
     """SIGTERM or SIGHUP: unwinds like Ctrl-C, so the lab tears down."""
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _interrupt(signum, _frame):
+    # Further signals are ignored from here on: a second Ctrl-C must not cut
+    # the teardown that this one starts.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signal.Signals(signum).name)
+
+
+def _positive_int(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 def parse_args(argv):
@@ -62,9 +76,9 @@ def parse_args(argv):
     p.add_argument("--datapath", choices=("auto", "kernel", "user"), default="auto",
                    help="Open vSwitch datapath: the kernel module when present (auto), "
                         "else the userspace one")
-    p.add_argument("--seconds", type=float, default=3.0,
-                   help="length of the iperf3 traffic check (default 3)")
-    p.add_argument("--streams", type=int, default=4,
+    p.add_argument("--seconds", type=_positive_int, default=3,
+                   help="length of the iperf3 traffic check, whole seconds (default 3)")
+    p.add_argument("--streams", type=_positive_int, default=4,
                    help="parallel TCP flows per server pair in the traffic check (default 4)")
     p.add_argument("--no-traffic", action="store_true", help="skip the iperf3 traffic check")
     p.add_argument("--cli", action="store_true",
@@ -98,7 +112,7 @@ def main(argv=None) -> int:
     from topologies.system import LabError
     from traffic import checks
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
     run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}"
     say = (lambda *a: None) if args.json else print
@@ -128,13 +142,20 @@ def main(argv=None) -> int:
                     _print_traffic(fabric, traffic)
             if args.cli:
                 from mininet.cli import CLI
+                # Inside the CLI, Ctrl-C interrupts the running command, as in
+                # Mininet; `exit`, Ctrl-D or SIGTERM leave and tear down.
+                signal.signal(signal.SIGINT, signal.default_int_handler)
                 CLI(lab.net)
+                signal.signal(signal.SIGINT, _interrupt)
         summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)
     except LabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except (KeyboardInterrupt, Interrupted) as exc:
-        name = exc.args[0] if isinstance(exc, Interrupted) else "Ctrl-C"
+    except (subprocess.TimeoutExpired, checks.CheckError) as exc:
+        print(f"error: a check did not finish: {exc}", file=sys.stderr)
+        return 1
+    except Interrupted as exc:
+        name = "Ctrl-C" if exc.args[0] == "SIGINT" else exc.args[0]
         print(f"\ninterrupted ({name}): the lab was torn down", file=sys.stderr)
         return 130
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +214,7 @@ def _cleanup() -> int:
     if os.geteuid() != 0:
         print("error: --cleanup needs root: run it with sudo", file=sys.stderr)
         return 2
-    from topologies.lab import cleanup_dead_labs
+    from topologies.system import cleanup_dead_labs
     if not cleanup_dead_labs():
         print("nothing to clean up: no records of dead labs in /run/fabric-lab")
     return 0

@@ -2,7 +2,7 @@
 """Fabric benchmark: life-cycle times and ECMP versus its baselines, side by side.
 
     sudo scripts/lab bench                    # 4 spines x 8 leaves x 4 servers, 10 Mbit/s
-    sudo scripts/lab bench --rate 20 --seconds 10 --repeat 3 --json bench.json
+    sudo scripts/lab bench --rate 5 --seconds 10 --repeat 5 --json bench.json
 
 1. Life cycle of the 4x8x4 fabric (32 servers, 12 switches), `--cycles` times:
    build (controller, Mininet, shaping), ready (every switch programmed), time
@@ -58,11 +58,10 @@ def ovs_cpu_seconds() -> float:
 
 
 def with_rate(fabric, rate):
-    spec = json.loads(json.dumps(fabric.spec))
-    for kind in ("server_leaf", "leaf_spine"):
-        spec["links"][kind]["rate_mbit"] = rate
-    from topologies.fabric import fabric_from_spec
-    return fabric_from_spec(spec, fabric.source)
+    def edit(spec):
+        for kind in ("server_leaf", "leaf_spine"):
+            spec["links"][kind]["rate_mbit"] = rate
+    return fabric.edited(edit)
 
 
 def lifecycle(fabric, cycles, workdir):
@@ -104,9 +103,9 @@ def throughput(fabric, policy, seconds, repeat, workdir):
             up = [list(result["uplink_tx_bytes"][leaf].values()) for leaf in senders]
             used = [sum(1 for v in u if v > 0.05 * max(u)) for u in up]
             # the busiest uplink of each sending leaf, as a share of its rate over
-            # the window: near 100% means the host kept the bottleneck full
+            # the iperf3 window: near 100% means the host kept the bottleneck full
             rate_bps = fabric.spec["links"]["leaf_spine"]["rate_mbit"] * 1e6
-            busiest = statistics.mean(max(u) * 8 / (rate_bps * result["elapsed_s"]) for u in up)
+            busiest = statistics.mean(max(u) * 8 / (rate_bps * seconds) for u in up)
             runs.append({"total_mbit_s": result["total_mbit_s"], "cpu_busy_pct": busy,
                          "ovs_vswitchd_core_pct": ovs, "busiest_uplink_util": busiest,
                          "retransmits": sum(p["retransmits"] for p in result["pairs"]),
@@ -125,7 +124,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rate", type=float, default=10, help="every link's rate, Mbit/s (default 10)")
     p.add_argument("--seconds", type=float, default=10, help="length of each iperf3 run")
-    p.add_argument("--repeat", type=int, default=3, help="iperf3 runs per policy")
+    p.add_argument("--repeat", type=int, default=5, help="iperf3 runs per policy")
     p.add_argument("--cycles", type=int, default=3, help="build/reach/teardown cycles")
     p.add_argument("--policies", default="ecmp,single-path,stp")
     p.add_argument("--json", type=Path, help="also write every figure here")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
@@ -24,6 +25,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_5
 from controller import ofmsg
 from controller.routes import compute_plan
 from topologies.fabric import fabric_from_spec
+from topologies.system import write_json
 
 OF_NAMES = {ofproto_v1_3.OFP_VERSION: "OpenFlow13", ofproto_v1_5.OFP_VERSION: "OpenFlow15"}
 
@@ -35,7 +37,7 @@ class FabricController(app_manager.OSKenApp):
         super().__init__(*args, **kwargs)
         with open(os.environ["FABRIC_LAB_SPEC"]) as f:
             self.fabric = fabric_from_spec(json.load(f), "controller")
-        self.status_path = os.environ["FABRIC_LAB_STATUS"]
+        self.status_path = Path(os.environ["FABRIC_LAB_STATUS"])
         self.by_dpid = {s.dpid: s.name for s in self.fabric.switches}
         self.arp_table = {h.ip: h.mac for h in self.fabric.servers}
         self.ports = {s.name: {} for s in self.fabric.switches}   # name -> {port: intf}
@@ -66,14 +68,16 @@ class FabricController(app_manager.OSKenApp):
             return
         self.logger.info("%s connected (%s)", name, OF_NAMES.get(dp.ofproto.OFP_VERSION))
         expected = self.ports[name]
-        for port in dp.ports.values():
-            if port.port_no not in expected:       # the bridge's LOCAL port
+        for port_no, intf in expected.items():
+            port = dp.ports.get(port_no)
+            if port is None:
+                self._error(f"{name} has no port {port_no} ({intf})")
+                self._set_port(name, port_no, False)
                 continue
             got = port.name.decode(errors="replace")
-            if got != expected[port.port_no]:
-                self._error(f"{name} port {port.port_no} is {got!r}, "
-                            f"expected {expected[port.port_no]!r}")
-            self._set_port(name, port.port_no, self._is_up(dp, port))
+            if got != intf:
+                self._error(f"{name} port {port_no} is {got!r}, expected {intf!r}")
+            self._set_port(name, port_no, self._is_up(dp, port))
         self.installed.pop(name, None)
         self.datapaths[name] = dp
         self._reprogram()
@@ -179,7 +183,4 @@ class FabricController(app_manager.OSKenApp):
             "arp_replies": self.arp_replies,
             "errors": self.errors[-20:],
         }
-        tmp = self.status_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(status, f)
-        os.replace(tmp, self.status_path)
+        write_json(self.status_path, status)

@@ -29,17 +29,28 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Open vSwitch: systemd starts it on a normal machine; containers and CI have no
-# init, so start the daemons with ovs-ctl (which skips the kernel module when the
-# kernel has none: the lab then uses the userspace datapath).
-if ! ovs-vsctl --timeout=2 show >/dev/null 2>&1; then
+# init, so start the daemons with ovs-ctl. ovs-ctl will not start ovs-vswitchd
+# when the kernel has module support but no openvswitch module (a container);
+# then start it directly: the lab uses the userspace datapath there anyway.
+OVS_RUN=/var/run/openvswitch
+ovs_up() {
+  ovs-vsctl --timeout=3 show >/dev/null 2>&1 \
+    && ovs-appctl --timeout=3 -t ovs-vswitchd version >/dev/null 2>&1
+}
+if ! ovs_up; then
   say "starting Open vSwitch"
   if [ -d /run/systemd/system ]; then
-    systemctl start openvswitch-switch
+    systemctl start openvswitch-switch || true
   else
-    /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >/dev/null 2>&1 \
-      || /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random
+    /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >/dev/null 2>&1 || true
   fi
-  ovs-vsctl --timeout=5 show >/dev/null || die "Open vSwitch did not start (see /var/log/openvswitch/)."
+  if ! ovs-appctl --timeout=3 -t ovs-vswitchd version >/dev/null 2>&1 \
+      && ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
+    ovs-vswitchd "unix:$OVS_RUN/db.sock" -vconsole:emer -vsyslog:err -vfile:info --no-chdir \
+      --log-file=/var/log/openvswitch/ovs-vswitchd.log --pidfile="$OVS_RUN/ovs-vswitchd.pid" \
+      --detach --monitor
+  fi
+  ovs_up || die "Open vSwitch did not start (see /var/log/openvswitch/)."
 fi
 
 # Python environment: Debian's python3 (the one Debian's mininet module is built

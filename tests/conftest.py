@@ -4,6 +4,7 @@ is checked to leave the host exactly as it found it."""
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -33,8 +34,10 @@ def pytest_collection_modifyitems(config, items):
 
 def host_state():
     """What a lab could leave behind: bridges, veths, named namespaces, processes."""
-    bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
-                             text=True).stdout.split()
+    bridges = []
+    if shutil.which("ovs-vsctl"):
+        bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
+                                 text=True).stdout.split()
     veths = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
                            text=True).stdout.splitlines()
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()

@@ -83,21 +83,26 @@ def wait_for_line(proc, prefix, timeout=60):
     raise AssertionError(f"no line starting {prefix!r}: {lines}")
 
 
+BIG = str(REPO / "topologies" / "leaf-spine-4x8.yaml")
+
+
 @pytest.mark.privileged
-@pytest.mark.parametrize("sig,args,after", [
-    (signal.SIGTERM, ["--cli", "--no-traffic"], "reach"),
-    (signal.SIGINT, ["--seconds", "30"], "reach"),
-    (signal.SIGINT, ["--no-traffic"], "fabric"),
-    (signal.SIGTERM, ["--no-traffic"], "fabric"),
-], ids=["sigterm-in-the-cli", "ctrl-c-during-traffic", "ctrl-c-while-building",
-        "sigterm-while-building"])
-def test_interruption_tears_down_everything(tmp_path, clean_host, sig, args, after):
+@pytest.mark.parametrize("signals,args,after,delay", [
+    ([signal.SIGTERM], ["--cli", "--no-traffic"], "reach", 1),
+    ([signal.SIGINT], ["--seconds", "30"], "reach", 1),
+    ([signal.SIGINT], ["--no-traffic"], "fabric", 0),
+    ([signal.SIGTERM], ["--no-traffic", BIG], "fabric", 1.5),
+    ([signal.SIGINT, signal.SIGINT, signal.SIGTERM], ["--no-traffic", BIG], "fabric", 2),
+], ids=["sigterm-in-the-cli", "ctrl-c-during-traffic", "ctrl-c-while-starting",
+        "sigterm-while-mininet-builds", "ctrl-c-ctrl-c-sigterm-while-building"])
+def test_interruption_tears_down_everything(tmp_path, clean_host, signals, args, after, delay):
     proc = start(*args, "--results", str(tmp_path))
     try:
         wait_for_line(proc, after)
-        if after == "reach":
-            time.sleep(1)              # inside the CLI, or in the middle of iperf3
-        proc.send_signal(sig)
+        time.sleep(delay)              # in the CLI, in iperf3, or mid-build
+        for sig in signals:
+            proc.send_signal(sig)
+            time.sleep(0.05)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -107,13 +112,18 @@ def test_interruption_tears_down_everything(tmp_path, clean_host, sig, args, aft
 
 
 @pytest.mark.privileged
-def test_cleanup_removes_what_a_killed_lab_left(tmp_path):
+@pytest.mark.parametrize("args,after,delay", [
+    (["--cli", "--no-traffic"], "reach", 0),
+    (["--no-traffic", BIG], "fabric", 1.5),
+], ids=["killed-when-ready", "killed-mid-build"])
+def test_cleanup_removes_what_a_killed_lab_left(tmp_path, args, after, delay):
     before = host_state()
-    proc = start("--cli", "--no-traffic", "--results", str(tmp_path))
-    wait_for_line(proc, "reach")
+    proc = start(*args, "--results", str(tmp_path))
+    wait_for_line(proc, after)
+    time.sleep(delay)
     proc.kill()
     proc.communicate(timeout=30)
-    assert host_state()["bridges"], "a SIGKILLed lab should have left its bridges"
+    assert host_state() != before, "a SIGKILLed lab should have left something"
     out = run("--cleanup")
     assert out.returncode == 0 and "cleaned up after lab" in out.stdout
     deadline = time.monotonic() + 10

@@ -11,7 +11,7 @@ for delay or loss.
 from __future__ import annotations
 
 from functools import partial
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 from mininet.node import OVSSwitch
 from mininet.topo import Topo
@@ -35,24 +35,43 @@ class FabricTopo(Topo):
 
 
 class FabricSwitch(OVSSwitch):
-    """Mininet's OVS switch, with spanning-tree timers short enough that the
+    """Mininet's OVS switch, its bridge tagged with the lab that owns it
+    (external_ids:fabric_lab), and spanning-tree timers short enough that the
     STP baseline converges in seconds rather than half a minute."""
     STP_TIMERS = (" other_config:stp-hello-time=1 other_config:stp-max-age=6"
                   " other_config:stp-forward-delay=4")
 
+    def __init__(self, name, lab_tag="", **params):
+        super().__init__(name, **params)
+        self.lab_tag = lab_tag
+
     def bridgeOpts(self):                 # noqa: N802 (Mininet's name)
-        return super().bridgeOpts() + (self.STP_TIMERS if self.stp else "")
+        return (super().bridgeOpts() + f" external_ids:fabric_lab={self.lab_tag}"
+                + (self.STP_TIMERS if self.stp else ""))
 
 
-def switch_class(datapath: str, stp: bool = False):
+def tracking(node_class, on_process: Callable):
+    """A subclass of a Mininet node class that reports each process it starts,
+    its shell included, as soon as the process exists."""
+    class Tracked(node_class):
+        def _popen(self, cmd, **params):
+            proc = super()._popen(cmd, **params)
+            on_process(proc)
+            return proc
+    Tracked.__name__ = f"Tracked{node_class.__name__}"
+    return Tracked
+
+
+def switch_class(datapath: str, lab_tag: str, on_process: Callable, stp: bool = False):
     """OVS bridges started in one ovs-vsctl batch. Normally in secure fail mode
     (no flooding while the controller is away), offering OpenFlow 1.3 and 1.5;
     for the STP baseline, standalone L2 learning switches running spanning tree
     (plain Mininet's answer to a looped fabric), with no controller."""
+    cls = tracking(FabricSwitch, on_process)
     if stp:
-        return partial(FabricSwitch, datapath=datapath, failMode="standalone", stp=True,
-                       batch=True)
-    return partial(FabricSwitch, datapath=datapath, failMode="secure",
+        return partial(cls, lab_tag=lab_tag, datapath=datapath, failMode="standalone",
+                       stp=True, batch=True)
+    return partial(cls, lab_tag=lab_tag, datapath=datapath, failMode="secure",
                    protocols=OPENFLOW_VERSIONS, batch=True, reconnectms=1000)
 
 

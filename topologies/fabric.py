@@ -32,6 +32,7 @@ DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
 IFNAME_MAX = 15          # Linux IFNAMSIZ - 1
 MAX_SERVERS = 512        # beyond this a 2-core host spends minutes building
 MAX_SWITCHES = 128
+MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
 MAX_RATE_MBIT = 100_000
 LEAF_DPID_BASE = 0x100
 SPINE_DPID_BASE = 0x200
@@ -67,13 +68,11 @@ def integer(lo: int, hi: int) -> Callable:
     return check
 
 
-def number(lo: float, hi: float, unit: str, lo_open: bool = False) -> Callable:
+def number(lo: float, hi: float, unit: str) -> Callable:
     def check(v, fail):
-        low_ok = _is_number(v) and (v > lo if lo_open else v >= lo)
-        if not low_ok or not v <= hi:
-            bound = f"above {lo}" if lo_open else f"from {lo}"
-            fail(f"expected a number {bound} to {hi} ({unit}), got {v!r}")
-        return float(v) if isinstance(v, float) else v
+        if not _is_number(v) or not lo <= v <= hi:
+            fail(f"expected a number from {lo:g} to {hi:g} ({unit}), got {v!r}")
+        return v
     return check
 
 
@@ -98,14 +97,15 @@ def subnet(v, fail):
         net = ipaddress.IPv4Network(v, strict=True) if isinstance(v, str) else None
     except ValueError:
         net = None
-    if net is None or net.prefixlen > 16 or net.is_loopback or net.is_multicast:
+    if (net is None or net.prefixlen > 16 or net.is_loopback or net.is_multicast
+            or net.is_reserved or net.is_link_local or net.network_address.packed[0] == 0):
         fail("expected an IPv4 network of /16 or larger such as 10.0.0.0/16 "
              f"(server s of leaf l gets <net>.l.s), got {v!r}")
     return str(net)
 
 
 LINK = {
-    "rate_mbit": (number(0, MAX_RATE_MBIT, "Mbit/s", lo_open=True), REQUIRED),
+    "rate_mbit": (number(MIN_RATE_MBIT, MAX_RATE_MBIT, "Mbit/s"), REQUIRED),
     "queue_packets": (integer(1, 100_000), 100),
     "delay_ms": (number(0, 10_000, "ms"), 0),
     "loss_percent": (number(0, 100, "%"), 0),
@@ -257,10 +257,14 @@ class Fabric:
                 f" = {len(self.servers)} servers, {len(self.switches)} switches, "
                 f"{len(self.links)} links")
 
-    def with_policy(self, policy: str) -> "Fabric":
+    def edited(self, edit: Callable[[dict], None]) -> "Fabric":
+        """The same fabric with `edit` applied to a copy of its spec."""
         spec = copy.deepcopy(self.spec)
-        spec["routing"]["policy"] = policy
+        edit(spec)
         return fabric_from_spec(spec, self.source)
+
+    def with_policy(self, policy: str) -> "Fabric":
+        return self.edited(lambda spec: spec["routing"].update(policy=policy))
 
 
 def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
@@ -333,6 +337,10 @@ def _construct_mapping(loader, node, deep=False):
     seen = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a plain name, not {type(key).__name__}",
+                key_node.start_mark)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)

@@ -20,6 +20,7 @@ record under /run/fabric-lab lists what the lab owns, so `run_topology.py
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -31,12 +32,13 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from topologies import system
-from topologies.build import FabricTopo, host_setup_script, shaping_plan, switch_class
+from topologies.build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
 from topologies.fabric import Fabric
 from topologies.system import LabError
 
 REPO = Path(__file__).resolve().parent.parent
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_LAB_NUMBERS = itertools.count(1)
 
 
 class _ControllerTarget:
@@ -74,9 +76,10 @@ class Lab:
         self.verbose = verbose
         self.net = None
         self.controller: Optional[subprocess.Popen] = None
-        self.procs: List[subprocess.Popen] = []
+        self.processes: List[subprocess.Popen] = []   # every one Mininet started for us
         self.timings: Dict[str, float] = {}
-        self.record_path: Optional[Path] = None
+        self.tag = f"{os.getpid()}-{next(_LAB_NUMBERS)}"
+        self.record_path = system.RECORDS / f"{self.tag}.json"
         self._stopped = False
 
     # --- start --------------------------------------------------------------------
@@ -95,9 +98,10 @@ class Lab:
 
     def start(self) -> None:
         t0 = time.monotonic()
-        self.datapath = system.preflight(self.fabric, self.requested_datapath)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._write_record()
+        with system.names_lock():
+            self.datapath = system.preflight(self.fabric, self.requested_datapath)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._write_record()            # claims the names before the lock goes
         if self.fabric.policy != "stp":
             self._start_controller()
         self.timings["controller_s"] = time.monotonic() - t0
@@ -128,7 +132,7 @@ class Lab:
             # then stops the controller in order.
             self.controller = subprocess.Popen(cmd, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True)
-        self._write_record()
+        self._track(self.controller)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.controller.poll() is not None:
@@ -150,17 +154,17 @@ class Lab:
 
         setLogLevel("info" if self.verbose else "output")   # output: what the CLI prints
         stp = self.fabric.policy == "stp"
+        # Every process a node starts, its shell first, is tracked the moment it
+        # exists: a signal in the middle of Mininet's build leaks nothing.
         self.net = Mininet(topo=FabricTopo(fabric=self.fabric),
-                           switch=switch_class(self.datapath, stp=stp),
-                           host=Host, link=Link, controller=None, build=False,
-                           autoSetMacs=False, inNamespace=False, listenPort=None,
+                           switch=switch_class(self.datapath, self.tag, self._track, stp=stp),
+                           host=tracking(Host, self._track), link=Link, controller=None,
+                           build=False, autoSetMacs=False, inNamespace=False, listenPort=None,
                            waitConnected=False)
         self.net.controllers = [] if stp else [_ControllerTarget(self.of_port)]
         self.net.build()
-        self._write_record()
         self.net.start()
         self.net.controllers = []      # the switches know it; Mininet need not
-        self._write_record()
         self._shape()
 
     def _shape(self) -> None:
@@ -172,6 +176,10 @@ class Lab:
                 if node not in servers:
                     root_cmds += plan[intf]
         system.run(["tc", "-batch", "-"], input="\n".join(root_cmds) + "\n", timeout=120)
+        for name in system.lab_names(self.fabric):      # no IPv6 chatter on the counters
+            knob = Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6")
+            if knob.exists():
+                knob.write_text("1")
         for host in self.fabric.servers:
             out = self.net.get(host.name).cmd(host_setup_script(host.intf, plan[host.intf]))
             if "lab-host-ok" not in out:
@@ -183,9 +191,9 @@ class Lab:
         except (OSError, ValueError):
             return {}
 
-    def wait_programmed(self, timeout: float = 60, after_generation: int = -1) -> dict:
-        """Wait until the controller has programmed every switch (and, if given,
-        has applied a plan newer than `after_generation`)."""
+    def wait_programmed(self, timeout: float = 60, until=lambda status: True) -> dict:
+        """Wait until the controller has programmed every switch with a plan
+        whose status satisfies `until` (say, a port known to be down)."""
         want = {s.name for s in self.fabric.switches}
         deadline = time.monotonic() + timeout
         status = {}
@@ -195,8 +203,7 @@ class Lab:
             status = self.controller_status()
             if status.get("errors"):
                 raise LabError(f"the controller reports: {status['errors'][0]}")
-            if (want <= set(status.get("programmed", ()))
-                    and status.get("generation", -1) > after_generation):
+            if want <= set(status.get("programmed", ())) and until(status):
                 return status
             time.sleep(0.05)
         missing = sorted(want - set(status.get("programmed", ())))
@@ -234,10 +241,7 @@ class Lab:
         """Start a process inside a server's namespace; the lab stops it at teardown."""
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
-        proc = self.host(server).popen(args, **kwargs)
-        self.procs.append(proc)
-        self._write_record()
-        return proc
+        return self.host(server).popen(args, **kwargs)
 
     def set_link(self, a: str, b: str, up: bool, index: int = 0) -> None:
         """Take the index-th link between nodes a and b down or up (both ends)."""
@@ -261,41 +265,41 @@ class Lab:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def _teardown(self) -> None:
-        for proc in self.procs:
-            _stop_process(proc)
-        bridges = [s.name for s in self.fabric.switches]
+        """Each step runs whatever the one before it hit; the first error is
+        raised at the end."""
+        shells = [p for p in self.processes if _is_shell(p)]
+        others = [p for p in self.processes if not _is_shell(p) and p is not self.controller]
+        steps = [lambda: [_stop_process(p) for p in others]]
+        if self.net is not None or shells:
+            steps.append(lambda: system.remove_network(system.tagged_bridges(self.tag),
+                                                       system.lab_names(self.fabric)))
+        steps.append(lambda: [_stop_shell(p) for p in shells])
         if self.net is not None:
-            args = ["ovs-vsctl", "--timeout=20"]
-            for br in bridges:
-                args += ["--", "--if-exists", "del-br", br]
-            system.run(args, timeout=60, check=False)
-        # Switch-side veths: deleting one end deletes its peer, in a server's
-        # namespace or not. Userspace bridges also leave a tap named after them.
-        left = system.existing_interfaces()
-        doomed = [n for n in system.lab_names(self.fabric) if n in left]
-        if doomed:
-            system.run(["ip", "-force", "-batch", "-"], check=False,
-                       input="".join(f"link del dev {n}\n" for n in doomed), timeout=60)
-        if self.net is not None:
-            for node in self.net.hosts + self.net.switches:
-                _stop_shell(node)
+            steps.append(lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches])
         if self.controller is not None:
-            _stop_process(self.controller)
-        if self.record_path is not None:
-            self.record_path.unlink(missing_ok=True)
+            steps.append(lambda: _stop_process(self.controller))
+        steps.append(lambda: self.record_path.unlink(missing_ok=True))
+        errors = []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:      # noqa: BLE001 - keep tearing down
+                errors.append(exc)
+        if errors:
+            raise LabError(f"teardown was incomplete: {errors[0]}; "
+                           "`sudo python run_topology.py --cleanup` finishes it")
+
+    def _track(self, proc: subprocess.Popen) -> None:
+        self.processes.append(proc)
+        self._write_record()
 
     def _write_record(self) -> None:
-        shells = []
-        if self.net is not None:
-            shells = [n.shell.pid for n in self.net.hosts + self.net.switches if n.shell]
-        record = {
+        self.processes = [p for p in self.processes if p.poll() is None]
+        system.write_json(self.record_path, {
             "fabric": self.fabric.source,
-            "bridges": [s.name for s in self.fabric.switches],
             "interfaces": system.lab_names(self.fabric),
-            "pids": shells + [p.pid for p in self.procs]
-                    + ([self.controller.pid] if self.controller else []),
-        }
-        self.record_path = system.write_record(os.getpid(), record)
+            "processes": [(p.pid, system.start_time(p.pid)) for p in self.processes],
+        })
 
 
 def _stop_process(proc: subprocess.Popen, grace: float = 3.0) -> None:
@@ -313,11 +317,12 @@ def _stop_process(proc: subprocess.Popen, grace: float = 3.0) -> None:
             stream.close()
 
 
-def _stop_shell(node) -> None:
-    """Kill a Mininet node's shell and reap it, without talking to it."""
-    shell = getattr(node, "shell", None)
-    if shell is None:
-        return
+def _is_shell(proc: subprocess.Popen) -> bool:
+    return any(str(a).startswith("mininet:") for a in proc.args)
+
+
+def _stop_shell(shell: subprocess.Popen) -> None:
+    """Kill a Mininet node's shell (its own process group) and reap it."""
     if shell.poll() is None:
         try:
             os.killpg(shell.pid, signal.SIGHUP)
@@ -327,38 +332,13 @@ def _stop_shell(node) -> None:
             shell.wait(5)
         except ProcessLookupError:
             pass
-    # As Mininet's own cleanup does: the pty master through the file object
-    # that wraps it (closing the bare fd would let that object close a reused
-    # number later), the slave end directly.
-    node.stdin.close()
-    os.close(node.slave)
-    node.shell = None
 
 
-def cleanup_dead_labs(log=print) -> int:
-    """Remove what labs killed without teardown left behind, from their records.
-    Only pids whose command line is still a lab's are signalled."""
-    count = 0
-    for path in system.dead_records():
-        record = json.loads(path.read_text())
-        for pid in record.get("pids", []):
-            cmd = system.cmdline(pid)
-            if "mininet:" in cmd or "-m controller" in cmd or "mnexec" in cmd:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        args = ["ovs-vsctl", "--timeout=20"]
-        for br in record.get("bridges", []):
-            args += ["--", "--if-exists", "del-br", br]
-        system.run(args, check=False)
-        left = system.existing_interfaces()
-        doomed = [n for n in record.get("interfaces", []) if n in left]
-        if doomed:
-            system.run(["ip", "-force", "-batch", "-"], check=False,
-                       input="".join(f"link del dev {n}\n" for n in doomed))
-        log(f"cleaned up after lab {path.stem} ({record.get('fabric')}): "
-            f"{len(record.get('bridges', []))} bridges, {len(doomed)} interfaces")
-        path.unlink()
-        count += 1
-    return count
+def _close_pty(node) -> None:
+    """As Mininet's own cleanup does: the pty master through the file object
+    that wraps it (closing the bare fd would let that object close a reused
+    number later), the slave end directly."""
+    if getattr(node, "shell", None) is not None:
+        node.stdin.close()
+        os.close(node.slave)
+        node.shell = None

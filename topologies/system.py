@@ -5,9 +5,12 @@ exactly, never by process name).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Iterable, List
@@ -31,8 +34,11 @@ def run(args: List[str], timeout: float = 30, check: bool = True, **kw) -> subpr
 
 
 def ovs_running() -> bool:
+    """Both daemons answer: ovsdb-server (ovs-vsctl) and ovs-vswitchd (ovs-appctl)."""
     try:
-        return run(["ovs-vsctl", "--timeout=3", "show"], timeout=10, check=False).returncode == 0
+        return all(run(args, timeout=10, check=False).returncode == 0 for args in (
+            ["ovs-vsctl", "--timeout=3", "show"],
+            ["ovs-appctl", "--timeout=3", "-t", "ovs-vswitchd", "version"]))
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -94,8 +100,8 @@ def preflight(fabric: Fabric, datapath: str) -> str:
     if missing:
         raise LabError(f"missing {', '.join(missing)}: run `sudo scripts/lab setup` first")
     if not ovs_running():
-        raise LabError("Open vSwitch is not running (ovs-vsctl cannot reach ovsdb-server): "
-                       "start it with `sudo scripts/lab setup`")
+        raise LabError("Open vSwitch is not running (ovsdb-server or ovs-vswitchd does not "
+                       "answer): start it with `sudo scripts/lab setup`")
     check_netem(fabric)
     taken = sorted((existing_interfaces() | existing_bridges()) & set(lab_names(fabric)))
     if taken:
@@ -112,34 +118,106 @@ def preflight(fabric: Fabric, datapath: str) -> str:
 
 
 # --- the record of what a lab owns ----------------------------------------------
+#
+# /run/fabric-lab/<pid>-<n>.json, rewritten as the lab grows: its bridges (also
+# tagged in OVSDB with external_ids:fabric_lab=<pid>-<n>), its root-namespace
+# interfaces, and every process it started as (pid, start time), so a pid reused
+# by an unrelated process is never signalled. A lock serialises the window from
+# the name check to the record that claims the names.
 
-def write_record(pid: int, record: dict) -> Path:
-    RECORDS.mkdir(parents=True, exist_ok=True)
-    path = RECORDS / f"{pid}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
+def write_json(path: Path, data) -> None:
+    """Write JSON so that readers never see half a file."""
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(data))
     os.replace(tmp, path)
-    return path
+
+
+def start_time(pid: int) -> int:
+    """The kernel's start time of a process (clock ticks after boot), 0 if gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+@contextlib.contextmanager
+def names_lock():
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    with open(RECORDS / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def pid_alive(pid: int) -> bool:
+    """True for a running process; a zombie (killed, not yet reaped) is dead."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
         return False
-    except PermissionError:
-        return True
-    return True
+    return state != "Z"
 
 
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+def records() -> List[Path]:
+    return sorted(RECORDS.glob("*-*.json")) if RECORDS.is_dir() else []
 
 
-def dead_records() -> Iterable[Path]:
-    if not RECORDS.is_dir():
-        return []
-    return [p for p in sorted(RECORDS.glob("*.json")) if not pid_alive(int(p.stem))]
+def record_owner(path: Path) -> int:
+    return int(path.stem.split("-")[0])
+
+
+def remove_network(bridges: Iterable[str], interfaces: Iterable[str]) -> None:
+    """Delete bridges, then whichever of `interfaces` still exist (deleting one
+    end of a veth deletes its peer, in a server's namespace or not)."""
+    bridges = list(bridges)
+    if bridges:
+        args = ["ovs-vsctl", "--timeout=20"]
+        for br in bridges:
+            args += ["--", "--if-exists", "del-br", br]
+        run(args, timeout=60, check=False)
+    present = existing_interfaces()
+    doomed = [n for n in interfaces if n in present]
+    if doomed:
+        run(["ip", "-force", "-batch", "-"], check=False, timeout=60,
+            input="".join(f"link del dev {n}\n" for n in doomed))
+
+
+def tagged_bridges(tag: str) -> List[str]:
+    out = run(["ovs-vsctl", "--timeout=5", "--bare", "--columns=name", "find", "Bridge",
+               f"external_ids:fabric_lab={tag}"], check=False).stdout
+    return out.split()
+
+
+def cleanup_dead_labs(log=print) -> int:
+    """Remove what labs that died without teardown left, from their records:
+    their processes (same pid and start time), the bridges tagged with their
+    record, and their interfaces unless a live lab has claimed the names since."""
+    live, dead = [], []
+    for path in records():
+        (live if pid_alive(record_owner(path)) else dead).append(path)
+    claimed = set()
+    for path in live:
+        try:
+            claimed.update(json.loads(path.read_text()).get("interfaces", []))
+        except (OSError, ValueError):
+            pass
+    for path in dead:
+        record = json.loads(path.read_text())
+        killed = 0
+        for pid, started in record.get("processes", []):
+            if start_time(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+        bridges = tagged_bridges(path.stem)
+        present = existing_interfaces()
+        interfaces = [n for n in record.get("interfaces", []) if n not in claimed and n in present]
+        remove_network(bridges, interfaces)
+        log(f"cleaned up after lab {path.stem} ({record.get('fabric')}): {killed} processes, "
+            f"{len(bridges)} bridges, {len(interfaces)} interfaces")
+        path.unlink()
+    return len(dead)

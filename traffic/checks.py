@@ -20,6 +20,10 @@ from typing import Dict, List, Sequence, Tuple
 from topologies.fabric import Fabric
 
 
+class CheckError(Exception):
+    """A check could not run to its end (a tool failed or hung)."""
+
+
 @dataclass
 class Reachability:
     ok: int = 0
@@ -101,10 +105,10 @@ def wait_listening(lab, server: str, port: int, timeout: float = 10) -> None:
         if host.cmd(f"ss -Hltn 'sport = :{port}'").strip():
             return
         time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {server}:{port} after {timeout} s")
+    raise CheckError(f"nothing listens on {server}:{port} after {timeout} s")
 
 
-def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: float = 3,
+def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: int = 3,
                  streams: int = 4) -> dict:
     """One iperf3 TCP test per pair, all at once, `streams` parallel flows
     each (distinct source ports, so ECMP has entropy to spread)."""
@@ -113,7 +117,8 @@ def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: float = 3,
     servers, clients = [], []
     for i, (_, dst) in enumerate(pairs):
         port = 5201 + i
-        servers.append(lab.popen(dst, ["iperf3", "-s", "-1", "-p", str(port)], text=True))
+        servers.append(lab.popen(dst, ["iperf3", "-s", "-1", "-p", str(port)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     for i, (_, dst) in enumerate(pairs):
         wait_listening(lab, dst, 5201 + i)
     t0 = time.monotonic()
@@ -127,7 +132,7 @@ def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: float = 3,
         flows.append(_parse_iperf3(src, dst, out))
     elapsed = time.monotonic() - t0
     for proc in servers:
-        proc.communicate(timeout=10)
+        proc.wait(timeout=10)
     delta = counter_delta(before, uplink_counters(fabric))
     # what the senders' own links allow: the ceiling when nothing else limits
     capacity = sum(fabric.spec["links"]["server_leaf"]["rate_mbit"] for _ in pairs)

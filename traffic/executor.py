@@ -1,0 +1,151 @@
+"""Running a schedule on real float32 buffers.
+
+`RankExecutor` runs one rank's operations in dependency order, whatever moves
+the bytes: the in-process `simulate` below (tests), or the rank agents'
+sockets (traffic/agent.py). A send hands a copy of its region to the
+transport and is done; a receive completes when its data has arrived and its
+dependencies are done, is checked against the sum of its contributors' inputs,
+and is added or copied into the buffer. At the end the buffer is checked
+against the collective's expected result: the #wrong of nccl-tests.
+
+Inputs are small integers (exact in float32 for any sum this lab can build),
+a pure function of rank and element index, so any rank can compute what any
+part of any message must hold.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable, Dict, List, Tuple
+
+import numpy as np
+
+from traffic import schedules as S
+
+
+def input_data(rank: int, offset: int, length: int) -> np.ndarray:
+    idx = np.arange(offset, offset + length, dtype=np.int64)
+    return (((idx * 3 + rank * 7) % 13) - 6).astype(np.float32)
+
+
+def expected_sum(contributors, offset: int, length: int) -> np.ndarray:
+    total = np.zeros(length, dtype=np.float32)
+    for c in contributors:
+        total += input_data(c, offset, length)
+    return total
+
+
+class RankExecutor:
+    def __init__(self, rank: int, n: int, ops: List[S.Op], collective: str, count: int,
+                 root: int = 0):
+        self.rank, self.n, self.ops = rank, n, ops
+        self.collective, self.count, self.root = collective, count, root
+        deps = S.dependencies(ops)
+        self.blockers = [len(d) for d in deps]
+        self.dependents: List[List[int]] = [[] for _ in ops]
+        for i, ds in enumerate(deps):
+            for d in ds:
+                self.dependents[d].append(i)
+        self.seq = []
+        counters: Dict[Tuple[str, int], int] = {}
+        for op in ops:
+            key = (op.kind, op.peer)
+            self.seq.append(counters.get(key, 0))
+            counters[key] = counters.get(key, 0) + 1
+        self.reset()
+
+    def reset(self) -> None:
+        """A fresh iteration: the buffer as the collective starts, nothing done."""
+        self.buf = np.zeros(self.count, dtype=np.float32)
+        for offset, length in S.initial_regions(self.collective, self.n, self.count,
+                                                self.rank, self.root):
+            self.buf[offset:offset + length] = input_data(self.rank, offset, length)
+        self.waiting = list(self.blockers)
+        self.ready = deque(i for i, w in enumerate(self.waiting) if w == 0)
+        self.posted: Dict[Tuple[int, int], int] = {}     # (peer, seq) -> recv op index
+        self.arrived: Dict[Tuple[int, int], np.ndarray] = {}
+        self.remaining = len(self.ops)
+        self.bad_chunk_elements = 0
+        self.received_bytes = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.remaining == 0
+
+    def run(self, send: Callable[[int, int, np.ndarray], None]) -> None:
+        """Do everything that can be done now; `send(peer, seq, data)` ships data."""
+        while self.ready:
+            i = self.ready.popleft()
+            op = self.ops[i]
+            if op.kind == "send":
+                src = (input_data(self.rank, op.src_offset, op.length) if op.from_input
+                       else self.buf[op.offset:op.offset + op.length].copy())
+                send(op.peer, self.seq[i], src)
+                self._complete(i)
+            elif op.kind == "copy":
+                self.buf[op.offset:op.offset + op.length] = input_data(
+                    self.rank, op.src_offset, op.length)
+                self._complete(i)
+            else:
+                key = (op.peer, self.seq[i])
+                if key in self.arrived:
+                    self._apply(i, self.arrived.pop(key))
+                else:
+                    self.posted[key] = i
+
+    def deliver(self, peer: int, seq: int, data: np.ndarray) -> None:
+        """Data for the seq-th receive from `peer` has arrived."""
+        i = self.posted.pop((peer, seq), None)
+        if i is None:
+            self.arrived[(peer, seq)] = data
+        else:
+            self._apply(i, data)
+
+    def _apply(self, i: int, data: np.ndarray) -> None:
+        op = self.ops[i]
+        if data.shape != (op.length,):
+            raise RuntimeError(f"rank {self.rank}: message {self.seq[i]} from {op.peer} has "
+                               f"{data.shape[0]} elements, expected {op.length}")
+        want = expected_sum(op.contributors, op.src_offset, op.length)
+        self.bad_chunk_elements += int(np.count_nonzero(data != want))
+        self.received_bytes += data.nbytes
+        region = self.buf[op.offset:op.offset + op.length]
+        if op.reduce:
+            region += data
+        else:
+            region[:] = data
+        self._complete(i)
+
+    def _complete(self, i: int) -> None:
+        self.remaining -= 1
+        for j in self.dependents[i]:
+            self.waiting[j] -= 1
+            if self.waiting[j] == 0:
+                self.ready.append(j)
+
+    def wrong(self) -> int:
+        """Elements of the result that differ from what the collective must give."""
+        bad = 0
+        for offset, length, contributors, src in S.expected_regions(
+                self.collective, self.n, self.count, self.rank, self.root):
+            got = self.buf[offset:offset + length]
+            bad += int(np.count_nonzero(got != expected_sum(contributors, src, length)))
+        return bad
+
+
+def simulate(collective: str, algorithm: str, n: int, count: int, root: int = 0,
+             piece_elements: int = 0) -> List[RankExecutor]:
+    """Run a schedule in-process, messages delivered in order of sending."""
+    sched = S.build(collective, algorithm, n, count, root, piece_elements)
+    ranks = [RankExecutor(r, n, sched[r], collective, count, root) for r in range(n)]
+    wire: deque = deque()
+    while not all(x.finished for x in ranks):
+        for x in ranks:
+            x.run(lambda peer, seq, data, src=x.rank: wire.append((peer, src, seq, data)))
+        if not wire:
+            stuck = [x.rank for x in ranks if not x.finished]
+            raise RuntimeError(f"{collective}/{algorithm} n={n}: ranks {stuck} wait forever")
+        while wire:
+            dst, src, seq, data = wire.popleft()
+            ranks[dst].deliver(src, seq, data)
+    return ranks

@@ -51,7 +51,15 @@ BUS_FACTOR = {
     "sendrecv": lambda n: 1.0,
 }
 ROOTED = ("broadcast", "reduce")
-REDUCING = ("allreduce", "reducescatter", "reduce")
+EQUAL_BLOCKS = ("allgather", "reducescatter", "alltoall")   # count is n equal blocks
+
+
+def round_count(collective: str, n: int, count: int) -> int:
+    """nccl-tests' rounding: the per-rank blocks of AllGather, ReduceScatter and
+    AllToAll are equal, so their count is a multiple of n (at least n)."""
+    if collective in EQUAL_BLOCKS:
+        return max(n, count - count % n)
+    return max(1, count)
 
 
 @dataclass(frozen=True)
@@ -290,6 +298,8 @@ def build(collective: str, algorithm: str, n: int, count: int, root: int = 0,
                          f"choose from {', '.join(ALGORITHMS.get(collective, ()))}")
     if n < 2:
         raise ValueError("a collective needs at least 2 ranks")
+    if count != round_count(collective, n, count):
+        raise ValueError(f"{collective} on {n} ranks needs a count that is a multiple of {n}")
     fn = BUILDERS[(collective, algorithm)]
     sched = fn(n, count, root) if collective in ROOTED else fn(n, count)
     return chunked(sched, piece_elements) if piece_elements else sched

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Build a GPU-cluster fabric from YAML, prove it forwards, and tear it down.
+"""Build a GPU-cluster fabric from YAML, replay NCCL collectives across it, measure, tear down.
 
-    sudo python run_topology.py                       # the default 2x2 leaf-spine
-    sudo python run_topology.py topologies/leaf-spine-4x4.yaml --policy single-path
+    sudo python run_topology.py                       # ring AllReduce sweep on the default fabric
+    sudo python run_topology.py topologies/leaf-spine-4x4.yaml -c allgather -b 64K -e 4M
+    sudo python run_topology.py -c allreduce -a rhd --channels 4 --json > out.json
+    sudo python run_topology.py --engine iperf3       # the same transfers as iperf3 flows
+    sudo python run_topology.py --calibrate           # what link rates this host can emulate
     python run_topology.py --check topologies/my.yaml # validate only, no root needed
     sudo python run_topology.py --cli                 # then a Mininet prompt
 
 A run: validate the YAML; start the os-ken ECMP controller; build the Mininet
 network of Open vSwitch bridges; shape every link; wait until every switch is
-programmed; ping all pairs; run a short iperf3 check across the leaves; print
-a summary (and write it as JSON in the results folder); tear everything down.
-Ctrl-C or SIGTERM at any point tears down what was built and nothing else.
+programmed; ping all pairs; replay the collective for each message size
+(nccl-tests' -b/-e/-f) with latency probes and link, queue and CPU sampling;
+print an nccl-tests table and what the fabric did, with a fidelity verdict;
+write everything to the results folder; tear everything down. Ctrl-C or
+SIGTERM at any point tears down what was built and nothing else.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ import subprocess  # noqa: E402
 import time       # noqa: E402
 
 try:
-    from topologies.fabric import DEFAULT_FABRIC, POLICIES, FabricError, describe_links, load_fabric
+    from topologies.fabric import (DEFAULT_FABRIC, POLICIES, FabricError, describe_links,
+                                   load_fabric, parse_size)
+    from traffic import schedules
 except ImportError as exc:  # pragma: no cover - only without the environment
     sys.exit(f"error: {exc.name} is not installed: run `sudo scripts/lab setup` first")
 
@@ -61,6 +68,20 @@ def _positive_int(text):
     return int(text)
 
 
+def _size(text):
+    n = parse_size(text)
+    if n is None or n < 4:
+        raise argparse.ArgumentTypeError(f"expected a size in bytes such as 65536, 64K or 2M, got {text!r}")
+    return n
+
+
+def _pair(text):
+    parts = text.split(",")
+    if len(parts) != 2 or not all(parts):
+        raise argparse.ArgumentTypeError(f"expected two servers as SRC,DST, got {text!r}")
+    return parts
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="run_topology.py", description=__doc__.split("\n\n")[0],
@@ -76,22 +97,71 @@ def parse_args(argv):
     p.add_argument("--datapath", choices=("auto", "kernel", "user"), default="auto",
                    help="Open vSwitch datapath: the kernel module when present (auto), "
                         "else the userspace one")
-    p.add_argument("--seconds", type=_positive_int, default=3,
-                   help="length of the iperf3 traffic check, whole seconds (default 3)")
-    p.add_argument("--streams", type=_positive_int, default=4,
-                   help="parallel TCP flows per server pair in the traffic check (default 4)")
-    p.add_argument("--no-traffic", action="store_true", help="skip the iperf3 traffic check")
+    g = p.add_argument_group("collectives (override the YAML's experiment section)")
+    g.add_argument("-c", "--collective", choices=schedules.COLLECTIVES,
+                   help="the NCCL collective to replay (default allreduce)")
+    g.add_argument("-a", "--algorithm",
+                   choices=sorted({a for al in schedules.ALGORITHMS.values() for a in al}),
+                   help="ring (default), rhd (recursive halving-doubling) or tree for AllReduce; "
+                        "pairwise for AllToAll; ring otherwise")
+    g.add_argument("--engine", choices=("agents", "iperf3", "scapy"),
+                   help="agents: rank processes with real, checked data (default); iperf3: the "
+                        "same transfers as iperf3 flows; scapy: as RoCEv2 packets")
+    g.add_argument("-b", "--minbytes", type=_size, help="smallest size (default 32K)")
+    g.add_argument("-e", "--maxbytes", type=_size, help="largest size (default 2M)")
+    g.add_argument("-f", "--stepfactor", type=float, help="size multiplier (default 4)")
+    g.add_argument("-n", "--iters", type=_positive_int, help="timed iterations per size (default 5)")
+    g.add_argument("-w", "--warmup", type=int, help="untimed iterations first (default 1)")
+    g.add_argument("--root", type=int, help="root rank of Broadcast and Reduce (default 0)")
+    g.add_argument("--channels", type=_positive_int,
+                   help="TCP connections (NCCL channels, RoCE QPs) per peer: the flow entropy "
+                        "ECMP spreads (default 1)")
+    g.add_argument("--piece-bytes", type=_size,
+                   help="messages are cut into pieces of this size and forwarded piece by "
+                        "piece (default 64K)")
+    g.add_argument("--probe", type=_pair, metavar="SRC,DST",
+                   help="servers between which latency is probed (default first and last rank)")
+    g.add_argument("--no-traffic", action="store_true",
+                   help="only build, check reachability and tear down")
+    g.add_argument("--iperf-check", action="store_true",
+                   help="also run the iperf3 check across the leaves (per-uplink bytes)")
+    g.add_argument("--seconds", type=_positive_int, default=3,
+                   help="length of the iperf3 check, whole seconds (default 3)")
+    g.add_argument("--streams", type=_positive_int, default=4,
+                   help="parallel TCP flows per server pair in the iperf3 check (default 4)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure which link rates this host can emulate for this fabric "
+                        "(ring AllReduce at rising rates) and recommend one")
     p.add_argument("--cli", action="store_true",
                    help="open the Mininet CLI once the checks are done; tear down when it exits")
     p.add_argument("--results", type=Path, default=REPO / "results",
                    help="folder for this run's folder: summary.json, controller log "
                         "(default ./results)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
+    p.add_argument("--csv", type=Path, help="also write one CSV row per collective size here")
     p.add_argument("--cleanup", action="store_true",
                    help="remove what labs killed without teardown (SIGKILL) left behind, "
                         "from their records in /run/fabric-lab; touches nothing else")
     p.add_argument("-v", "--verbose", action="store_true", help="Mininet and controller detail")
     return p.parse_args(argv)
+
+
+EXPERIMENT_FLAGS = ("collective", "algorithm", "engine", "minbytes", "maxbytes", "stepfactor",
+                    "iters", "warmup", "root", "channels", "piece_bytes", "probe")
+
+
+def experiment_from(fabric, args):
+    """The YAML's experiment section, overridden by flags, checked."""
+    from traffic.experiment import Experiment
+    values = {k: v for k, v in fabric.spec["experiment"].items() if v is not None}
+    values.update({k: getattr(args, k) for k in EXPERIMENT_FLAGS if getattr(args, k) is not None})
+    if "collective" in values and "algorithm" not in values:
+        values["algorithm"] = schedules.ALGORITHMS[values["collective"]][0]
+    exp = Experiment(**values)
+    exp.check(len(fabric.servers))
+    if exp.probe and not set(exp.probe) <= {h.name for h in fabric.servers}:
+        raise ValueError(f"--probe {','.join(exp.probe)}: not servers of this fabric")
+    return exp
 
 
 def main(argv=None) -> int:
@@ -100,71 +170,126 @@ def main(argv=None) -> int:
         return _cleanup()
     try:
         fabric = load_fabric(args.fabric)
+        if args.policy:
+            fabric = fabric.with_policy(args.policy)
+        exp = experiment_from(fabric, args)
     except FabricError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.policy:
-        fabric = fabric.with_policy(args.policy)
+    except ValueError as exc:
+        print(f"error: {fabric.source}: experiment: {exc}", file=sys.stderr)
+        return 2
     if args.check:
         return _check(fabric)
-
-    from topologies.lab import Lab
-    from topologies.system import LabError
-    from traffic import checks
-
     for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
-    run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}"
-    say = (lambda *a: None) if args.json else print
-    summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
-               "links": describe_links(fabric), "policy": fabric.policy}
-    say(f"fabric   {fabric.name}: {fabric.shape()}")
+    if args.calibrate:
+        return _guarded(lambda: _calibrate(fabric, args))
+    return _guarded(lambda: _run(fabric, exp, args))
+
+
+def _guarded(job) -> int:
+    """Run a job that builds labs; every way it can fail ends in one sentence."""
+    from topologies.system import LabError
+    from traffic.checks import CheckError
     try:
-        with Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose) as lab:
-            status = lab.status
-            summary.update(datapath=lab.datapath, openflow=sorted(set(status["versions"].values())),
-                           timings=dict(lab.timings), results=str(run_dir))
-            control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
-            say(f"lab      datapath {lab.datapath}, {control}, policy {fabric.policy}; "
-                f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
-            t0 = time.monotonic()
-            reach = checks.all_pairs_reachability(lab)
-            summary["reachability"] = {"ok": reach.ok, "total": reach.total,
-                                       "failures": reach.failures,
-                                       "seconds": round(time.monotonic() - t0, 2)}
-            say(f"reach    {reach.ok}/{reach.total} server pairs reach each other"
-                + ("" if reach.complete else f"; failing: {_pairs(reach.failures)}"))
-            pairs = checks.cross_leaf_pairs(fabric)
-            if not args.no_traffic and pairs and reach.complete:
-                traffic = checks.iperf3_check(lab, pairs, args.seconds, args.streams)
-                summary["traffic"] = traffic
-                if not args.json:
-                    _print_traffic(fabric, traffic)
-            if args.cli:
-                from mininet.cli import CLI
-                # Inside the CLI, Ctrl-C interrupts the running command, as in
-                # Mininet; `exit`, Ctrl-D or SIGTERM leave and tear down.
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                CLI(lab.net)
-                signal.signal(signal.SIGINT, _interrupt)
-        summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)
+        return job()
     except LabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except (subprocess.TimeoutExpired, checks.CheckError) as exc:
+    except (subprocess.TimeoutExpired, CheckError) as exc:
         print(f"error: a check did not finish: {exc}", file=sys.stderr)
         return 1
     except Interrupted as exc:
         name = "Ctrl-C" if exc.args[0] == "SIGINT" else exc.args[0]
         print(f"\ninterrupted ({name}): the lab was torn down", file=sys.stderr)
         return 130
+
+
+def _run(fabric, exp, args) -> int:
+    from topologies.lab import Lab
+    from traffic import checks
+
+    run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}"
+    say = (lambda *a: None) if args.json else print
+    summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
+               "links": describe_links(fabric), "policy": fabric.policy}
+    say(f"fabric   {fabric.name}: {fabric.shape()}")
+    with Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose) as lab:
+        status = lab.status
+        summary.update(datapath=lab.datapath, openflow=sorted(set(status["versions"].values())),
+                       timings=dict(lab.timings), results=str(run_dir))
+        control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
+        say(f"lab      datapath {lab.datapath}, {control}, policy {fabric.policy}; "
+            f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
+        t0 = time.monotonic()
+        reach = checks.all_pairs_reachability(lab)
+        summary["reachability"] = {"ok": reach.ok, "total": reach.total,
+                                   "failures": reach.failures,
+                                   "seconds": round(time.monotonic() - t0, 2)}
+        say(f"reach    {reach.ok}/{reach.total} server pairs reach each other"
+            + ("" if reach.complete else f"; failing: {_pairs(reach.failures)}"))
+        if reach.complete and not args.no_traffic:
+            summary["collectives"] = _collectives(lab, exp, run_dir, args, say)
+            pairs = checks.cross_leaf_pairs(fabric)
+            if args.iperf_check and pairs:
+                summary["traffic"] = checks.iperf3_check(lab, pairs, args.seconds, args.streams)
+                if not args.json:
+                    _print_traffic(fabric, summary["traffic"])
+        if args.cli:
+            from mininet.cli import CLI
+            # Inside the CLI, Ctrl-C interrupts the running command, as in
+            # Mininet; `exit`, Ctrl-D or SIGTERM leave and tear down.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            CLI(lab.net)
+            signal.signal(signal.SIGINT, _interrupt)
+    summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
         print(f"teardown {summary['timings']['teardown_s']:.1f} s; results in {run_dir}")
-    return 0 if summary["reachability"]["ok"] == summary["reachability"]["total"] else 1
+    ok = summary["reachability"]["ok"] == summary["reachability"]["total"]
+    wrong = [r["wrong"] for r in summary.get("collectives", {}).get("runs", [])]
+    return 0 if ok and not any(wrong) else 1
+
+
+def _collectives(lab, exp, run_dir, args, say) -> dict:
+    from traffic.experiment import run_experiment
+    from traffic.report import csv_text, fabric_table, nccl_table
+    rate = lab.fabric.spec["links"]["server_leaf"]["rate_mbit"]
+    result = run_experiment(lab, exp, run_dir, progress=_progress(args.json))
+    (run_dir / "results.csv").write_text(csv_text(result))
+    if args.csv:
+        args.csv.write_text(csv_text(result))
+    say(nccl_table(result, rate))
+    say(fabric_table(result, rate))
+    if not args.json:
+        _print_uplinks(lab.fabric, result["uplink_tx_bytes"], "during the collectives")
+    return result
+
+
+def _progress(quiet):
+    """A one-line progress display on a terminal; nothing otherwise."""
+    if quiet or not sys.stderr.isatty():
+        return lambda msg: None
+
+    def show(msg):
+        sys.stderr.write(f"\r\033[K# {msg}")
+        sys.stderr.flush()
+        if msg == "done":
+            sys.stderr.write("\r\033[K")
+    return show
+
+
+def _calibrate(fabric, args) -> int:
+    from traffic.calibrate import calibrate, calibration_table
+    run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}-calibration"
+    rows = calibrate(fabric, run_dir, args.datapath, progress=_progress(args.json))
+    (run_dir / "calibration.json").write_text(json.dumps(rows, indent=1))
+    print(json.dumps(rows, indent=1) if args.json else calibration_table(fabric, rows))
+    return 0
 
 
 def _pairs(pairs, limit=5):
@@ -173,7 +298,6 @@ def _pairs(pairs, limit=5):
 
 
 def _print_traffic(fabric, traffic):
-    from traffic.checks import imbalance
     n = len(traffic["pairs"])
     share = traffic["total_mbit_s"] / traffic["server_links_mbit_s"]
     print(f"traffic  {n} iperf3 TCP tests x {traffic['streams_per_pair']} flows for "
@@ -183,9 +307,14 @@ def _print_traffic(fabric, traffic):
         err = f"  ({flow['error']})" if "error" in flow else ""
         print(f"         {flow['src']:>6} -> {flow['dst']:<6} {flow['mbit_s']:8.1f} Mbit/s"
               f"  {flow['retransmits']} retransmits{err}")
+    _print_uplinks(fabric, traffic["uplink_tx_bytes"], "during the check")
+
+
+def _print_uplinks(fabric, uplink_bytes, when):
+    from traffic.metrics import imbalance
     spine_of = {l.a_intf: l.b for l in fabric.links if l.kind == "leaf_spine"}
-    print("uplinks  bytes each leaf sent towards each spine during the check")
-    for leaf, counters in traffic["uplink_tx_bytes"].items():
+    print(f"uplinks  bytes each leaf sent towards each spine {when}")
+    for leaf, counters in uplink_bytes.items():
         cells = "  ".join(f"{spine_of[i]}:{v / 1e6:7.2f} MB" for i, v in counters.items())
         print(f"         {leaf:>7}  {cells}  (max/mean {imbalance(list(counters.values())):.2f})")
 

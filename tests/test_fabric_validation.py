@@ -66,6 +66,15 @@ def test_names_and_subnet_are_configurable():
     assert f.prefixlen == 12 and f.switches[0].name == "lf1"
 
 
+def test_experiment_section_takes_sizes_with_units():
+    doc = yaml.safe_load(variant())
+    doc["experiment"] = {"collective": "allgather", "minbytes": "64K", "maxbytes": "2M",
+                         "probe": ["h1", "h6"]}
+    spec = parse_fabric(yaml.safe_dump(doc), "t.yaml").spec["experiment"]
+    assert spec["minbytes"] == 65536 and spec["maxbytes"] == 2 * 1024 * 1024
+    assert spec["collective"] == "allgather" and spec["iters"] is None
+
+
 def test_policy_override_keeps_everything_else():
     f = parse_fabric(variant(), "t.yaml")
     g = f.with_policy("single-path")
@@ -76,7 +85,7 @@ BAD = [
     # (what, yaml text, expected message)
     ("not YAML", "fabric: [1, 2\n", "t.yaml: not valid YAML at line 2, column 1"),
     ("empty file", "", "t.yaml: expected a mapping with keys name, fabric, links, routing, "
-                       "addressing, names, got nothing"),
+                       "addressing, experiment, names, got nothing"),
     ("top level is a list", "- 1\n", "t.yaml: expected a mapping with keys"),
     ("duplicate key", "fabric: {}\nfabric: {}\n", "duplicate key 'fabric'"),
     ("unknown top-level key", variant("fabrik", 1), "t.yaml: fabrik: unknown key (did you mean 'fabric'?)"),
@@ -125,6 +134,14 @@ BAD = [
      "'leafswitch3-eth4' (16 characters) and Linux allows 15"),
     ("colliding names", variant("names.spine", "leaf"), "would both be called 'leaf1'"),
     ("unsafe fabric name", variant("name", "a b"), "t.yaml: name: expected a name of letters"),
+    ("unknown collective", variant("experiment.collective", "allreduse"),
+     "t.yaml: experiment.collective: expected one of allreduce, allgather"),
+    ("size without a unit", variant("experiment.maxbytes", "12 parsecs"),
+     "t.yaml: experiment.maxbytes: expected a size in bytes from 4 to 1073741824 (a number, "
+     "or with K, M or G), got '12 parsecs'"),
+    ("probe of a missing server", variant("experiment.probe", ["h1", "h99"]),
+     "t.yaml: experiment.probe: expected servers of this fabric, but there is no 'h99'"),
+    ("probe not a pair", variant("experiment.probe", "h1"), "experiment.probe: expected two server names"),
     ("too large for this host", variant("fabric.leaves", 100).replace("servers_per_leaf: 2", "servers_per_leaf: 64"),
      "t.yaml: fabric: too large for this host: 6400 servers and 102 switches; at most 512 servers"),
 ]

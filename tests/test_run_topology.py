@@ -51,18 +51,41 @@ def test_bad_input_is_one_sentence_and_touches_nothing(tmp_path, clean_host, tex
 
 @pytest.mark.privileged
 def test_default_fabric_end_to_end(tmp_path, clean_host):
-    proc = run("--json", "--seconds", "1", "--results", str(tmp_path))
+    """No arguments: the default fabric, all pairs, a ring AllReduce sweep."""
+    proc = run("--json", "--results", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["reachability"]["ok"] == summary["reachability"]["total"] == 12
     assert summary["datapath"] in ("user", "kernel") and summary["openflow"] == ["OpenFlow15"]
-    traffic = summary["traffic"]
-    assert len(traffic["pairs"]) == 4 and traffic["total_mbit_s"] > 10
-    assert all("error" not in p for p in traffic["pairs"])
-    assert set(traffic["uplink_tx_bytes"]) == {"leaf1", "leaf2"}
-    assert sum(sum(c.values()) for c in traffic["uplink_tx_bytes"].values()) > 1e6
-    saved = json.loads((tmp_path / os.path.basename(summary["results"]) / "summary.json").read_text())
-    assert saved["reachability"] == summary["reachability"]
+    result = summary["collectives"]
+    runs = result["runs"]
+    assert [r["size_bytes"] for r in runs] == [32768, 131072, 524288, 2097152]
+    for r in runs:
+        assert (r["collective"], r["algorithm"], r["engine"], r["ranks"]) == ("allreduce", "ring", "agents", 4)
+        assert r["wrong"] == 0 and r["bad_chunk_elements"] == 0
+        assert r["time_s"] > 0 and r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 1.5)
+        assert set(r["latency"]) >= {"p50_us", "p99_us", "max_us"}
+        assert all({"tx_bytes", "drops", "peak_util"} <= set(l) for l in r["links"].values())
+    assert "trustworthy" in result["fidelity"]
+    folder = tmp_path / os.path.basename(summary["results"])
+    assert json.loads((folder / "summary.json").read_text())["reachability"] == summary["reachability"]
+    assert len((folder / "results.csv").read_text().splitlines()) == 1 + len(runs)
+    assert json.loads((folder / "samples.json").read_text()) and (folder / "probes.json").exists()
+
+
+@pytest.mark.privileged
+def test_the_table_is_nccl_tests_shaped_and_the_iperf3_check_reports_uplinks(tmp_path, clean_host):
+    proc = run("-b", "32K", "-e", "64K", "-f", "2", "-n", "1", "--iperf-check", "--seconds", "1",
+               "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "#       size         count      type   redop    root     time   algbw   busbw  #wrong" in out
+    rows = [l.split() for l in out.splitlines() if l.startswith("       ") and l.split()[0].isdigit()]
+    assert [r[:5] for r in rows[:2]] == [["32768", "8192", "float", "sum", "-1"],
+                                         ["65536", "16384", "float", "sum", "-1"]]
+    assert "# Avg bus bandwidth    :" in out and "# Fidelity:" in out
+    assert "traffic  4 iperf3 TCP tests x 4 flows" in out
+    assert "uplinks  bytes each leaf sent towards each spine during the check" in out
 
 
 def start(*args):
@@ -89,11 +112,11 @@ BIG = str(REPO / "topologies" / "leaf-spine-4x8.yaml")
 @pytest.mark.privileged
 @pytest.mark.parametrize("signals,args,after,delay", [
     ([signal.SIGTERM], ["--cli", "--no-traffic"], "reach", 1),
-    ([signal.SIGINT], ["--seconds", "30"], "reach", 1),
+    ([signal.SIGINT], ["-b", "2M", "-e", "2M", "-n", "20"], "reach", 1.5),
     ([signal.SIGINT], ["--no-traffic"], "fabric", 0),
     ([signal.SIGTERM], ["--no-traffic", BIG], "fabric", 1.5),
     ([signal.SIGINT, signal.SIGINT, signal.SIGTERM], ["--no-traffic", BIG], "fabric", 2),
-], ids=["sigterm-in-the-cli", "ctrl-c-during-traffic", "ctrl-c-while-starting",
+], ids=["sigterm-in-the-cli", "ctrl-c-during-a-collective", "ctrl-c-while-starting",
         "sigterm-while-mininet-builds", "ctrl-c-ctrl-c-sigterm-while-building"])
 def test_interruption_tears_down_everything(tmp_path, clean_host, signals, args, after, delay):
     proc = start(*args, "--results", str(tmp_path))

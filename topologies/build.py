@@ -18,7 +18,6 @@ from mininet.topo import Topo
 
 from topologies.fabric import Fabric, LinkSpec
 
-MTU_FRAME = 1514
 OPENFLOW_VERSIONS = "OpenFlow13,OpenFlow15"
 
 
@@ -75,15 +74,16 @@ def switch_class(datapath: str, lab_tag: str, on_process: Callable, stp: bool = 
                    protocols=OPENFLOW_VERSIONS, batch=True, reconnectms=1000)
 
 
-def tc_commands(intf: str, spec: LinkSpec) -> List[str]:
+def tc_commands(intf: str, spec: LinkSpec, mtu: int) -> List[str]:
     """tc commands (without the leading 'tc') that shape one interface's egress."""
     rate = f"{spec.rate_mbit:g}mbit"
-    # A burst of ~1 ms at line rate, never below two full frames: small enough
+    frame = mtu + 14                       # the largest frame HTB will see
+    # A burst of ~1 ms at line rate, never below one full frame: small enough
     # to keep the rate honest, large enough not to starve on timer granularity.
-    burst = max(2 * MTU_FRAME, int(spec.rate_mbit * 1e6 / 8 / 1000))
+    burst = max(frame, int(spec.rate_mbit * 1e6 / 8 / 1000))
     cmds = [f"qdisc replace dev {intf} root handle 1: htb default 1",
             f"class add dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
-            f"burst {burst}b cburst {burst}b quantum {MTU_FRAME}"]
+            f"burst {burst}b cburst {burst}b quantum {frame}"]
     if spec.needs_netem:
         cmds.append(f"qdisc add dev {intf} parent 1:1 handle 10: netem "
                     f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "
@@ -97,17 +97,18 @@ def shaping_plan(fabric: Fabric) -> Dict[str, List[str]]:
     """tc commands per interface, for both ends of every link."""
     plan = {}
     for link in fabric.links:
-        plan[link.a_intf] = tc_commands(link.a_intf, link.spec)
-        plan[link.b_intf] = tc_commands(link.b_intf, link.spec)
+        plan[link.a_intf] = tc_commands(link.a_intf, link.spec, fabric.mtu)
+        plan[link.b_intf] = tc_commands(link.b_intf, link.spec, fabric.mtu)
     return plan
 
 
-def host_setup_script(intf: str, tc_cmds: List[str]) -> str:
-    """One shell line run inside a server's namespace: checksum and segmentation
-    offloads off (the userspace datapath forwards unfinished checksums, and
+def host_setup_script(intf: str, mtu: int, tc_cmds: List[str]) -> str:
+    """One shell line run inside a server's namespace: the fabric's MTU,
+    checksum and segmentation offloads off (the userspace datapath forwards unfinished checksums, and
     super-packets would defeat the packet-counted queue), IPv6 off (its
     neighbour discovery is noise on the counters), then the shaping."""
-    steps = [f"ethtool -K {intf} tx off tso off gso off >/dev/null",
+    steps = [f"ip link set dev {intf} mtu {mtu}",
+             f"ethtool -K {intf} tx off tso off gso off >/dev/null",
              "sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
              "sysctl -qw net.ipv6.conf.default.disable_ipv6=1"]
     steps += [f"tc {c}" for c in tc_cmds]

@@ -27,6 +27,8 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import yaml
 
+from traffic.schedules import ALGORITHMS, COLLECTIVES
+
 DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
 
 IFNAME_MAX = 15          # Linux IFNAMSIZ - 1
@@ -104,6 +106,59 @@ def subnet(v, fail):
     return str(net)
 
 
+_SIZE = re.compile(r"^(\d+)\s*([KMG]?)B?$", re.IGNORECASE)
+_SERVER = re.compile(r"^[a-z][a-z0-9]{0,14}$")
+
+
+def parse_size(v) -> Optional[int]:
+    """Bytes from 65536, "64K", "2M" or "1G" (powers of 1024, as nccl-tests); None if not a size."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    m = _SIZE.match(v.strip()) if isinstance(v, str) else None
+    if not m:
+        return None
+    return int(m.group(1)) * 1024 ** " KMG".index((m.group(2) or " ").upper())
+
+
+def size(lo: int, hi: int) -> Callable:
+    def check(v, fail):
+        n = parse_size(v)
+        if n is None or not lo <= n <= hi:
+            fail(f"expected a size in bytes from {lo} to {hi} (a number, or with K, M or G), "
+                 f"got {v!r}")
+        return n
+    return check
+
+
+def optional(check: Callable) -> Callable:
+    """A key that may be left out (None): the experiment's own default applies."""
+    def wrapped(v, fail):
+        return None if v is None else check(v, fail)
+    return wrapped
+
+
+def server_pair(v, fail):
+    if (not isinstance(v, list) or len(v) != 2
+            or not all(isinstance(x, str) and _SERVER.match(x) for x in v)):
+        fail(f"expected two server names such as [h1, h4], got {v!r}")
+    return v
+
+
+EXPERIMENT = {
+    "collective": (optional(choice(*COLLECTIVES)), None),
+    "algorithm": (optional(choice(*sorted({a for al in ALGORITHMS.values() for a in al}))), None),
+    "engine": (optional(choice("agents", "iperf3", "scapy")), None),
+    "minbytes": (optional(size(4, 1 << 30)), None),
+    "maxbytes": (optional(size(4, 1 << 30)), None),
+    "stepfactor": (optional(number(1, 1024, "x")), None),
+    "iters": (optional(integer(1, 1000)), None),
+    "warmup": (optional(integer(0, 100)), None),
+    "root": (optional(integer(0, 4095)), None),
+    "channels": (optional(integer(1, 16)), None),
+    "piece_bytes": (optional(size(64, 1 << 26)), None),
+    "probe": (optional(server_pair), None),
+}
+
 LINK = {
     "rate_mbit": (number(MIN_RATE_MBIT, MAX_RATE_MBIT, "Mbit/s"), REQUIRED),
     "queue_packets": (integer(1, 100_000), 100),
@@ -118,10 +173,12 @@ SCHEMA = {
         "leaves": (integer(1, 128), REQUIRED),
         "servers_per_leaf": (integer(1, 64), REQUIRED),
         "uplinks_per_spine": (integer(1, 8), 1),
+        "mtu": (integer(1280, 9216), 9000),
     }, REQUIRED),
     "links": ({"server_leaf": (LINK, REQUIRED), "leaf_spine": (LINK, REQUIRED)}, REQUIRED),
     "routing": ({"policy": (choice(*POLICIES), "ecmp")}, {}),
     "addressing": ({"subnet": (subnet, "10.0.0.0/16")}, {}),
+    "experiment": (EXPERIMENT, {}),
     "names": ({
         "spine": (text(_PREFIX, "a lowercase name prefix such as 'spine' (a-z, 0-9)"), "spine"),
         "leaf": (text(_PREFIX, "a lowercase name prefix such as 'leaf' (a-z, 0-9)"), "leaf"),
@@ -232,6 +289,10 @@ class Fabric:
     links: Tuple[Link, ...]
 
     @property
+    def mtu(self) -> int:
+        return self.spec["fabric"]["mtu"]
+
+    @property
     def leaves(self) -> Tuple[Switch, ...]:
         return tuple(s for s in self.switches if s.role == "leaf")
 
@@ -314,6 +375,13 @@ def _check_whole(fabric: Fabric, source: str) -> None:
         raise FabricError(source, "names", (
             f"expected prefixes that give every node its own name, but two nodes "
             f"would both be called {dup!r}"))
+    probe = fabric.spec["experiment"].get("probe")
+    servers = {h.name for h in fabric.servers}
+    if probe and not set(probe) <= servers:
+        missing = next(p for p in probe if p not in servers)
+        raise FabricError(source, "experiment.probe", (
+            f"expected servers of this fabric, but there is no {missing!r} "
+            f"(servers are {fabric.servers[0].name}..{fabric.servers[-1].name})"))
     role_of = {s.name: s.role for s in fabric.switches}
     role_of.update((h.name, "server") for h in fabric.servers)
     longest = {}
@@ -382,7 +450,8 @@ def describe_links(fabric: Fabric) -> Dict[str, str]:
     out = {}
     for kind in ("server_leaf", "leaf_spine"):
         s = LinkSpec(**fabric.spec["links"][kind])
-        extra = "".join([f", {s.delay_ms} ms delay" if s.delay_ms else "",
+        extra = "".join([f", MTU {fabric.mtu}",
+                         f", {s.delay_ms} ms delay" if s.delay_ms else "",
                          f", {s.loss_percent}% loss" if s.loss_percent else ""])
         out[kind] = f"{s.rate_mbit:g} Mbit/s, queue {s.queue_packets} packets{extra}"
     return out

@@ -170,18 +170,20 @@ class Lab:
     def _shape(self) -> None:
         plan = shaping_plan(self.fabric)
         servers = {h.name for h in self.fabric.servers}
-        root_cmds = []
-        for link in self.fabric.links:
-            for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf)):
-                if node not in servers:
-                    root_cmds += plan[intf]
-        system.run(["tc", "-batch", "-"], input="\n".join(root_cmds) + "\n", timeout=120)
+        root_intfs = [intf for link in self.fabric.links
+                      for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf))
+                      if node not in servers]
+        system.run(["ip", "-batch", "-"], timeout=120, input="".join(
+            f"link set dev {intf} mtu {self.fabric.mtu}\n" for intf in root_intfs))
+        system.run(["tc", "-batch", "-"], timeout=120, input="".join(
+            f"{cmd}\n" for intf in root_intfs for cmd in plan[intf]))
         for name in system.lab_names(self.fabric):      # no IPv6 chatter on the counters
             knob = Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6")
             if knob.exists():
                 knob.write_text("1")
         for host in self.fabric.servers:
-            out = self.net.get(host.name).cmd(host_setup_script(host.intf, plan[host.intf]))
+            out = self.net.get(host.name).cmd(
+                host_setup_script(host.intf, self.fabric.mtu, plan[host.intf]))
             if "lab-host-ok" not in out:
                 raise LabError(f"configuring {host.intf} failed: {out.strip()[-200:]}")
 

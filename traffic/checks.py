@@ -78,12 +78,6 @@ def counter_delta(before: Dict[str, Dict[str, int]], after: Dict[str, Dict[str, 
     return {leaf: {i: after[leaf][i] - before[leaf][i] for i in after[leaf]} for leaf in after}
 
 
-def imbalance(values: Sequence[int]) -> float:
-    """max/mean of the uplinks' bytes: 1.0 is a perfect spread."""
-    mean = sum(values) / len(values) if values else 0
-    return max(values) / mean if mean else 0.0
-
-
 def cross_leaf_pairs(fabric: Fabric) -> List[Tuple[str, str]]:
     """Server i of leaf l sends to server i of the next leaf: every leaf sends
     and receives, and every flow crosses the spines."""

@@ -15,24 +15,35 @@ part of any message must hold.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, FrozenSet, List, Tuple
 
 import numpy as np
 
 from traffic import schedules as S
 
 
-def input_data(rank: int, offset: int, length: int) -> np.ndarray:
-    idx = np.arange(offset, offset + length, dtype=np.int64)
-    return (((idx * 3 + rank * 7) % 13) - 6).astype(np.float32)
+PERIOD = 13       # input element i of rank r is ((3i + 7r) mod 13) - 6
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern(contributors: FrozenSet[int]) -> np.ndarray:
+    """One period of the sum of the contributors' inputs."""
+    j = np.arange(PERIOD)
+    return sum(((3 * j + 7 * r) % PERIOD) - 6 for r in contributors).astype(np.float32)
 
 
 def expected_sum(contributors, offset: int, length: int) -> np.ndarray:
-    total = np.zeros(length, dtype=np.float32)
-    for c in contributors:
-        total += input_data(c, offset, length)
-    return total
+    """The sum of the contributors' inputs over [offset, offset + length):
+    the pattern repeats every PERIOD elements, so this is a tiled copy, as
+    cheap for 16 contributors as for one (the agents check every piece)."""
+    pattern = _pattern(frozenset(contributors))
+    return np.resize(np.roll(pattern, -(offset % PERIOD)), length)
+
+
+def input_data(rank: int, offset: int, length: int) -> np.ndarray:
+    return expected_sum((rank,), offset, length)
 
 
 class RankExecutor:

@@ -1,0 +1,200 @@
+"""A rank agent: one GPU endpoint's side of a collective, over real sockets.
+
+Runs inside a server's namespace, one process per rank:
+
+    python -m traffic.agent --rank R --addresses IP0,IP1,... [--port 7000]
+
+The lab drives it with JSON lines on stdin and reads JSON lines on stdout:
+
+    {"cmd": "setup", "collective", "algorithm", "count", "root", "piece", "channels"}
+        -> {"event": "setup_done", "connections": K}
+    {"cmd": "go", "iter": i}
+        -> {"event": "done", "iter", "t0", "t1", "wrong", "bad_chunk_elements", "bytes_received"}
+    {"cmd": "quit"} (or end of input)
+
+Each pair of ranks that exchange data has `channels` TCP connections (NCCL
+channels / RoCE queue pairs: the flows ECMP can tell apart); the k-th message
+to a peer travels on connection k mod channels. The lower rank connects, the
+higher accepts. Times are CLOCK_MONOTONIC, which all namespaces share, so the
+lab can compare them across ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import socket
+import struct
+import sys
+import threading
+import time
+
+import numpy as np
+
+from traffic import schedules as S
+from traffic.executor import RankExecutor
+
+HEADER = struct.Struct("!IIII")          # iteration, sequence number, elements, sender rank
+HELLO = struct.Struct("!II")             # rank, channel
+
+
+def recv_exact(sock: socket.socket, n: int) -> memoryview:
+    buf = memoryview(bytearray(n))
+    got = 0
+    while got < n:
+        k = sock.recv_into(buf[got:], n - got)
+        if k == 0:
+            raise ConnectionError("peer closed the connection")
+        got += k
+    return buf
+
+
+class Connection:
+    """One TCP connection: a thread that sends queued frames, one that reads."""
+
+    def __init__(self, sock: socket.socket, inbox: queue.Queue):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock, self.outbox = sock, queue.Queue()
+        threading.Thread(target=self._send_loop, daemon=True).start()
+        threading.Thread(target=self._recv_loop, args=(inbox,), daemon=True).start()
+
+    def send(self, header: bytes, data: np.ndarray) -> None:
+        self.outbox.put((header, data))
+
+    def _send_loop(self):
+        while True:
+            item = self.outbox.get()
+            if item is None:
+                return
+            # header and payload in one system call, with no copy of the payload
+            parts = [memoryview(item[0]), memoryview(item[1]).cast("B")]
+            while parts:
+                sent = self.sock.sendmsg(parts)
+                while parts and sent >= len(parts[0]):
+                    sent -= len(parts[0])
+                    parts.pop(0)
+                if parts:
+                    parts[0] = parts[0][sent:]
+
+    def _recv_loop(self, inbox):
+        try:
+            while True:
+                it, seq, nelem, src = HEADER.unpack(recv_exact(self.sock, HEADER.size))
+                data = np.frombuffer(recv_exact(self.sock, nelem * 4), dtype=np.float32)
+                inbox.put((it, src, seq, data))
+        except (ConnectionError, OSError):
+            inbox.put(None)
+
+
+class Agent:
+    def __init__(self, rank: int, addresses, port: int):
+        self.rank, self.addresses, self.port = rank, addresses, port
+        self.n = len(addresses)
+        self.inbox: queue.Queue = queue.Queue()
+        self.conns = {}                          # (peer, channel) -> Connection
+        self.arrivals = threading.Condition()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("0.0.0.0", port))
+        self.listener.listen(256)
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+        self.executor = None
+        self.channels = 1
+
+    def _accept_loop(self):
+        while True:
+            sock, _ = self.listener.accept()
+            peer, channel = HELLO.unpack(recv_exact(sock, HELLO.size))
+            with self.arrivals:
+                self.conns[(peer, channel)] = Connection(sock, self.inbox)
+                self.arrivals.notify_all()
+
+    def setup(self, collective, algorithm, count, root, piece, channels):
+        sched = S.build(collective, algorithm, self.n, count, root, piece)
+        ops = sched[self.rank]
+        self.executor = RankExecutor(self.rank, self.n, ops, collective, count, root)
+        self.channels = channels
+        peers = sorted({op.peer for op in ops if op.kind in ("send", "recv")})
+        for peer in peers:
+            for ch in range(channels):
+                if peer > self.rank and (peer, ch) not in self.conns:
+                    self.conns[(peer, ch)] = Connection(self._connect(peer, ch), self.inbox)
+        deadline = time.monotonic() + 30
+        with self.arrivals:
+            while not all((p, c) in self.conns for p in peers for c in range(channels)):
+                if not self.arrivals.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    missing = [p for p in peers if p < self.rank and (p, 0) not in self.conns]
+                    raise ConnectionError(f"ranks {missing} did not connect within 30 s")
+        return len(peers) * channels
+
+    def _connect(self, peer, channel):
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                sock = socket.create_connection((self.addresses[peer], self.port), timeout=5)
+                sock.settimeout(None)
+                sock.sendall(HELLO.pack(self.rank, channel))
+                return sock
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def run(self, iteration: int) -> dict:
+        ex = self.executor
+        ex.reset()
+        header, ch = HEADER.pack, self.channels
+
+        def send(peer, seq, data):
+            self.conns[(peer, seq % ch)].send(header(iteration, seq, data.shape[0], self.rank), data)
+
+        t0 = time.monotonic()
+        ex.run(send)
+        while not ex.finished:
+            item = self.inbox.get()
+            if item is None:
+                raise ConnectionError("a peer closed its connection mid-collective")
+            it, src, seq, data = item
+            if it != iteration:
+                raise RuntimeError(f"a message of iteration {it} arrived during {iteration}")
+            ex.deliver(src, seq, data)
+            ex.run(send)
+        t1 = time.monotonic()
+        return {"event": "done", "iter": iteration, "t0": t0, "t1": t1, "wrong": ex.wrong(),
+                "bad_chunk_elements": ex.bad_chunk_elements, "bytes_received": ex.received_bytes}
+
+
+def say(obj) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m traffic.agent", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--addresses", required=True, help="IP of every rank, in rank order")
+    p.add_argument("--port", type=int, default=7000)
+    a = p.parse_args(argv)
+    try:
+        agent = Agent(a.rank, a.addresses.split(","), a.port)
+        say({"event": "ready", "rank": a.rank})
+        for line in sys.stdin:
+            msg = json.loads(line)
+            if msg["cmd"] == "setup":
+                k = agent.setup(msg["collective"], msg["algorithm"], msg["count"], msg["root"],
+                                msg["piece"], msg["channels"])
+                say({"event": "setup_done", "connections": k})
+            elif msg["cmd"] == "go":
+                say(agent.run(msg["iter"]))
+            elif msg["cmd"] == "quit":
+                break
+    except Exception as exc:          # noqa: BLE001 - report, then exit non-zero
+        say({"event": "error", "rank": a.rank, "message": f"{type(exc).__name__}: {exc}"})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

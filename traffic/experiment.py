@@ -1,0 +1,192 @@
+"""A collective sweep on a live lab, measured the way nccl-tests and a fabric
+engineer would: per message size, the collective's time, algbw and busbw, the
+number of wrong elements, latency probes under load against the idle fabric,
+per-link bytes, peak utilisation, queue peaks and drops, ECMP imbalance per
+leaf, the alpha-beta prediction, and whether the host kept up.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, List
+
+from traffic import metrics as M
+from traffic import schedules as S
+from traffic.monitor import Monitor, fidelity
+from traffic.replay import Iperf3Replay, RankAgents, RoceAgents
+
+ENGINES = ("agents", "iperf3", "scapy")
+PROBE_PORT = 9000
+
+
+@dataclass
+class Experiment:
+    collective: str = "allreduce"
+    algorithm: str = "ring"
+    engine: str = "agents"
+    minbytes: int = 32 * 1024
+    maxbytes: int = 2 * 1024 * 1024
+    stepfactor: float = 4
+    iters: int = 5
+    warmup: int = 1
+    root: int = 0
+    channels: int = 1
+    piece_bytes: int = 64 * 1024
+    probe: List[str] = field(default_factory=list)     # [src, dst]; default first and last rank
+    ranks: List[str] = field(default_factory=list)     # servers in rank order; default all
+
+    def check(self, n_ranks: int) -> None:
+        """Raise ValueError with one sentence for an impossible experiment."""
+        if self.collective not in S.COLLECTIVES:
+            raise ValueError(f"unknown collective {self.collective!r}; "
+                             f"expected one of {', '.join(S.COLLECTIVES)}")
+        if self.algorithm not in S.ALGORITHMS[self.collective]:
+            raise ValueError(f"no {self.algorithm!r} algorithm for {self.collective}; expected "
+                             f"one of {', '.join(S.ALGORITHMS[self.collective])}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; expected one of {', '.join(ENGINES)}")
+        if n_ranks < 2:
+            raise ValueError("a collective needs at least 2 ranks (servers)")
+        if not 0 <= self.root < n_ranks:
+            raise ValueError(f"root {self.root} is not a rank (0..{n_ranks - 1})")
+        M.sweep_sizes(self.minbytes, self.maxbytes, self.stepfactor)
+
+
+class Prober:
+    """A latency probe from one server to another, read in the background."""
+
+    def __init__(self, lab, src: str, dst: str, interval: float = 0.01):
+        self.src, self.dst = src, dst
+        self.echo = lab.popen(dst, [sys.executable, "-m", "traffic.probe", "echo",
+                                    "--port", str(PROBE_PORT)], text=True)
+        self.echo.stdout.readline()                         # {"listening": ...}
+        self.ping = lab.popen(src, [sys.executable, "-m", "traffic.probe", "ping",
+                                    "--dst", lab.fabric.server(dst).ip, "--port", str(PROBE_PORT),
+                                    "--interval", str(interval)], text=True)
+        self.samples: List[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.ping.stdout:
+            self.samples.append(json.loads(line))
+
+    def between(self, t0: float, t1: float) -> List[dict]:
+        return [s for s in list(self.samples) if t0 <= s["t"] <= t1]
+
+    def summary(self, t0: float, t1: float) -> dict:
+        span = self.between(t0, t1)
+        out = M.latency_summary(s["rtt"] for s in span if "rtt" in s)
+        out["lost"] = sum(1 for s in span if s.get("lost"))
+        return out
+
+    def stop(self) -> None:
+        for proc in (self.ping, self.echo):
+            proc.terminate()
+            proc.wait(5)
+
+
+def make_engine(lab, exp: Experiment, servers):
+    if exp.engine == "agents":
+        return RankAgents(lab, servers)
+    if exp.engine == "iperf3":
+        return Iperf3Replay(lab, servers)
+    return RoceAgents(lab, servers)
+
+
+def run_experiment(lab, exp: Experiment, results: Path,
+                   progress: Callable[[str], None] = lambda msg: None) -> dict:
+    fabric = lab.fabric
+    servers = exp.ranks or [h.name for h in fabric.servers]
+    n = len(servers)
+    exp.check(n)
+    probe = exp.probe or [servers[0], servers[-1]]
+    rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+    beta = M.beta_for_rate(rate, fabric.mtu)
+    monitor = Monitor(fabric).start()
+    prober = Prober(lab, probe[0], probe[1])
+    engine = None
+    runs = []
+    try:
+        progress("measuring idle latency")
+        t_idle = time.monotonic()
+        time.sleep(1.5)
+        idle = prober.summary(t_idle, time.monotonic())
+        alpha = idle["p50_us"] / 2e6 if not math.isnan(idle["p50_us"]) else 1e-4
+        engine = make_engine(lab, exp, servers)
+        sizes = M.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
+        for k, size in enumerate(sizes):
+            count = S.round_count(exp.collective, n, size // M.TYPE_SIZE)
+            predicted = M.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, beta,
+                                          exp.root)
+            timeout = 60 + 20 * predicted
+            label = f"[{k + 1}/{len(sizes)}] {exp.collective} {count * M.TYPE_SIZE} B"
+            progress(f"{label}: setting up")
+            if exp.engine == "iperf3":
+                iters = []
+                for i in range(exp.warmup + exp.iters):
+                    progress(f"{label}: iteration {i + 1}/{exp.warmup + exp.iters}")
+                    iters.append(engine.run(exp.collective, exp.algorithm, count, exp.root,
+                                            exp.channels))
+            else:
+                engine.setup(exp.collective, exp.algorithm, count, exp.root, exp.piece_bytes,
+                             exp.channels)
+                iters = []
+                for i in range(exp.warmup + exp.iters):
+                    progress(f"{label}: iteration {i + 1}/{exp.warmup + exp.iters}")
+                    iters.append(engine.iteration(i, timeout))
+            runs.append(_run_record(exp, n, count, iters[exp.warmup:], predicted, rate,
+                                    monitor, prober))
+    finally:
+        if engine is not None:
+            engine.close()
+        prober.stop()
+        monitor.stop()
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "samples.json").write_text(json.dumps(monitor.samples))
+    (results / "probes.json").write_text(json.dumps(prober.samples))
+    verdict = fidelity([r.pop("_window") for r in runs], fabric)
+    whole = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])["links"]
+    uplinks = {leaf.name: {l.a_intf: whole[l.a_intf]["tx_bytes"] for l in fabric.uplinks(leaf.name)}
+               for leaf in fabric.leaves}
+    progress("done")
+    return {"experiment": asdict(exp), "ranks": servers, "probe": probe, "idle_latency": idle,
+            "alpha_s": alpha, "beta_s_per_byte": beta, "link_rate_mbit": rate, "runs": runs,
+            "fidelity": verdict, "uplink_tx_bytes": uplinks}
+
+
+def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:
+    size = count * M.TYPE_SIZE
+    seconds = statistics.mean(i["seconds"] for i in iters)
+    t0, t1 = iters[0]["t0"], iters[-1]["t1"]
+    window = monitor.window(t0, t1)
+    wrong = None if iters[0]["wrong"] is None else sum(i["wrong"] for i in iters)
+    record = {
+        "collective": exp.collective, "algorithm": exp.algorithm, "engine": exp.engine,
+        "ranks": n, "size_bytes": size, "count": count, "type": "float",
+        "redop": "sum" if exp.collective in ("allreduce", "reducescatter", "reduce") else "none",
+        "root": exp.root if exp.collective in S.ROOTED else -1,
+        "iterations": len(iters), "time_s": seconds,
+        "time_min_s": min(i["seconds"] for i in iters),
+        "algbw_gbps": M.algbw_gbps(size, seconds),
+        "busbw_gbps": M.busbw_gbps(exp.collective, n, size, seconds),
+        "busbw_over_link": M.busbw_gbps(exp.collective, n, size, seconds) / (rate / 8e3),
+        "wrong": wrong,
+        "bad_chunk_elements": None if wrong is None else sum(i["bad_chunk_elements"] for i in iters),
+        "predicted_s": predicted, "measured_over_predicted": seconds / predicted if predicted else None,
+        "latency": prober.summary(t0, t1),
+        "links": {intf: {k: v for k, v in l.items()} for intf, l in window["links"].items()},
+        "ecmp_imbalance": window["ecmp_imbalance"],
+        "cpu_busy_pct": window["cpu_busy_pct"], "ovs_core_pct": window["ovs_core_pct"],
+        "_window": window,
+    }
+    for extra in ("frames_sent", "frames_lost", "retransmits"):
+        if extra in iters[0]:
+            record[extra] = sum(i[extra] for i in iters)
+    return record

@@ -1,0 +1,107 @@
+"""The numbers a training-infrastructure engineer reads, as pure functions.
+
+Bandwidths follow nccl-tests (its doc/PERFORMANCE.md): ``algbw = size / time``
+with `size` the "size" column (the whole buffer: count x type size, or for
+AllGather, ReduceScatter and AllToAll the n blocks together), and
+``busbw = algbw x factor(n)``, the factor making busbw comparable to the link
+bandwidth whatever the collective.
+
+The alpha-beta prediction is read off the schedule that actually runs:
+``alpha x steps + beta x bytes``, where `steps` is the number of dependent
+steps of the algorithm and `bytes` the most any rank must send or receive. For
+a ring AllReduce that is the textbook 2(n-1) alpha + 2(n-1)/n S beta (Thakur et
+al. 2005, Patarasuk & Yuan 2009); for the other algorithms it is the same
+accounting, applied to what they move. `beta` is seconds per payload byte on a
+server's link: the shaped rate, less the TCP/IP/Ethernet headers every full
+segment carries.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Iterable, List, Sequence
+
+from traffic import schedules as S
+
+TYPE_SIZE = 4                      # float32
+ETHERNET_HEADER, IP_TCP_HEADERS = 14, 52   # TCP with timestamps
+
+
+def bus_factor(collective: str, n: int) -> float:
+    return S.BUS_FACTOR[collective](n)
+
+
+def algbw_gbps(size_bytes: int, seconds: float) -> float:
+    """GB/s as nccl-tests prints it (1e9 bytes per second)."""
+    return size_bytes / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def busbw_gbps(collective: str, n: int, size_bytes: int, seconds: float) -> float:
+    return algbw_gbps(size_bytes, seconds) * bus_factor(collective, n)
+
+
+def payload_share(mtu: int) -> float:
+    """The share of a link's bytes that is TCP payload, in full segments."""
+    return (mtu - IP_TCP_HEADERS) / (mtu + ETHERNET_HEADER)
+
+
+def beta_for_rate(rate_mbit: float, mtu: int = 1500) -> float:
+    """Seconds per payload byte on a link shaped to `rate_mbit`."""
+    return 1 / payload_share(mtu) / (rate_mbit * 1e6 / 8)
+
+
+def schedule_cost(sched: S.Schedule) -> Dict[str, int]:
+    """Dependent steps, and the most elements any rank sends or receives."""
+    steps = 1 + max((op.step for ops in sched.values() for op in ops), default=-1)
+    most = 0
+    for rank, ops in sched.items():
+        sent = sum(op.length for op in ops if op.kind == "send")
+        got = sum(op.length for op in ops if op.kind == "recv")
+        most = max(most, sent, got)
+    return {"steps": steps, "max_rank_elements": most}
+
+
+def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: float,
+                    beta: float, root: int = 0) -> float:
+    cost = schedule_cost(S.build(collective, algorithm, n, count, root))
+    return alpha * cost["steps"] + beta * cost["max_rank_elements"] * TYPE_SIZE
+
+
+def ring_allreduce_textbook(n: int, size_bytes: int, alpha: float, beta: float) -> float:
+    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * size_bytes * beta
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    k = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[k - 1]
+
+
+def latency_summary(rtts_s: Iterable[float]) -> Dict[str, float]:
+    rtts = list(rtts_s)
+    return {"samples": len(rtts),
+            "p50_us": percentile(rtts, 50) * 1e6 if rtts else math.nan,
+            "p99_us": percentile(rtts, 99) * 1e6 if rtts else math.nan,
+            "max_us": max(rtts) * 1e6 if rtts else math.nan}
+
+
+def imbalance(values: Sequence[float]) -> float:
+    """max/mean of a leaf's uplink bytes: 1.0 is a perfect spread."""
+    mean = sum(values) / len(values) if values else 0
+    return max(values) / mean if mean else 0.0
+
+
+def sweep_sizes(minbytes: int, maxbytes: int, stepfactor: float) -> List[int]:
+    """nccl-tests' -b/-e/-f: sizes from min to max, multiplied by the factor."""
+    if minbytes < TYPE_SIZE or maxbytes < minbytes or stepfactor <= 1 and maxbytes > minbytes:
+        raise ValueError("expected 4 <= minbytes <= maxbytes and a step factor above 1")
+    sizes, size = [], minbytes
+    while size <= maxbytes:
+        sizes.append(int(size))
+        if stepfactor <= 1:
+            break
+        size *= stepfactor
+    return sizes

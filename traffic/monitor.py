@@ -1,0 +1,167 @@
+"""What the fabric did while traffic ran, sampled from the outside.
+
+A thread samples, every `interval` seconds, for every switch-side interface:
+bytes sent (/sys/class/net), the backlog and drops of its egress queue (one
+``tc -s -j qdisc show`` for all of them), and the host's CPU (/proc/stat) and
+ovs-vswitchd's CPU time. `window(t0, t1)` turns the samples of a time span into
+per-link bytes, peak utilisation, queue peak and drops, ECMP imbalance per
+leaf, CPU use, and the fidelity verdict:
+
+the bytes already queued on a link at the start of a sample interval can leave
+at the link's configured rate whatever happens next, so a link that sent less
+than min(queued, rate x interval) was held back by the host, not by its rate:
+the run is then marked untrustworthy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from topologies.fabric import Fabric
+from traffic.metrics import imbalance
+
+KEEP_UP = 0.90          # a link must send >= 90% of what it owes (see summarise)
+MIN_OWED_BYTES = 30 * 1514
+CPU_BUSY_WARN = 95.0
+
+
+def _cpu() -> tuple:
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields)
+
+
+def _ovs_cpu_seconds() -> float:
+    try:
+        pid = Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _queues() -> Dict[str, dict]:
+    """backlog (bytes), qlen (packets) and drops of the leaf qdisc of every root-namespace interface."""
+    out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True,
+                         timeout=10).stdout
+    queues = {}
+    for q in json.loads(out or "[]"):
+        if q.get("parent") == "1:1":                   # our pfifo/netem under the HTB class
+            queues[q["dev"]] = {"backlog": q.get("backlog", 0), "qlen": q.get("qlen", 0),
+                                "drops": q.get("drops", 0)}
+    return queues
+
+
+class Monitor:
+    def __init__(self, fabric: Fabric, interval: float = 0.1):
+        self.fabric, self.interval = fabric, interval
+        switches = {s.name for s in fabric.switches}
+        self.rate = {}                     # interface -> Mbit/s
+        self.link_of = {}                  # interface -> "a-b" link name
+        for link in fabric.links:
+            for node, intf, peer in ((link.a, link.a_intf, link.b), (link.b, link.b_intf, link.a)):
+                if node in switches:
+                    self.rate[intf] = link.spec.rate_mbit
+                    self.link_of[intf] = f"{node}->{peer}"
+        self.samples: List[dict] = []
+        self._stop = threading.Event()
+        self._thread = None
+
+    def sample(self) -> dict:
+        s = {"t": time.monotonic(), "cpu": _cpu(), "ovs_cpu_s": _ovs_cpu_seconds(),
+             "tx": {}, "queues": _queues()}
+        for intf in self.rate:
+            try:
+                s["tx"][intf] = int(Path(f"/sys/class/net/{intf}/statistics/tx_bytes").read_text())
+            except OSError:
+                pass
+        return s
+
+    def start(self) -> "Monitor":
+        self.samples.append(self.sample())
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            self.samples.append(self.sample())
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+        self.samples.append(self.sample())
+
+    def window(self, t0: float, t1: float) -> dict:
+        """Everything measured from the last sample at or before t0 to the
+        first at or after t1."""
+        first = max((s for s in self.samples if s["t"] <= t0), key=lambda s: s["t"],
+                    default=self.samples[0])
+        last = min((s for s in self.samples if s["t"] >= t1), key=lambda s: s["t"],
+                   default=self.samples[-1])
+        span = [s for s in self.samples if first["t"] <= s["t"] <= last["t"]]
+        return summarise(self, span)
+
+
+def summarise(mon: Monitor, span: List[dict]) -> dict:
+    first, last = span[0], span[-1]
+    dt = max(last["t"] - first["t"], 1e-9)
+    links, shortfalls = {}, []
+    for intf, rate in mon.rate.items():
+        tx = last["tx"].get(intf, 0) - first["tx"].get(intf, 0)
+        peak, peak_backlog = 0.0, 0
+        for a, b in zip(span, span[1:]):
+            step = b["t"] - a["t"]
+            sent = b["tx"].get(intf, 0) - a["tx"].get(intf, 0)
+            util = sent * 8 / step / (rate * 1e6) if step > 0 else 0.0
+            peak = max(peak, util)
+            queued = a["queues"].get(intf, {}).get("backlog", 0)
+            peak_backlog = max(peak_backlog, b["queues"].get(intf, {}).get("backlog", 0))
+            # What was already queued at the start of the interval could leave
+            # at the link's rate whatever arrived later: a link that sent less
+            # than that (nearly a full queue's worth, so not noise) was held
+            # back by the host.
+            owed = min(queued, rate * 1e6 / 8 * step)
+            if owed >= MIN_OWED_BYTES and sent < KEEP_UP * owed:
+                shortfalls.append((intf, round(sent / owed, 2)))
+        drops = (last["queues"].get(intf, {}).get("drops", 0)
+                 - first["queues"].get(intf, {}).get("drops", 0))
+        links[intf] = {"link": mon.link_of[intf], "tx_bytes": tx, "mean_util": tx * 8 / dt / (rate * 1e6),
+                       "peak_util": peak, "peak_backlog_bytes": peak_backlog, "drops": drops}
+    uplinks = {leaf.name: [links[l.a_intf]["tx_bytes"] for l in mon.fabric.uplinks(leaf.name)]
+               for leaf in mon.fabric.leaves}
+    idle = last["cpu"][0] - first["cpu"][0]
+    total = last["cpu"][1] - first["cpu"][1]
+    cpu = 100.0 * (1 - idle / total) if total else 0.0
+    ovs = 100.0 * (last["ovs_cpu_s"] - first["ovs_cpu_s"]) / dt
+    return {"seconds": dt, "links": links,
+            "ecmp_imbalance": {leaf: imbalance(v) for leaf, v in uplinks.items() if sum(v) > 0},
+            "cpu_busy_pct": cpu, "ovs_core_pct": ovs, "shortfalls": shortfalls}
+
+
+def fidelity(summaries: List[dict], fabric: Fabric) -> dict:
+    """Trustworthy unless a saturated link ran below its rate; high CPU is
+    reported as the likely cause, with a lower rate to try."""
+    shortfalls = [s for w in summaries for s in w["shortfalls"]]
+    cpu = max((w["cpu_busy_pct"] for w in summaries), default=0.0)
+    ovs = max((w["ovs_core_pct"] for w in summaries), default=0.0)
+    rate = min(l.spec.rate_mbit for l in fabric.links)
+    verdict = {"trustworthy": not shortfalls, "saturated_intervals_below_rate": len(shortfalls),
+               "worst": sorted(shortfalls, key=lambda s: s[1])[:5],
+               "max_cpu_busy_pct": round(cpu, 1), "max_ovs_core_pct": round(ovs, 1)}
+    if shortfalls:
+        worst = min(s[1] for s in shortfalls)
+        verdict["advice"] = (f"the host could not keep queued links at their rate (worst: "
+                             f"{worst:.0%} of what was owed; CPU {cpu:.0f}%, ovs-vswitchd {ovs:.0f}% of a "
+                             f"core): try link rates of {max(rate * worst * 0.8, 0.1):.3g} "
+                             f"Mbit/s or less, or `run_topology.py --calibrate`")
+    elif cpu > CPU_BUSY_WARN:
+        verdict["advice"] = (f"links kept their rates, but the CPU was {cpu:.0f}% busy: "
+                             "figures near the limit may be optimistic")
+    return verdict

@@ -1,0 +1,84 @@
+"""Results as nccl-tests prints them, plus what the fabric did, and as CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+NCCL_HEADER = (
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong\n"
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)        ")
+
+
+def _num(value, fmt):
+    return "N/A" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else format(value, fmt)
+
+
+def nccl_table(result: dict, link_rate_mbit: float) -> str:
+    exp, runs = result["experiment"], result["runs"]
+    lines = [f"# Collective test: {exp['collective']} ({exp['algorithm']}), engine {exp['engine']}, "
+             f"{len(result['ranks'])} ranks, {exp['channels']} connection(s) per peer, "
+             f"{exp['iters']} iterations after {exp['warmup']} warm-up",
+             f"# Ranks: {' '.join(result['ranks'])}; links {link_rate_mbit:g} Mbit/s "
+             f"= {link_rate_mbit / 8e3:.6f} GB/s",
+             "#", NCCL_HEADER]
+    for r in runs:
+        lines.append(f"{r['size_bytes']:12d}  {r['count']:12d}  {r['type']:>8}  {r['redop']:>6}  "
+                     f"{r['root']:>6}  {r['time_s'] * 1e6:9.0f}  {r['algbw_gbps']:6.4f}  "
+                     f"{r['busbw_gbps']:6.4f}  {_num(r['wrong'], 'd'):>6}")
+    checked = [r["wrong"] for r in runs if r["wrong"] is not None]
+    if checked:
+        lines.append(f"# Out of bounds values : {sum(checked)} {'OK' if sum(checked) == 0 else 'FAILED'}")
+    avg = sum(r["busbw_gbps"] for r in runs) / len(runs) if runs else 0.0
+    lines.append(f"# Avg bus bandwidth    : {avg:.6f}")
+    return "\n".join(lines)
+
+
+def fabric_table(result: dict, link_rate_mbit: float) -> str:
+    idle = result["idle_latency"]
+    lines = [f"# Fabric during each size (latency probe {result['probe'][0]} -> {result['probe'][1]}; "
+             f"idle p50 {_num(idle['p50_us'], '.0f')} us, p99 {_num(idle['p99_us'], '.0f')} us)",
+             "#       size  busbw/link  meas/pred  peak util  max queue  drops  ECMP max/mean"
+             "  lat p50  lat p99  lat max   CPU"]
+    for r in result["runs"]:
+        links = r["links"].values()
+        peak = max((l["peak_util"] for l in links), default=0)
+        queue = max((l["peak_backlog_bytes"] for l in links), default=0)
+        drops = sum(l["drops"] for l in links)
+        imb = max(r["ecmp_imbalance"].values(), default=float("nan"))
+        lat = r["latency"]
+        lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
+                     f"{_num(r['measured_over_predicted'], '9.2f')}  {peak:9.0%}  "
+                     f"{queue / 1024:7.0f} KB  {drops:5d}  {_num(imb, '13.2f')}  "
+                     f"{_num(lat['p50_us'], '7.0f')}  {_num(lat['p99_us'], '7.0f')}  "
+                     f"{_num(lat['max_us'], '7.0f')}  {r['cpu_busy_pct']:3.0f}%")
+    verdict = result["fidelity"]
+    if verdict["trustworthy"]:
+        lines.append("# Fidelity: trustworthy - every saturated link ran at its configured rate"
+                     + (f"; {verdict['advice']}" if verdict.get("advice") else ""))
+    else:
+        lines.append(f"# Fidelity: UNTRUSTWORTHY - {verdict['advice']}")
+    return "\n".join(lines)
+
+
+CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count", "type", "redop",
+              "root", "time_s", "algbw_gbps", "busbw_gbps", "wrong", "predicted_s",
+              "measured_over_predicted", "lat_p50_us", "lat_p99_us", "lat_max_us",
+              "peak_util", "drops", "ecmp_imbalance_max", "cpu_busy_pct"]
+
+
+def csv_text(result: dict) -> str:
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    for r in result["runs"]:
+        links = r["links"].values()
+        w.writerow({**{k: r[k] for k in CSV_FIELDS if k in r},
+                    "lat_p50_us": r["latency"]["p50_us"], "lat_p99_us": r["latency"]["p99_us"],
+                    "lat_max_us": r["latency"]["max_us"],
+                    "peak_util": max((l["peak_util"] for l in links), default=0),
+                    "drops": sum(l["drops"] for l in links),
+                    "ecmp_imbalance_max": max(r["ecmp_imbalance"].values(), default="")})
+    return out.getvalue()

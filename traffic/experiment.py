@@ -41,6 +41,7 @@ class Experiment:
     piece_bytes: int = 64 * 1024
     probe: List[str] = field(default_factory=list)     # [src, dst]; default first and last rank
     ranks: List[str] = field(default_factory=list)     # servers in rank order; default all
+    idle_seconds: float = 1.5                          # idle-latency measurement first
 
     def check(self, n_ranks: int) -> None:
         """Raise ValueError with one sentence for an impossible experiment."""
@@ -116,7 +117,7 @@ def run_experiment(lab, exp: Experiment, results: Path,
     try:
         progress("measuring idle latency")
         t_idle = time.monotonic()
-        time.sleep(1.5)
+        time.sleep(exp.idle_seconds)
         idle = prober.summary(t_idle, time.monotonic())
         alpha = idle["p50_us"] / 2e6 if not math.isnan(idle["p50_us"]) else 1e-4
         engine = make_engine(lab, exp, servers)

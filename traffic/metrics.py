@@ -51,8 +51,9 @@ def beta_for_rate(rate_mbit: float, mtu: int = 1500) -> float:
 
 
 def schedule_cost(sched: S.Schedule) -> Dict[str, int]:
-    """Dependent steps, and the most elements any rank sends or receives."""
-    steps = 1 + max((op.step for ops in sched.values() for op in ops), default=-1)
+    """The algorithm's steps (each waits on the one before), and the most
+    elements any rank sends or receives."""
+    steps = len({op.step for ops in sched.values() for op in ops})
     most = 0
     for rank, ops in sched.items():
         sent = sum(op.length for op in ops if op.kind == "send")

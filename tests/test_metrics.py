@@ -1,0 +1,90 @@
+"""The figures: nccl-tests' bandwidth factors, the alpha-beta model read off
+the schedules, percentiles, sizes, and the printed table."""
+
+import math
+
+import pytest
+
+from traffic import metrics as M
+from traffic import schedules as S
+from traffic.report import csv_text, nccl_table
+
+
+@pytest.mark.parametrize("collective,n,factor", [
+    ("allreduce", 8, 1.75), ("allreduce", 2, 1.0), ("allreduce", 4, 1.5),
+    ("reducescatter", 8, 0.875), ("allgather", 4, 0.75), ("alltoall", 16, 0.9375),
+    ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 8, 1.0)])
+def test_bus_bandwidth_factors_are_nccl_tests(collective, n, factor):
+    assert M.bus_factor(collective, n) == pytest.approx(factor)
+
+
+def test_algbw_and_busbw_with_known_values():
+    # nccl-tests: 1 GB AllReduce on 8 ranks in 10 ms -> algbw 100 GB/s, busbw 175 GB/s
+    assert M.algbw_gbps(10**9, 0.01) == pytest.approx(100.0)
+    assert M.busbw_gbps("allreduce", 8, 10**9, 0.01) == pytest.approx(175.0)
+    assert M.busbw_gbps("allgather", 4, 4 * 10**8, 0.01) == pytest.approx(30.0)
+
+
+def test_ring_allreduce_prediction_is_the_textbook_formula():
+    n, count, alpha, beta = 8, 8 * 1024, 5e-5, 1e-8
+    size = count * 4
+    assert M.predict_seconds("allreduce", "ring", n, count, alpha, beta) == pytest.approx(
+        M.ring_allreduce_textbook(n, size, alpha, beta))
+    assert M.ring_allreduce_textbook(n, size, alpha, beta) == pytest.approx(
+        2 * 7 * alpha + 2 * 7 / 8 * size * beta)
+
+
+def test_rhd_takes_fewer_steps_than_ring_for_the_same_bytes():
+    ring = M.schedule_cost(S.build("allreduce", "ring", 16, 1600))
+    rhd = M.schedule_cost(S.build("allreduce", "rhd", 16, 1600))
+    assert (ring["steps"], rhd["steps"]) == (30, 8)           # 2(n-1) versus 2 log2(n)
+    assert M.schedule_cost(S.build("allreduce", "rhd", 6, 600))["steps"] == 6   # + fix-up
+    assert ring["max_rank_elements"] == rhd["max_rank_elements"] == 3000
+
+
+def test_beta_accounts_for_headers():
+    assert M.payload_share(1500) == pytest.approx(1448 / 1514)
+    assert M.beta_for_rate(8, 9000) == pytest.approx(9014 / 8948 / 1e6)
+
+
+def test_percentiles_and_sizes():
+    values = list(range(1, 101))
+    assert (M.percentile(values, 50), M.percentile(values, 99), M.percentile(values, 100)) == (50, 99, 100)
+    assert math.isnan(M.percentile([], 50))
+    assert M.sweep_sizes(32 * 1024, 2 * 1024 * 1024, 4) == [32768, 131072, 524288, 2097152]
+    assert M.sweep_sizes(1024, 1024, 2) == [1024]
+    with pytest.raises(ValueError):
+        M.sweep_sizes(8, 4, 2)
+    assert M.imbalance([30, 10]) == 1.5 and M.imbalance([0, 0]) == 0.0
+
+
+def fake_result():
+    run = {"collective": "allreduce", "algorithm": "ring", "engine": "agents", "ranks": 4,
+           "size_bytes": 1048576, "count": 262144, "type": "float", "redop": "sum", "root": -1,
+           "time_s": 0.5, "algbw_gbps": 0.0021, "busbw_gbps": 0.0031, "busbw_over_link": 0.9,
+           "wrong": 0, "predicted_s": 0.45, "measured_over_predicted": 1.11,
+           "latency": {"p50_us": 900.0, "p99_us": 2000.0, "max_us": 2500.0},
+           "links": {"leaf1-eth3": {"tx_bytes": 1, "drops": 2, "peak_util": 0.97,
+                                    "peak_backlog_bytes": 9000}},
+           "ecmp_imbalance": {"leaf1": 1.2}, "cpu_busy_pct": 40.0}
+    return {"experiment": {"collective": "allreduce", "algorithm": "ring", "engine": "agents",
+                           "channels": 1, "iters": 5, "warmup": 1},
+            "ranks": ["h1", "h2", "h3", "h4"], "runs": [run]}
+
+
+def test_the_table_has_nccl_tests_columns_and_footer():
+    text = nccl_table(fake_result(), 25)
+    lines = text.splitlines()
+    assert "#       size         count      type   redop    root     time   algbw   busbw  #wrong" in lines
+    row = next(l for l in lines if l.strip().startswith("1048576"))
+    assert row.split() == ["1048576", "262144", "float", "sum", "-1", "500000", "0.0021",
+                           "0.0031", "0"]
+    assert lines[-2] == "# Out of bounds values : 0 OK"
+    assert lines[-1] == "# Avg bus bandwidth    : 0.003100"
+
+
+def test_csv_has_a_row_per_size():
+    text = csv_text(fake_result()).splitlines()
+    assert text[0].startswith("collective,algorithm,engine,ranks,size_bytes")
+    assert text[1].startswith("allreduce,ring,agents,4,1048576,262144,float,sum,-1,0.5,")
+    assert ",2," in text[1]                              # drops summed

@@ -180,7 +180,7 @@ def main(argv=None) -> int:
         print(f"error: {fabric.source}: experiment: {exc}", file=sys.stderr)
         return 2
     if args.check:
-        return _check(fabric)
+        return _check(fabric, exp)
     for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
     if args.calibrate:
@@ -319,7 +319,7 @@ def _print_uplinks(fabric, uplink_bytes, when):
         print(f"         {leaf:>7}  {cells}  (max/mean {imbalance(list(counters.values())):.2f})")
 
 
-def _check(fabric) -> int:
+def _check(fabric, exp) -> int:
     from topologies.system import LabError, check_netem
     if any(l.spec.needs_netem for l in fabric.links):
         if os.geteuid() != 0:
@@ -336,6 +336,9 @@ def _check(fabric) -> int:
     for kind, text in describe_links(fabric).items():
         print(f"  {kind.replace('_', '-')} links: {text}")
     print(f"  routing: {fabric.policy}; servers {fabric.servers[0].ip} .. {fabric.servers[-1].ip}")
+    print(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
+          f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} iterations "
+          f"after {exp.warmup} warm-up, {exp.channels} connection(s) per peer")
     return 0
 
 

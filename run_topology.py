@@ -121,6 +121,9 @@ def parse_args(argv):
                         "piece (default 64K)")
     g.add_argument("--probe", type=_pair, metavar="SRC,DST",
                    help="servers between which latency is probed (default first and last rank)")
+    g.add_argument("--cross", type=_pair, metavar="SRC,DST",
+                   help="run an iperf3 TCP flow between two servers during the whole sweep "
+                        "(background traffic the collective must share the fabric with)")
     g.add_argument("--no-traffic", action="store_true",
                    help="only build, check reachability and tear down")
     g.add_argument("--iperf-check", action="store_true",
@@ -147,7 +150,7 @@ def parse_args(argv):
 
 
 EXPERIMENT_FLAGS = ("collective", "algorithm", "engine", "minbytes", "maxbytes", "stepfactor",
-                    "iters", "warmup", "root", "channels", "piece_bytes", "probe")
+                    "iters", "warmup", "root", "channels", "piece_bytes", "probe", "cross")
 
 
 def experiment_from(fabric, args):
@@ -159,8 +162,9 @@ def experiment_from(fabric, args):
         values["algorithm"] = schedules.ALGORITHMS[values["collective"]][0]
     exp = Experiment(**values)
     exp.check(len(fabric.servers))
-    if exp.probe and not set(exp.probe) <= {h.name for h in fabric.servers}:
-        raise ValueError(f"--probe {','.join(exp.probe)}: not servers of this fabric")
+    for flag, pair in (("--probe", exp.probe), ("--cross", exp.cross)):
+        if pair and not set(pair) <= {h.name for h in fabric.servers}:
+            raise ValueError(f"{flag} {','.join(pair)}: not servers of this fabric")
     return exp
 
 
@@ -265,6 +269,11 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
         args.csv.write_text(csv_text(result))
     say(nccl_table(result, rate))
     say(fabric_table(result, rate))
+    cross = result["cross_traffic"]
+    if cross:
+        say(f"# Cross traffic {cross['src']} -> {cross['dst']} (iperf3 TCP, whole sweep): "
+            + (f"{cross['mbit_s']:.1f} Mbit/s, {cross['retransmits']} retransmits"
+               if "mbit_s" in cross else cross["error"]))
     if not args.json:
         _print_uplinks(lab.fabric, result["uplink_tx_bytes"], "during the collectives")
     return result

@@ -55,7 +55,7 @@ def run(fabric, exp, workdir, tag):
 def crossing_fabric(spines, rate):
     return parse_fabric(f"""
 name: crossing-{spines}
-fabric: {{spines: {spines}, leaves: 2, servers_per_leaf: 4}}
+fabric: {{spines: {spines}, leaves: 2, servers_per_leaf: 4, mtu: 9000}}
 links:
   server_leaf: {{rate_mbit: {rate}, queue_packets: 32}}
   leaf_spine: {{rate_mbit: {rate}, queue_packets: 32}}

@@ -106,6 +106,9 @@ def throughput(fabric, policy, seconds, repeat, workdir):
             # the iperf3 window: near 100% means the host kept the bottleneck full
             rate_bps = fabric.spec["links"]["leaf_spine"]["rate_mbit"] * 1e6
             busiest = statistics.mean(max(u) * 8 / (rate_bps * seconds) for u in up)
+            for flow in result["pairs"]:
+                if "error" in flow:
+                    print(f"  ({policy}: {flow['src']} -> {flow['dst']}: {flow['error']})")
             runs.append({"total_mbit_s": result["total_mbit_s"], "cpu_busy_pct": busy,
                          "ovs_vswitchd_core_pct": ovs, "busiest_uplink_util": busiest,
                          "retransmits": sum(p["retransmits"] for p in result["pairs"]),

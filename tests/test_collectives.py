@@ -82,3 +82,4 @@ def test_scapy_engine_sends_rocev2_that_a_fabric_link_captures_as_bth(lab6, tmp_
     rebuilt = packets[0].copy()
     rebuilt[BTH].icrc = None
     assert bytes(rebuilt)[-4:] == bytes(packets[0])[-4:] and first.icrc is not None
+

@@ -177,3 +177,38 @@ def test_stp_baseline_converges_and_reaches_every_pair(tmp_path, clean_host):
     summary = json.loads(proc.stdout)
     assert summary["policy"] == "stp" and summary["openflow"] == []
     assert summary["reachability"]["ok"] == summary["reachability"]["total"] == 12
+
+
+EXPERIMENT_YAML = """
+fabric: {spines: 2, leaves: 2, servers_per_leaf: 2}
+links:
+  server_leaf: {rate_mbit: 20, queue_packets: 32}
+  leaf_spine: {rate_mbit: 20, queue_packets: 32}
+experiment: {collective: allgather, minbytes: 16K, maxbytes: 16K, iters: 3, warmup: 0,
+             channels: 2, probe: [h2, h3]}
+"""
+
+
+def test_the_yaml_experiment_is_checked_and_flags_override_it(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT_YAML)
+    out = run("--check", str(path)).stdout
+    assert ("experiment: allgather (ring), engine agents, 16384 to 16384 B x4, 3 iterations "
+            "after 0 warm-up, 2 connection(s) per peer") in out
+    out = run("--check", str(path), "-c", "alltoall", "-n", "1", "--channels", "4").stdout
+    assert "experiment: alltoall (pairwise), engine agents, 16384 to 16384 B x4, 1 iterations" in out
+    bad = run("--check", str(path), "-a", "tree")
+    assert bad.returncode == 2 and bad.stderr == (
+        f"error: {path}: experiment: no 'tree' algorithm for allgather; expected one of ring\n")
+
+
+@pytest.mark.privileged
+def test_the_yaml_experiment_runs(tmp_path, clean_host):
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT_YAML)
+    proc = run(str(path), "--json", "-n", "2", "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)["collectives"]
+    assert result["probe"] == ["h2", "h3"] and result["experiment"]["channels"] == 2
+    [r] = result["runs"]
+    assert (r["collective"], r["size_bytes"], r["iterations"], r["wrong"]) == ("allgather", 16384, 2, 0)

@@ -157,6 +157,7 @@ EXPERIMENT = {
     "channels": (optional(integer(1, 16)), None),
     "piece_bytes": (optional(size(64, 1 << 26)), None),
     "probe": (optional(server_pair), None),
+    "cross": (optional(server_pair), None),
 }
 
 LINK = {
@@ -173,7 +174,7 @@ SCHEMA = {
         "leaves": (integer(1, 128), REQUIRED),
         "servers_per_leaf": (integer(1, 64), REQUIRED),
         "uplinks_per_spine": (integer(1, 8), 1),
-        "mtu": (integer(1280, 9216), 9000),
+        "mtu": (integer(1280, 9216), 1500),
     }, REQUIRED),
     "links": ({"server_leaf": (LINK, REQUIRED), "leaf_spine": (LINK, REQUIRED)}, REQUIRED),
     "routing": ({"policy": (choice(*POLICIES), "ecmp")}, {}),
@@ -375,13 +376,14 @@ def _check_whole(fabric: Fabric, source: str) -> None:
         raise FabricError(source, "names", (
             f"expected prefixes that give every node its own name, but two nodes "
             f"would both be called {dup!r}"))
-    probe = fabric.spec["experiment"].get("probe")
     servers = {h.name for h in fabric.servers}
-    if probe and not set(probe) <= servers:
-        missing = next(p for p in probe if p not in servers)
-        raise FabricError(source, "experiment.probe", (
-            f"expected servers of this fabric, but there is no {missing!r} "
-            f"(servers are {fabric.servers[0].name}..{fabric.servers[-1].name})"))
+    for key in ("probe", "cross"):
+        pair = fabric.spec["experiment"].get(key) or []
+        missing = [p for p in pair if p not in servers]
+        if missing:
+            raise FabricError(source, f"experiment.{key}", (
+                f"expected servers of this fabric, but there is no {missing[0]!r} "
+                f"(servers are {fabric.servers[0].name}..{fabric.servers[-1].name})"))
     role_of = {s.name: s.role for s in fabric.switches}
     role_of.update((h.name, "server") for h in fabric.servers)
     longest = {}

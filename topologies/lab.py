@@ -268,7 +268,7 @@ class Lab:
 
     def _teardown(self) -> None:
         """Each step runs whatever the one before it hit; the first error is
-        raised at the end."""
+        raised at the end, and the record is kept for --cleanup."""
         shells = [p for p in self.processes if _is_shell(p)]
         others = [p for p in self.processes if not _is_shell(p) and p is not self.controller]
         steps = [lambda: [_stop_process(p) for p in others]]
@@ -280,16 +280,16 @@ class Lab:
             steps.append(lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches])
         if self.controller is not None:
             steps.append(lambda: _stop_process(self.controller))
-        steps.append(lambda: self.record_path.unlink(missing_ok=True))
         errors = []
         for step in steps:
             try:
                 step()
             except Exception as exc:      # noqa: BLE001 - keep tearing down
                 errors.append(exc)
-        if errors:
+        if errors:                        # the record stays, for --cleanup
             raise LabError(f"teardown was incomplete: {errors[0]}; "
                            "`sudo python run_topology.py --cleanup` finishes it")
+        self.record_path.unlink(missing_ok=True)
 
     def _track(self, proc: subprocess.Popen) -> None:
         self.processes.append(proc)

@@ -22,7 +22,6 @@ lab can compare them across ranks.
 from __future__ import annotations
 
 import argparse
-import json
 import queue
 import socket
 import struct
@@ -34,6 +33,7 @@ import numpy as np
 
 from traffic import schedules as S
 from traffic.executor import RankExecutor
+from traffic.lines import serve
 
 HEADER = struct.Struct("!IIII")          # iteration, sequence number, elements, sender rank
 HELLO = struct.Struct("!II")             # rank, channel
@@ -165,11 +165,6 @@ class Agent:
                 "bad_chunk_elements": ex.bad_chunk_elements, "bytes_received": ex.received_bytes}
 
 
-def say(obj) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m traffic.agent", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -177,24 +172,11 @@ def main(argv=None) -> int:
     p.add_argument("--addresses", required=True, help="IP of every rank, in rank order")
     p.add_argument("--port", type=int, default=7000)
     a = p.parse_args(argv)
-    try:
-        agent = Agent(a.rank, a.addresses.split(","), a.port)
-        say({"event": "ready", "rank": a.rank})
-        for line in sys.stdin:
-            msg = json.loads(line)
-            if msg["cmd"] == "setup":
-                k = agent.setup(msg["collective"], msg["algorithm"], msg["count"], msg["root"],
-                                msg["piece"], msg["channels"])
-                say({"event": "setup_done", "connections": k})
-            elif msg["cmd"] == "go":
-                say(agent.run(msg["iter"]))
-            elif msg["cmd"] == "quit":
-                break
-    except Exception as exc:          # noqa: BLE001 - report, then exit non-zero
-        say({"event": "error", "rank": a.rank, "message": f"{type(exc).__name__}: {exc}"})
-        return 1
-    return 0
-
+    return serve(a.rank, lambda: Agent(a.rank, a.addresses.split(","), a.port), {
+        "setup": lambda agent, m: {"event": "setup_done", "connections": agent.setup(
+            m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], m["channels"])},
+        "go": lambda agent, m: agent.run(m["iter"]),
+    })
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -126,7 +126,12 @@ def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: int = 3,
         flows.append(_parse_iperf3(src, dst, out))
     elapsed = time.monotonic() - t0
     for proc in servers:
-        proc.wait(timeout=10)
+        # a server whose client failed before connecting would wait for ever
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait(timeout=5)
     delta = counter_delta(before, uplink_counters(fabric))
     # what the senders' own links allow: the ceiling when nothing else limits
     capacity = sum(fabric.spec["links"]["server_leaf"]["rate_mbit"] for _ in pairs)

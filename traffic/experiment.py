@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -19,6 +21,7 @@ from typing import Callable, List
 
 from traffic import metrics as M
 from traffic import schedules as S
+from traffic.checks import wait_listening
 from traffic.monitor import Monitor, fidelity
 from traffic.replay import Iperf3Replay, RankAgents, RoceAgents
 
@@ -42,6 +45,7 @@ class Experiment:
     probe: List[str] = field(default_factory=list)     # [src, dst]; default first and last rank
     ranks: List[str] = field(default_factory=list)     # servers in rank order; default all
     idle_seconds: float = 1.5                          # idle-latency measurement first
+    cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
 
     def check(self, n_ranks: int) -> None:
         """Raise ValueError with one sentence for an impossible experiment."""
@@ -55,9 +59,38 @@ class Experiment:
             raise ValueError(f"unknown engine {self.engine!r}; expected one of {', '.join(ENGINES)}")
         if n_ranks < 2:
             raise ValueError("a collective needs at least 2 ranks (servers)")
+        if self.cross and len(set(self.cross)) != 2:
+            raise ValueError(f"cross traffic needs two different servers, got {self.cross}")
         if not 0 <= self.root < n_ranks:
             raise ValueError(f"root {self.root} is not a rank (0..{n_ranks - 1})")
         M.sweep_sizes(self.minbytes, self.maxbytes, self.stepfactor)
+
+
+class CrossTraffic:
+    """A background iperf3 TCP flow between two servers for the whole sweep:
+    the collective then shares the fabric, as in a cluster running other jobs."""
+    PORT = 5999
+
+    def __init__(self, lab, src: str, dst: str):
+        self.src, self.dst = src, dst
+        self.server = lab.popen(dst, ["iperf3", "-s", "-1", "-p", str(self.PORT)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_listening(lab, dst, self.PORT)
+        self.client = lab.popen(src, ["iperf3", "-c", lab.fabric.server(dst).ip, "-p",
+                                      str(self.PORT), "-t", "86400", "-J"], text=True)
+
+    def stop(self) -> dict:
+        """Stop the flow (iperf3 reports what it did when interrupted)."""
+        self.client.send_signal(signal.SIGINT)
+        out, _ = self.client.communicate(timeout=15)
+        self.server.wait(timeout=15)
+        try:
+            end = json.loads(out)["end"]
+            return {"src": self.src, "dst": self.dst,
+                    "mbit_s": end["sum_received"]["bits_per_second"] / 1e6,
+                    "retransmits": end.get("sum_sent", {}).get("retransmits", 0)}
+        except (ValueError, KeyError):
+            return {"src": self.src, "dst": self.dst, "error": "iperf3 gave no summary"}
 
 
 class Prober:
@@ -112,7 +145,8 @@ def run_experiment(lab, exp: Experiment, results: Path,
     beta = M.beta_for_rate(rate, fabric.mtu)
     monitor = Monitor(fabric).start()
     prober = Prober(lab, probe[0], probe[1])
-    engine = None
+    engine = cross = None
+    cross_report = None
     runs = []
     try:
         progress("measuring idle latency")
@@ -120,6 +154,8 @@ def run_experiment(lab, exp: Experiment, results: Path,
         time.sleep(exp.idle_seconds)
         idle = prober.summary(t_idle, time.monotonic())
         alpha = idle["p50_us"] / 2e6 if not math.isnan(idle["p50_us"]) else 1e-4
+        if exp.cross:
+            cross = CrossTraffic(lab, *exp.cross)
         engine = make_engine(lab, exp, servers)
         sizes = M.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
         for k, size in enumerate(sizes):
@@ -147,6 +183,8 @@ def run_experiment(lab, exp: Experiment, results: Path,
     finally:
         if engine is not None:
             engine.close()
+        if cross is not None:
+            cross_report = cross.stop()
         prober.stop()
         monitor.stop()
     results.mkdir(parents=True, exist_ok=True)
@@ -159,7 +197,7 @@ def run_experiment(lab, exp: Experiment, results: Path,
     progress("done")
     return {"experiment": asdict(exp), "ranks": servers, "probe": probe, "idle_latency": idle,
             "alpha_s": alpha, "beta_s_per_byte": beta, "link_rate_mbit": rate, "runs": runs,
-            "fidelity": verdict, "uplink_tx_bytes": uplinks}
+            "fidelity": verdict, "uplink_tx_bytes": uplinks, "cross_traffic": cross_report}
 
 
 def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:

@@ -25,12 +25,13 @@ count what arrived for the step.
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import struct
 import sys
 import threading
 import time
+
+from traffic.lines import serve
 
 ROCE_PORT = 4791
 MTU_PAYLOAD = 1024                 # RoCE path MTU
@@ -174,30 +175,17 @@ def main(argv=None) -> int:
     p.add_argument("--macs", required=True)
     a = p.parse_args(argv)
 
-    def say(obj):
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
+    def reset(rank, _msg):
+        rank.reset()
+        return {"event": "reset_done"}
 
-    try:
-        rank = RoceRank(a.rank, a.intf, a.macs.split(","), a.addresses.split(","))
-        say({"event": "ready", "rank": a.rank})
-        for line in sys.stdin:
-            msg = json.loads(line)
-            if msg["cmd"] == "setup":
-                n = rank.setup(msg["transfers"], msg["channels"], msg["rate_mbit"])
-                say({"event": "setup_done", "frames": n})
-            elif msg["cmd"] == "reset":
-                rank.reset()
-                say({"event": "reset_done"})
-            elif msg["cmd"] == "step":
-                say(rank.step(msg["step"]))
-            elif msg["cmd"] == "quit":
-                break
-    except Exception as exc:          # noqa: BLE001 - report, then exit non-zero
-        say({"event": "error", "rank": a.rank, "message": f"{type(exc).__name__}: {exc}"})
-        return 1
-    return 0
-
+    return serve(a.rank, lambda: RoceRank(a.rank, a.intf, a.macs.split(","),
+                                          a.addresses.split(",")), {
+        "setup": lambda rank, m: {"event": "setup_done", "frames": rank.setup(
+            m["transfers"], m["channels"], m["rate_mbit"])},
+        "reset": reset,
+        "step": lambda rank, m: rank.step(m["step"]),
+    })
 
 if __name__ == "__main__":
     sys.exit(main())

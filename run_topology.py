@@ -272,7 +272,8 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
     cross = result["cross_traffic"]
     if cross:
         say(f"# Cross traffic {cross['src']} -> {cross['dst']} (iperf3 TCP, whole sweep): "
-            + (f"{cross['mbit_s']:.1f} Mbit/s, {cross['retransmits']} retransmits"
+            + (f"{cross['mbit_s']:.1f} Mbit/s sent over {cross['seconds']:.0f} s, "
+               f"{cross['retransmits']} retransmits"
                if "mbit_s" in cross else cross["error"]))
     if not args.json:
         _print_uplinks(lab.fabric, result["uplink_tx_bytes"], "during the collectives")

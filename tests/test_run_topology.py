@@ -212,3 +212,14 @@ def test_the_yaml_experiment_runs(tmp_path, clean_host):
     assert result["probe"] == ["h2", "h3"] and result["experiment"]["channels"] == 2
     [r] = result["runs"]
     assert (r["collective"], r["size_bytes"], r["iterations"], r["wrong"]) == ("allgather", 16384, 2, 0)
+
+
+@pytest.mark.privileged
+def test_cross_traffic_shares_the_fabric_with_the_collective(tmp_path, clean_host):
+    proc = run("-b", "256K", "-e", "256K", "-n", "2", "--cross", "h2,h3", "--json",
+               "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)["collectives"]
+    assert result["runs"][0]["wrong"] == 0
+    cross = result["cross_traffic"]
+    assert (cross["src"], cross["dst"]) == ("h2", "h3") and cross["mbit_s"] > 1

@@ -85,10 +85,10 @@ class CrossTraffic:
         out, _ = self.client.communicate(timeout=15)
         self.server.wait(timeout=15)
         try:
-            end = json.loads(out)["end"]
-            return {"src": self.src, "dst": self.dst,
-                    "mbit_s": end["sum_received"]["bits_per_second"] / 1e6,
-                    "retransmits": end.get("sum_sent", {}).get("retransmits", 0)}
+            # an interrupted iperf3 has only the sender's side of the summary
+            sent = json.loads(out)["end"]["sum_sent"]
+            return {"src": self.src, "dst": self.dst, "mbit_s": sent["bits_per_second"] / 1e6,
+                    "seconds": sent["seconds"], "retransmits": sent.get("retransmits", 0)}
         except (ValueError, KeyError):
             return {"src": self.src, "dst": self.dst, "error": "iperf3 gave no summary"}
 

@@ -68,6 +68,19 @@ def _positive_int(text):
     return int(text)
 
 
+def _whole(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
+    return int(text)
+
+
+def _channels(text):
+    n = _positive_int(text)
+    if n > 16:
+        raise argparse.ArgumentTypeError(f"expected 1 to 16 connections per peer, got {n}")
+    return n
+
+
 def _size(text):
     n = parse_size(text)
     if n is None or n < 4:
@@ -111,9 +124,9 @@ def parse_args(argv):
     g.add_argument("-e", "--maxbytes", type=_size, help="largest size (default 2M)")
     g.add_argument("-f", "--stepfactor", type=float, help="size multiplier (default 4)")
     g.add_argument("-n", "--iters", type=_positive_int, help="timed iterations per size (default 5)")
-    g.add_argument("-w", "--warmup", type=int, help="untimed iterations first (default 1)")
+    g.add_argument("-w", "--warmup", type=_whole, help="untimed iterations first (default 1)")
     g.add_argument("--root", type=int, help="root rank of Broadcast and Reduce (default 0)")
-    g.add_argument("--channels", type=_positive_int,
+    g.add_argument("--channels", type=_channels,
                    help="TCP connections (NCCL channels, RoCE QPs) per peer: the flow entropy "
                         "ECMP spreads (default 1)")
     g.add_argument("--piece-bytes", type=_size,
@@ -154,17 +167,33 @@ EXPERIMENT_FLAGS = ("collective", "algorithm", "engine", "minbytes", "maxbytes",
 
 
 def experiment_from(fabric, args):
-    """The YAML's experiment section, overridden by flags, checked."""
+    """The YAML's experiment section, checked, then overridden by flags, checked
+    again; each error names where the mistake is. None for a fabric with one
+    server, which has nothing to replay."""
     from traffic.experiment import Experiment
     values = {k: v for k, v in fabric.spec["experiment"].items() if v is not None}
-    values.update({k: getattr(args, k) for k in EXPERIMENT_FLAGS if getattr(args, k) is not None})
+    n = len(fabric.servers)
+    if n < 2:
+        if values:
+            raise FabricError(fabric.source, "experiment", "a collective needs at least 2 "
+                              "servers, and this fabric has one")
+        return None
     if "collective" in values and "algorithm" not in values:
         values["algorithm"] = schedules.ALGORITHMS[values["collective"]][0]
-    exp = Experiment(**values)
-    exp.check(len(fabric.servers))
+    try:
+        Experiment(**values).check(n)
+    except ValueError as exc:
+        raise FabricError(fabric.source, "experiment", str(exc)) from None
+    flags = {k: getattr(args, k) for k in EXPERIMENT_FLAGS if getattr(args, k) is not None}
+    if "collective" in flags and "algorithm" not in flags:
+        flags["algorithm"] = schedules.ALGORITHMS[flags["collective"]][0]
+    exp = Experiment(**{**values, **flags})
+    exp.check(n)
+    servers = {h.name for h in fabric.servers}
     for flag, pair in (("--probe", exp.probe), ("--cross", exp.cross)):
-        if pair and not set(pair) <= {h.name for h in fabric.servers}:
-            raise ValueError(f"{flag} {','.join(pair)}: not servers of this fabric")
+        if pair and not set(pair) <= servers:
+            raise ValueError(f"{flag} {','.join(pair)}: not servers of this fabric "
+                             f"({fabric.servers[0].name}..{fabric.servers[-1].name})")
     return exp
 
 
@@ -180,8 +209,12 @@ def main(argv=None) -> int:
     except FabricError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:
-        print(f"error: {fabric.source}: experiment: {exc}", file=sys.stderr)
+    except ValueError as exc:                       # from the command-line flags
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    problem = _output_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.check:
         return _check(fabric, exp)
@@ -190,6 +223,15 @@ def main(argv=None) -> int:
     if args.calibrate:
         return _guarded(lambda: _calibrate(fabric, args))
     return _guarded(lambda: _run(fabric, exp, args))
+
+
+def _output_problem(args):
+    """Refuse, before anything is built, output paths that would fail at the end."""
+    if args.results.exists() and not args.results.is_dir():
+        return f"--results {args.results}: expected a folder, and it is a file"
+    if args.csv and not args.csv.parent.is_dir():
+        return f"--csv {args.csv}: the folder {args.csv.parent} does not exist"
+    return None
 
 
 def _guarded(job) -> int:
@@ -233,7 +275,7 @@ def _run(fabric, exp, args) -> int:
                                    "seconds": round(time.monotonic() - t0, 2)}
         say(f"reach    {reach.ok}/{reach.total} server pairs reach each other"
             + ("" if reach.complete else f"; failing: {_pairs(reach.failures)}"))
-        if reach.complete and not args.no_traffic:
+        if reach.complete and not args.no_traffic and exp is not None:
             summary["collectives"] = _collectives(lab, exp, run_dir, args, say)
             pairs = checks.cross_leaf_pairs(fabric)
             if args.iperf_check and pairs:
@@ -346,6 +388,9 @@ def _check(fabric, exp) -> int:
     for kind, text in describe_links(fabric).items():
         print(f"  {kind.replace('_', '-')} links: {text}")
     print(f"  routing: {fabric.policy}; servers {fabric.servers[0].ip} .. {fabric.servers[-1].ip}")
+    if exp is None:
+        print("  experiment: none (one server has no peer to exchange with)")
+        return 0
     print(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
           f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} iterations "
           f"after {exp.warmup} warm-up, {exp.channels} connection(s) per peer")

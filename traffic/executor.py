@@ -8,7 +8,7 @@ dependencies are done, is checked against the sum of its contributors' inputs,
 and is added or copied into the buffer. At the end the buffer is checked
 against the collective's expected result: the #wrong of nccl-tests.
 
-Inputs are small integers (exact in float32 for any sum this lab can build),
+Inputs are integers below 516 in magnitude (exact in float32 for any sum this lab can build),
 a pure function of rank and element index, so any rank can compute what any
 part of any message must hold.
 """
@@ -24,14 +24,16 @@ import numpy as np
 from traffic import schedules as S
 
 
-PERIOD = 13       # input element i of rank r is ((3i + 7r) mod 13) - 6
+PERIOD = 1031     # input element i of rank r is ((3i + 7r) mod 1031) - 515: a prime
+                  # above the rank limit, so no two ranks send the same data, and sums
+                  # of up to 512 ranks stay exact in float32
 
 
 @functools.lru_cache(maxsize=4096)
 def _pattern(contributors: FrozenSet[int]) -> np.ndarray:
     """One period of the sum of the contributors' inputs."""
     j = np.arange(PERIOD)
-    return sum(((3 * j + 7 * r) % PERIOD) - 6 for r in contributors).astype(np.float32)
+    return sum(((3 * j + 7 * r) % PERIOD) - PERIOD // 2 for r in contributors).astype(np.float32)
 
 
 def expected_sum(contributors, offset: int, length: int) -> np.ndarray:

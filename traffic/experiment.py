@@ -59,8 +59,17 @@ class Experiment:
             raise ValueError(f"unknown engine {self.engine!r}; expected one of {', '.join(ENGINES)}")
         if n_ranks < 2:
             raise ValueError("a collective needs at least 2 ranks (servers)")
-        if self.cross and len(set(self.cross)) != 2:
-            raise ValueError(f"cross traffic needs two different servers, got {self.cross}")
+        for name, pair in (("probe", self.probe), ("cross traffic", self.cross)):
+            if pair and len(set(pair)) != 2:
+                raise ValueError(f"{name} needs two different servers, got {','.join(pair)}")
+        if self.engine == "scapy" and n_ranks > 256:
+            raise ValueError("the scapy engine numbers queue pairs for at most 256 ranks")
+        if not 1 <= self.channels <= 16:
+            raise ValueError(f"channels must be 1 to 16, got {self.channels}")
+        if self.warmup < 0 or self.iters < 1:
+            raise ValueError("expected at least 1 timed iteration and no negative warm-up")
+        if self.piece_bytes < 64:
+            raise ValueError(f"piece size must be at least 64 bytes, got {self.piece_bytes}")
         if not 0 <= self.root < n_ranks:
             raise ValueError(f"root {self.root} is not a rank (0..{n_ranks - 1})")
         M.sweep_sizes(self.minbytes, self.maxbytes, self.stepfactor)
@@ -178,13 +187,17 @@ def run_experiment(lab, exp: Experiment, results: Path,
                 for i in range(exp.warmup + exp.iters):
                     progress(f"{label}: iteration {i + 1}/{exp.warmup + exp.iters}")
                     iters.append(engine.iteration(i, timeout))
+            monitor.wait_past(iters[-1]["t1"])
             runs.append(_run_record(exp, n, count, iters[exp.warmup:], predicted, rate,
                                     monitor, prober))
     finally:
         if engine is not None:
             engine.close()
         if cross is not None:
-            cross_report = cross.stop()
+            try:
+                cross_report = cross.stop()
+            except (subprocess.TimeoutExpired, OSError) as exc:
+                cross_report = {"src": cross.src, "dst": cross.dst, "error": str(exc)}
         prober.stop()
         monitor.stop()
     results.mkdir(parents=True, exist_ok=True)
@@ -208,7 +221,9 @@ def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:
     wrong = None if iters[0]["wrong"] is None else sum(i["wrong"] for i in iters)
     record = {
         "collective": exp.collective, "algorithm": exp.algorithm, "engine": exp.engine,
-        "ranks": n, "size_bytes": size, "count": count, "type": "float",
+        # nccl-tests' count column: per rank where the buffer is n blocks
+        "ranks": n, "size_bytes": size, "elements": count,
+        "count": count // n if exp.collective in S.EQUAL_BLOCKS else count, "type": "float",
         "redop": "sum" if exp.collective in ("allreduce", "reducescatter", "reduce") else "none",
         "root": exp.root if exp.collective in S.ROOTED else -1,
         "iterations": len(iters), "time_s": seconds,

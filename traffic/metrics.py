@@ -97,7 +97,8 @@ def imbalance(values: Sequence[float]) -> float:
 
 def sweep_sizes(minbytes: int, maxbytes: int, stepfactor: float) -> List[int]:
     """nccl-tests' -b/-e/-f: sizes from min to max, multiplied by the factor."""
-    if minbytes < TYPE_SIZE or maxbytes < minbytes or stepfactor <= 1 and maxbytes > minbytes:
+    if (minbytes < TYPE_SIZE or maxbytes < minbytes or not math.isfinite(stepfactor)
+            or stepfactor <= 1 and maxbytes > minbytes):
         raise ValueError("expected 4 <= minbytes <= maxbytes and a step factor above 1")
     sizes, size = [], minbytes
     while size <= maxbytes:

@@ -45,9 +45,12 @@ class AgentProcesses:
 
     def send(self, msg: dict) -> None:
         line = json.dumps(msg) + "\n"
-        for proc in self.procs:
-            proc.stdin.write(line)
-            proc.stdin.flush()
+        for rank, proc in enumerate(self.procs):
+            try:
+                proc.stdin.write(line)
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                raise CheckError(f"the rank {rank} agent ({self.servers[rank]}) is gone") from None
 
     def collect(self, event: str, timeout: float = None) -> List[dict]:
         """One `event` line from every process; an error line from any is raised."""
@@ -64,7 +67,11 @@ class AgentProcesses:
                 if not line:
                     err = self.procs[key.data].stderr.read()[-300:]
                     raise CheckError(f"the rank {key.data} agent exited: {err.strip()}")
-                msg = json.loads(line)
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    raise CheckError(f"the rank {key.data} agent said {line.strip()[:200]!r}") \
+                        from None
                 if msg.get("event") == "error":
                     raise CheckError(f"rank {msg['rank']} ({self.servers[msg['rank']]}): "
                                      f"{msg['message']}")
@@ -74,7 +81,7 @@ class AgentProcesses:
     def close(self) -> None:
         try:
             self.send({"cmd": "quit"})
-        except (BrokenPipeError, OSError):
+        except CheckError:
             pass
         for proc in self.procs:
             try:
@@ -104,7 +111,10 @@ class RankAgents(AgentProcesses):
         self.collect("setup_done")
 
     def iteration(self, i: int, timeout: float) -> dict:
-        self.send({"cmd": "go", "iter": i})
+        # every agent starts at the same moment, a little ahead, so writing
+        # "go" to one pipe after another costs the collective nothing
+        start = time.monotonic() + 0.02 + 0.002 * self.n
+        self.send({"cmd": "go", "iter": i, "at": start})
         ranks = self.collect("done", timeout)
         t0 = min(r["t0"] for r in ranks)
         t1 = max(r["t1"] for r in ranks)
@@ -183,12 +193,17 @@ class Iperf3Replay:
             clients = []
             for (src, dst), nbytes in sorted(by_step[step].items()):
                 ip = self.lab.fabric.server(self.servers[dst]).ip
+                # -n counts whole writes of -l bytes: keep writes within the transfer
+                length = max(1, min(128 * 1024, -(-nbytes // channels)))
                 clients.append(self.lab.popen(self.servers[src], [
                     "iperf3", "-c", ip, "-p", str(self.BASE_PORT + src), "-n", str(nbytes),
-                    "-P", str(channels), "-J"], text=True))
+                    "-l", str(length), "-P", str(channels), "-J"], text=True))
             for proc in clients:
                 out, _ = proc.communicate(timeout=600)
-                data = json.loads(out)
+                try:
+                    data = json.loads(out)
+                except ValueError:
+                    raise CheckError(f"iperf3 gave no JSON: {out.strip()[-200:]!r}") from None
                 if "error" in data:
                     raise CheckError(f"iperf3: {data['error']}")
                 retrans += data["end"].get("sum_sent", {}).get("retransmits", 0)

@@ -74,9 +74,10 @@ def build_frames(src_mac, dst_mac, src_ip, dst_ip, sport, qpn, nbytes, mtu=MTU_P
     return frames
 
 
-def parse_qpn(frame: bytes):
-    """The destination QP of a RoCEv2 frame (IPv4, no options), or None."""
-    if len(frame) < 46 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+def parse_qpn(frame: bytes, my_ip: bytes):
+    """The destination QP of a RoCEv2 frame for `my_ip` (packed IPv4), or None."""
+    if (len(frame) < 46 or frame[12:14] != b"\x08\x00" or frame[23] != 17
+            or frame[30:34] != my_ip):
         return None
     ihl = (frame[14] & 0x0F) * 4
     udp = 14 + ihl
@@ -88,6 +89,7 @@ def parse_qpn(frame: bytes):
 class RoceRank:
     def __init__(self, rank, intf, macs, addresses):
         self.rank, self.intf, self.macs, self.addresses = rank, intf, macs, addresses
+        self.my_ip = socket.inet_aton(addresses[rank])
         self.raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.raw.bind((intf, 0))
         self.raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
@@ -104,7 +106,7 @@ class RoceRank:
             frame, addr = self.raw.recvfrom(65535)
             if addr[2] == socket.PACKET_OUTGOING:
                 continue
-            qpn = parse_qpn(frame)
+            qpn = parse_qpn(frame, self.my_ip)
             if qpn is not None:
                 with self.lock:
                     self.counts[qpn] = self.counts.get(qpn, 0) + 1
@@ -113,7 +115,7 @@ class RoceRank:
         self.rate_bps = rate_mbit * 1e6
         self.frames, self.expected = {}, {}
         for step, src, dst, nbytes in transfers:
-            per = -(-nbytes // channels)
+            per = -(-nbytes // channels // 4) * 4     # BTH payloads are whole 4-byte words
             for ch in range(channels):
                 share = min(per, nbytes - ch * per)
                 if share <= 0:

@@ -203,6 +203,9 @@ def cleanup_dead_labs(log=print) -> int:
             claimed.update(json.loads(path.read_text()).get("interfaces", []))
         except (OSError, ValueError):
             pass
+    for tmp in RECORDS.glob("*.json.tmp") if RECORDS.is_dir() else []:
+        if not pid_alive(int(tmp.name.split("-")[0])):
+            tmp.unlink(missing_ok=True)          # a record write cut short by SIGKILL
     for path in dead:
         record = json.loads(path.read_text())
         killed = 0

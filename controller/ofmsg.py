@@ -27,6 +27,7 @@ from controller.routes import SwitchPlan
 COOKIE = 0xFAB1AB
 PRIORITY_ARP = 200
 PRIORITY_ROUTE = 100
+PRIORITY_UPLINK = 50
 ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_ARP = 0x0806
 
@@ -84,6 +85,18 @@ def route_flow_mod(dp, ip: str, action, delete: bool = False):
     return _add_flow(dp, PRIORITY_ROUTE, match, [act])
 
 
+def uplink_flow_mod(dp, in_port: int, out_port: Optional[int], delete: bool = False):
+    """A node switch: IPv4 from a GPU's port that no route delivers inside the
+    server leaves by that GPU's NIC."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4)
+    if delete:
+        return parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_DELETE_STRICT,
+                                 priority=PRIORITY_UPLINK, match=match,
+                                 out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
+    return _add_flow(dp, PRIORITY_UPLINK, match, [parser.OFPActionOutput(out_port)])
+
+
 def arp_flow_mod(dp):
     """ARP goes to the controller, which answers from the fabric's table:
     nothing is ever flooded around the loops of a leaf-spine."""
@@ -128,6 +141,11 @@ def plan_messages(dp, old: Optional[SwitchPlan], new: SwitchPlan) -> List:
             msgs.append(route_flow_mod(dp, ip, action))
     for ip in sorted(set(old.routes) - set(new.routes)):
         msgs.append(route_flow_mod(dp, ip, None, delete=True))
+    for in_port, out_port in sorted(new.uplinks.items()):
+        if old.uplinks.get(in_port) != out_port:
+            msgs.append(uplink_flow_mod(dp, in_port, out_port))
+    for in_port in sorted(set(old.uplinks) - set(new.uplinks)):
+        msgs.append(uplink_flow_mod(dp, in_port, None, delete=True))
     for gid in sorted(set(old.groups) - set(new.groups)):
         msgs.append(group_mod(dp, gid, (), "delete"))
     return msgs

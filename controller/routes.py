@@ -2,8 +2,11 @@
 
 The plan is a pure function of the fabric and of which switch ports are down.
 For every destination server and every switch that can reach it, the next hops
-are the ports towards neighbours one hop closer to the server (all shortest
-paths, parallel links included). Under the ``ecmp`` policy a switch with more
+are the ports towards neighbours one hop closer to the server's home leaf (all
+shortest paths, parallel links included), over the switches between servers:
+a multi-GPU server's node switch delivers to its own GPUs and sends each GPU's
+outgoing traffic out of that GPU's NIC, but never carries traffic between its
+NICs, so servers are never transit. Under the ``ecmp`` policy a switch with more
 than one next hop sends to a select group over all of them; under
 ``single-path`` it pins the destination's leaf to one of them, so every server
 behind a leaf is reached over the same spine (what a router with one next hop
@@ -28,18 +31,23 @@ Port = Tuple[str, int]          # (switch name, port number)
 @dataclass(frozen=True)
 class SwitchPlan:
     """What one switch should hold. Routes map a destination IP to
-    ("output", port) or ("group", group id)."""
+    ("output", port) or ("group", group id); `uplinks` (node switches only)
+    send whatever a GPU port receives for elsewhere out of that GPU's NIC."""
     groups: Dict[int, Tuple[int, ...]] = field(default_factory=dict)
     routes: Dict[str, Tuple[str, int]] = field(default_factory=dict)
     arp_to_controller: bool = False
+    uplinks: Dict[int, int] = field(default_factory=dict)
 
 
 def fabric_graph(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> nx.MultiGraph:
-    """Nodes are switch and server names; an edge per live link, with its ports."""
+    """The switches that carry traffic between servers (node switches never do),
+    an edge per live link between them, with its ports."""
     graph = nx.MultiGraph()
-    graph.add_nodes_from(s.name for s in fabric.switches)
-    graph.add_nodes_from(h.name for h in fabric.servers)
+    inner = {s.name for s in fabric.switches if s.role != "node"}
+    graph.add_nodes_from(inner)
     for link in fabric.links:
+        if link.a not in inner or link.b not in inner:
+            continue
         if (link.a, link.a_port) in down or (link.b, link.b_port) in down:
             continue
         graph.add_edge(link.a, link.b, ports={link.a: link.a_port, link.b: link.b_port})
@@ -58,16 +66,40 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
     """The forwarding plan of every switch, keyed by switch name."""
     graph = fabric_graph(fabric, down)
     leaf_index = {s.name: s.index for s in fabric.leaves}
-    plans = {s.name: SwitchPlan(arp_to_controller=(s.role == "leaf")) for s in fabric.switches}
+    plans = {s.name: SwitchPlan(arp_to_controller=(s.role in ("leaf", "node")))
+             for s in fabric.switches}
+    nic_leaf = {}                 # (node, node port) -> (leaf, leaf port) of each NIC
+    for link in fabric.links:
+        if link.kind == "server_leaf" and link.a in plans:
+            nic_leaf[(link.a, link.a_port)] = (link.b, link.b_port)
+    inner = [s for s in fabric.switches if s.role != "node"]
+    dists = {}
     for server in fabric.servers:
-        dist = nx.single_source_shortest_path_length(graph, server.name)
-        if server.leaf not in dist:          # its own link is down: unreachable
-            continue
+        if server.node:
+            if (server.node, server.node_port) in down:
+                continue
+            plans[server.node].routes[server.ip] = ("output", server.node_port)
+            nic = (server.node, server.nic_port)
+            live = [p for (n, p), far in sorted(nic_leaf.items())
+                    if n == server.node and (n, p) not in down and far not in down]
+            if (server.node, server.nic_port) in down or nic_leaf[nic] in down:
+                if live:                     # its own NIC is down: leave by another one
+                    plans[server.node].uplinks[server.node_port] = live[0]
+                continue                      # but it cannot be reached from outside
+            plans[server.node].uplinks[server.node_port] = server.nic_port
+        if (server.leaf, server.port) in down:
+            continue                          # its own link is down: unreachable
+        if server.leaf not in dists:
+            dists[server.leaf] = nx.single_source_shortest_path_length(graph, server.leaf)
+        dist = dists[server.leaf]
         gid = leaf_index[server.leaf]
-        for sw in fabric.switches:
+        for sw in inner:
             if sw.name not in dist:
                 continue
             plan = plans[sw.name]
+            if sw.name == server.leaf:
+                plan.routes[server.ip] = ("output", server.port)
+                continue
             ports = next_hops(graph, sw.name, dist)
             if fabric.policy == "single-path" and len(ports) > 1:
                 ports = (ports[(gid - 1) % len(ports)],)
@@ -86,23 +118,27 @@ def trace(fabric: Fabric, plans: Dict[str, SwitchPlan], src: str, dst_ip: str,
     anywhere but at the destination server means the plan is broken."""
     peer = {}
     for link in fabric.links:
-        peer[(link.a, link.a_port)] = link.b
-        peer[(link.b, link.b_port)] = link.a
+        peer[(link.a, link.a_port)] = (link.b, link.b_port)
+        peer[(link.b, link.b_port)] = (link.a, link.a_port)
     servers = {h.name for h in fabric.servers}
-    first = fabric.server(src).leaf
-    paths, stack = [], [(src, first)]
+    first = peer[(src, 0)]
+    paths, stack = [], [((src, first[0]), first[1])]
     while stack:
-        path = stack.pop()
+        path, in_port = stack.pop()
         node = path[-1]
         if node in servers or len(path) > max_hops:
             paths.append(path)
             continue
-        route = plans[node].routes.get(dst_ip)
+        plan = plans[node]
+        route = plan.routes.get(dst_ip)
+        if route is None and in_port in plan.uplinks:
+            route = ("output", plan.uplinks[in_port])
         if route is None:
             paths.append(path + ("<drop>",))
             continue
         kind, value = route
-        ports = plans[node].groups[value] if kind == "group" else (value,)
+        ports = plan.groups[value] if kind == "group" else (value,)
         for port in ports:
-            stack.append(path + (peer[(node, port)],))
+            far, far_port = peer[(node, port)]
+            stack.append((path + (far,), far_port))
     return tuple(sorted(paths))

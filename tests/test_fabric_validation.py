@@ -84,7 +84,7 @@ def test_policy_override_keeps_everything_else():
 BAD = [
     # (what, yaml text, expected message)
     ("not YAML", "fabric: [1, 2\n", "t.yaml: not valid YAML at line 2, column 1"),
-    ("empty file", "", "t.yaml: expected a mapping with keys name, fabric, links, routing, "
+    ("empty file", "", "t.yaml: expected a mapping with keys name, fabric, server, links, routing, "
                        "addressing, experiment, names, got nothing"),
     ("top level is a list", "- 1\n", "t.yaml: expected a mapping with keys"),
     ("duplicate key", "fabric: {}\nfabric: {}\n", "duplicate key 'fabric'"),
@@ -116,8 +116,23 @@ BAD = [
     ("loss over 100", variant("links.leaf_spine.loss_percent", 150), "loss_percent: expected a number from 0 to 100 (%)"),
     ("unknown policy", variant("routing.policy", "ospf"),
      "t.yaml: routing.policy: expected one of ecmp, single-path, stp, got 'ospf'"),
-    ("unknown kind", variant("fabric.kind", "torus"), "fabric.kind: expected one of leaf-spine, got 'torus'"),
-    ("links not a mapping", variant("links", [1]), "t.yaml: links: expected a mapping with keys server_leaf, leaf_spine, got list [1]"),
+    ("missing uplink class", variant("links.leaf_spine", delete=True),
+     "t.yaml: links.leaf_spine: missing; a leaf-spine fabric needs this link class"),
+    ("key of another kind", variant("fabric.k", 4),
+     "t.yaml: fabric.k: not used by a leaf-spine fabric (it takes spines, leaves, "
+     "servers_per_leaf, uplinks_per_spine)"),
+    ("odd fat-tree k", yaml.safe_dump({**BASE, "fabric": {"kind": "fat-tree", "k": 5}}),
+     "t.yaml: fabric.k: expected an even whole number from 2 to 16, got 5"),
+    ("fat-tree without k", yaml.safe_dump({**BASE, "fabric": {"kind": "fat-tree"}}),
+     "t.yaml: fabric.k: missing; a fat-tree fabric needs it (it takes k, servers_per_leaf)"),
+    ("mesh too big", yaml.safe_dump({**BASE, "fabric": {"kind": "full-mesh", "servers": 20}}),
+     "t.yaml: fabric.servers: expected at most 16 servers in a full mesh"),
+    ("more NICs than GPUs", variant("server", {"gpus": 2, "nics": 4}),
+     "t.yaml: server.nics: expected at most one NIC per GPU (2), got 4"),
+    ("GPUs without NVLink", variant("server", {"gpus": 8, "nics": 8}),
+     "t.yaml: links.intra_node: missing; servers with several GPUs need the rate"),
+    ("unknown kind", variant("fabric.kind", "torus"), "fabric.kind: expected one of leaf-spine, rail-optimized, fat-tree, single-switch, full-mesh, got 'torus'"),
+    ("links not a mapping", variant("links", [1]), "t.yaml: links: expected a mapping with keys server_leaf, leaf_spine, spine_core, intra_node, got list [1]"),
     ("bad subnet", variant("addressing.subnet", "10.0.0.300/16"), "addressing.subnet: expected an IPv4 network"),
     ("subnet too small", variant("addressing.subnet", "10.0.0.0/24"), "got '10.0.0.0/24'"),
     ("subnet with host bits", variant("addressing.subnet", "10.0.0.1/16"), "addressing.subnet"),

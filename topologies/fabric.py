@@ -4,14 +4,31 @@ Everything else reads the fabric from here: the Mininet builder, the os-ken
 controller (which gets the same normalised spec as JSON) and the reports. Nothing
 in this module touches the system, so `load_fabric` is safe to run as any user.
 
+Kinds of fabric (``fabric.kind``): ``leaf-spine`` (2-tier Clos, servers per
+leaf), ``rail-optimized`` (scalable units; NIC r of every server of a unit on
+the unit's rail leaf r; spines above all leaves), ``fat-tree`` (3-tier k-ary:
+k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores),
+``single-switch`` and ``full-mesh`` (every server on its own switch port, the
+switches cabled pairwise), the last two as the counter-examples at small n.
+
+Servers (``server.gpus``, ``server.nics``): with one GPU and one NIC a server
+is one host on a leaf port. Otherwise the server is a node switch (its
+NVLink/NVSwitch domain, links ``intra_node``) named after the server, with a
+host per GPU (``h3g1..h3g8``) on ports 1..G and its NICs on ports G+1..G+N.
+GPU g sends through NIC ((g-1) mod N)+1 and is addressed behind that NIC's
+leaf (its home leaf); the node switch never carries traffic between NICs.
+
 Naming, numbering and addressing are pure functions of the spec:
 
-- switches: ``leaf1..leafL`` with DPID 0x100+i, ``spine1..spineS`` with 0x200+j;
-- servers:  ``h1..hN`` numbered leaf by leaf, server s of leaf l at 10.0.l.s
-  (within ``addressing.subnet``), MAC 02:00:00:00:ll:ss, one interface eth0;
-- leaf ports: 1..servers_per_leaf to the servers, then the uplinks, spine by
-  spine and parallel link by parallel link; spine port k leads to leaf
-  ((k-1) // uplinks_per_spine) + 1;
+- switches: ``leaf1..`` DPID 0x100+i, ``spine1..`` 0x200+j, ``agg1..`` 0x300+i,
+  ``core1..`` 0x400+i, node switches 0x1000+s;
+- endpoints (the ranks): numbered server by server, GPU by GPU; the k-th
+  endpoint homed on leaf l is 10.0.l.k (within ``addressing.subnet``), MAC
+  02:00:00:00:ll:kk, one interface eth0. With single-NIC servers, k is the
+  leaf port;
+- switch ports are numbered in the order links are made: a leaf's server (or
+  NIC) ports first, server by server, then its uplinks spine by spine and
+  parallel link by parallel link;
 - interfaces are ``<node>-eth<port>``, as Mininet names them.
 """
 
@@ -38,7 +55,11 @@ MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being
 MAX_RATE_MBIT = 100_000
 LEAF_DPID_BASE = 0x100
 SPINE_DPID_BASE = 0x200
+DPID_BASE = {"leaf": 0x100, "spine": 0x200, "agg": 0x300, "core": 0x400, "node": 0x1000}
 POLICIES = ("ecmp", "single-path", "stp")
+KINDS = ("leaf-spine", "rail-optimized", "fat-tree", "single-switch", "full-mesh")
+MAX_PER_LEAF = 254          # endpoints homed on one leaf: the last octet of <net>.l.k
+MAX_MESH = 16               # a full mesh of n switches has n(n-1)/2 links
 
 
 class FabricError(Exception):
@@ -94,6 +115,14 @@ def text(pattern: re.Pattern, what: str) -> Callable:
     return check
 
 
+def even(lo: int, hi: int) -> Callable:
+    def check(v, fail):
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi or v % 2:
+            fail(f"expected an even whole number from {lo} to {hi}, got {v!r}")
+        return v
+    return check
+
+
 def subnet(v, fail):
     try:
         net = ipaddress.IPv4Network(v, strict=True) if isinstance(v, str) else None
@@ -102,7 +131,7 @@ def subnet(v, fail):
     if (net is None or net.prefixlen > 16 or net.is_loopback or net.is_multicast
             or net.is_reserved or net.is_link_local or net.network_address.packed[0] == 0):
         fail("expected an IPv4 network of /16 or larger such as 10.0.0.0/16 "
-             f"(server s of leaf l gets <net>.l.s), got {v!r}")
+             f"(endpoint k of leaf l gets <net>.l.k), got {v!r}")
     return str(net)
 
 
@@ -166,26 +195,87 @@ LINK = {
     "delay_ms": (number(0, 10_000, "ms"), 0),
     "loss_percent": (number(0, 100, "%"), 0),
 }
+OPTIONAL_LINK = None       # a link class only some kinds of fabric use
 SCHEMA = {
     "name": (text(_NAME, "a name of letters, digits, '.', '_' or '-' (at most 64)"), None),
     "fabric": ({
-        "kind": (choice("leaf-spine"), "leaf-spine"),
-        "spines": (integer(1, 64), REQUIRED),
-        "leaves": (integer(1, 128), REQUIRED),
-        "servers_per_leaf": (integer(1, 64), REQUIRED),
-        "uplinks_per_spine": (integer(1, 8), 1),
+        "kind": (choice(*KINDS), "leaf-spine"),
+        "spines": (optional(integer(1, 64)), None),
+        "leaves": (optional(integer(1, 128)), None),
+        "servers_per_leaf": (optional(integer(1, 64)), None),
+        "units": (optional(integer(1, 16)), None),
+        "servers_per_unit": (optional(integer(1, 64)), None),
+        "k": (optional(even(2, 16)), None),
+        "servers": (optional(integer(1, MAX_SERVERS)), None),
+        "uplinks_per_spine": (optional(integer(1, 8)), None),
         "mtu": (integer(1280, 9216), 1500),
     }, REQUIRED),
-    "links": ({"server_leaf": (LINK, REQUIRED), "leaf_spine": (LINK, REQUIRED)}, REQUIRED),
+    "server": ({
+        "gpus": (integer(1, 16), 1),
+        "nics": (integer(1, 16), 1),
+    }, {}),
+    "links": ({"server_leaf": (LINK, REQUIRED), "leaf_spine": (LINK, OPTIONAL_LINK),
+               "spine_core": (LINK, OPTIONAL_LINK), "intra_node": (LINK, OPTIONAL_LINK)},
+              REQUIRED),
     "routing": ({"policy": (choice(*POLICIES), "ecmp")}, {}),
     "addressing": ({"subnet": (subnet, "10.0.0.0/16")}, {}),
     "experiment": (EXPERIMENT, {}),
     "names": ({
         "spine": (text(_PREFIX, "a lowercase name prefix such as 'spine' (a-z, 0-9)"), "spine"),
         "leaf": (text(_PREFIX, "a lowercase name prefix such as 'leaf' (a-z, 0-9)"), "leaf"),
+        "agg": (text(_PREFIX, "a lowercase name prefix such as 'agg' (a-z, 0-9)"), "agg"),
+        "core": (text(_PREFIX, "a lowercase name prefix such as 'core' (a-z, 0-9)"), "core"),
         "server": (text(_PREFIX, "a lowercase name prefix such as 'h' (a-z, 0-9)"), "h"),
     }, {}),
 }
+
+# What each kind of fabric takes in `fabric:` (beyond kind and mtu) and which
+# link classes it uses besides server_leaf.
+KIND_KEYS = {
+    "leaf-spine": (("spines", "leaves", "servers_per_leaf"), ("uplinks_per_spine",),
+                   ("leaf_spine",)),
+    "rail-optimized": (("spines", "servers_per_unit"), ("units", "uplinks_per_spine"),
+                       ("leaf_spine",)),
+    "fat-tree": (("k",), ("servers_per_leaf",), ("leaf_spine",)),
+    "single-switch": (("servers",), (), ()),
+    "full-mesh": (("servers",), (), ("leaf_spine",)),
+}
+
+
+def _check_kind(spec: dict, source: str) -> None:
+    """Keys that only some kinds take: each kind gets exactly its own."""
+    f, kind = spec["fabric"], spec["fabric"]["kind"]
+    required, optional_, links = KIND_KEYS[kind]
+    takes = ", ".join(required + optional_)
+    for key in required:
+        if f[key] is None:
+            raise FabricError(source, f"fabric.{key}", f"missing; a {kind} fabric needs it "
+                                                       f"(it takes {takes})")
+    for key, value in f.items():
+        if key not in ("kind", "mtu") + required + optional_ and value is not None:
+            raise FabricError(source, f"fabric.{key}", f"not used by a {kind} fabric "
+                                                       f"(it takes {takes})")
+    for key in links:
+        if spec["links"][key] is None:
+            raise FabricError(source, f"links.{key}", f"missing; a {kind} fabric needs this "
+                                                      "link class")
+    if kind == "full-mesh" and f["servers"] > MAX_MESH:
+        raise FabricError(source, "fabric.servers", (
+            f"expected at most {MAX_MESH} servers in a full mesh (it needs n(n-1)/2 links: "
+            f"{f['servers'] * (f['servers'] - 1) // 2} for {f['servers']})"))
+    srv = spec["server"]
+    if srv["nics"] > srv["gpus"]:
+        raise FabricError(source, "server.nics", (
+            f"expected at most one NIC per GPU ({srv['gpus']}), got {srv['nics']}"))
+    if _multi(spec) and spec["links"]["intra_node"] is None:
+        raise FabricError(source, "links.intra_node", (
+            "missing; servers with several GPUs need the rate of their NVLink-class "
+            "interconnect (much faster than the network)"))
+
+
+def _multi(spec: dict) -> bool:
+    """Servers are node switches with GPU hosts behind them."""
+    return spec["server"]["gpus"] > 1 or spec["server"]["nics"] > 1
 
 
 def _normalise(value: Any, schema: dict, path: str, source: str) -> dict:
@@ -210,11 +300,12 @@ def _normalise(value: Any, schema: dict, path: str, source: str) -> dict:
             if default is REQUIRED:
                 fail_at(key_path)("missing; this key is required")
             value_ = copy.deepcopy(default)
-            if isinstance(check, dict):
+            if isinstance(check, dict) and value_ is not None:
                 value_ = _normalise(value_, check, key_path, source)
             out[key] = value_
         elif isinstance(check, dict):
-            out[key] = _normalise(value[key], check, key_path, source)
+            out[key] = (None if value[key] is None and default is OPTIONAL_LINK
+                        else _normalise(value[key], check, key_path, source))
         else:
             out[key] = check(value[key], fail_at(key_path))
     return out
@@ -241,28 +332,39 @@ class LinkSpec:
 @dataclass(frozen=True)
 class Switch:
     name: str
-    role: str            # "leaf" or "spine"
+    role: str            # "leaf", "spine", "agg", "core" or "node" (a multi-GPU server)
     index: int           # 1-based within its role
     dpid: int
 
 
 @dataclass(frozen=True)
 class Server:
+    """An endpoint, one rank of a collective: a single-NIC server, or one GPU
+    of a multi-GPU server (then `node` is the server's node switch)."""
     name: str
-    index: int           # 1-based over the whole fabric
-    leaf: str
-    port: int            # the leaf's port facing this server
+    index: int           # 1-based over the whole fabric: rank + 1
+    leaf: str            # the home leaf: where its (home NIC's) link lands
+    port: int            # the home leaf's port facing it (or its home NIC)
     ip: str
     mac: str
+    node: str = ""       # the node switch of its server, "" for a single-NIC server
+    gpu: int = 1         # 1-based within its server
+    node_port: int = 0   # the node switch's port facing this GPU
+    nic_port: int = 0    # the node switch's port of its home NIC
 
     @property
     def intf(self) -> str:
         return f"{self.name}-eth0"
 
+    @property
+    def server(self) -> str:
+        """The server (box) it lives in: its node switch, or itself."""
+        return self.node or self.name
+
 
 @dataclass(frozen=True)
 class Link:
-    kind: str            # "server_leaf" or "leaf_spine"
+    kind: str            # "server_leaf", "leaf_spine", "spine_core", "mesh" or "intra_node"
     a: str
     a_port: int
     b: str
@@ -290,8 +392,16 @@ class Fabric:
     links: Tuple[Link, ...]
 
     @property
+    def kind(self) -> str:
+        return self.spec["fabric"]["kind"]
+
+    @property
     def mtu(self) -> int:
         return self.spec["fabric"]["mtu"]
+
+    @property
+    def gpus_per_server(self) -> int:
+        return self.spec["server"]["gpus"]
 
     @property
     def leaves(self) -> Tuple[Switch, ...]:
@@ -300,6 +410,11 @@ class Fabric:
     @property
     def spines(self) -> Tuple[Switch, ...]:
         return tuple(s for s in self.switches if s.role == "spine")
+
+    @property
+    def nodes(self) -> Tuple[Switch, ...]:
+        """The node switches of multi-GPU servers (none for single-NIC servers)."""
+        return tuple(s for s in self.switches if s.role == "node")
 
     def switch(self, name: str) -> Switch:
         return next(s for s in self.switches if s.name == name)
@@ -311,13 +426,45 @@ class Fabric:
         """The leaf's links towards the spines, in port order."""
         return tuple(l for l in self.links if l.kind == "leaf_spine" and l.a == leaf)
 
+    def oversubscription(self) -> float:
+        """The busiest leaf's downlink capacity over its uplink capacity
+        (1.0: non-blocking; 0 when no leaf has uplinks)."""
+        worst = 0.0
+        for leaf in self.leaves:
+            down = sum(l.spec.rate_mbit for l in self.links
+                       if l.kind == "server_leaf" and l.b == leaf.name)
+            up = sum(l.spec.rate_mbit for l in self.links
+                     if l.kind in ("leaf_spine", "mesh") and leaf.name in (l.a, l.b))
+            if up:
+                worst = max(worst, down / up)
+        return worst
+
     def shape(self) -> str:
-        f = self.spec["fabric"]
-        par = f["uplinks_per_spine"]
-        return (f"{f['spines']} spines x {f['leaves']} leaves x {f['servers_per_leaf']} "
-                f"servers per leaf{f' ({par} parallel uplinks per spine)' if par > 1 else ''}"
-                f" = {len(self.servers)} servers, {len(self.switches)} switches, "
-                f"{len(self.links)} links")
+        f, kind = self.spec["fabric"], self.kind
+        par = f["uplinks_per_spine"] or 1
+        parallel = f" ({par} parallel uplinks per spine)" if par > 1 else ""
+        n_servers = len({h.server for h in self.servers})
+        if kind == "leaf-spine":
+            head = (f"{f['spines']} spines x {f['leaves']} leaves x {f['servers_per_leaf']} "
+                    f"servers per leaf{parallel}")
+        elif kind == "rail-optimized":
+            head = (f"rail-optimized: {f['units'] or 1} unit(s) of {f['servers_per_unit']} "
+                    f"servers on {len(self.leaves)} rail leaves, {f['spines']} spines{parallel}")
+        elif kind == "fat-tree":
+            head = (f"{f['k']}-ary fat-tree: {f['k']} pods, {len(self.leaves)} edge, "
+                    f"{sum(s.role == 'agg' for s in self.switches)} aggregation and "
+                    f"{sum(s.role == 'core' for s in self.switches)} core switches")
+        else:
+            head = kind
+        gpus = self.gpus_per_server
+        nics = self.spec["server"]["nics"]
+        inside = (f", {n_servers} servers x {gpus} GPUs ({nics} NIC{'s' if nics > 1 else ''} "
+                  "each)" if self.nodes else "")
+        over = self.oversubscription()
+        ratio = f", oversubscription {over:.2g}:1" if over > 1.0001 else ""
+        return (f"{head}{inside} = {len(self.servers)} "
+                f"{'GPUs' if self.nodes else 'servers'}, {len(self.switches)} switches, "
+                f"{len(self.links)} links{ratio}")
 
     def edited(self, edit: Callable[[dict], None]) -> "Fabric":
         """The same fabric with `edit` applied to a copy of its spec."""
@@ -329,38 +476,104 @@ class Fabric:
         return self.edited(lambda spec: spec["routing"].update(policy=policy))
 
 
+def _layout(spec: dict):
+    """The kind's switches (role, count), the leaves each server's NICs land
+    on, and its switch-to-switch links (kind, (role, i), (role, j)), all 1-based."""
+    f, kind = spec["fabric"], spec["fabric"]["kind"]
+    nics = spec["server"]["nics"]
+    par = f["uplinks_per_spine"] or 1
+    if kind == "leaf-spine":
+        counts = {"leaf": f["leaves"], "spine": f["spines"]}
+        homes = [[l] * nics for l in range(1, f["leaves"] + 1)
+                 for _ in range(f["servers_per_leaf"])]
+    elif kind == "rail-optimized":
+        units = f["units"] or 1
+        counts = {"leaf": units * nics, "spine": f["spines"]}
+        homes = [[u * nics + r for r in range(1, nics + 1)]
+                 for u in range(units) for _ in range(f["servers_per_unit"])]
+    elif kind == "fat-tree":
+        half = f["k"] // 2
+        per_edge = f["servers_per_leaf"] or half
+        counts = {"leaf": f["k"] * half, "agg": f["k"] * half, "core": half * half}
+        homes = [[e] * nics for e in range(1, counts["leaf"] + 1) for _ in range(per_edge)]
+        wires = [("leaf_spine", ("leaf", e), ("agg", (e - 1) // half * half + a))
+                 for e in range(1, counts["leaf"] + 1) for a in range(1, half + 1)]
+        wires += [("spine_core", ("agg", a), ("core", (a - 1) % half * half + c))
+                  for a in range(1, counts["agg"] + 1) for c in range(1, half + 1)]
+        return counts, homes, wires
+    elif kind == "single-switch":
+        counts = {"leaf": 1}
+        homes = [[1] * nics for _ in range(f["servers"])]
+    else:                                             # full-mesh
+        counts = {"leaf": f["servers"]}
+        homes = [[s] * nics for s in range(1, f["servers"] + 1)]
+        wires = [("mesh", ("leaf", i), ("leaf", j)) for i in range(1, f["servers"] + 1)
+                 for j in range(i + 1, f["servers"] + 1)]
+        return counts, homes, wires
+    wires = [("leaf_spine", ("leaf", l), ("spine", j)) for l in range(1, counts["leaf"] + 1)
+             for j in range(1, counts.get("spine", 0) + 1) for _ in range(par)]
+    return counts, homes, wires
+
+
 def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
     """Derive names, DPIDs, ports and addresses from a normalised spec."""
-    f, names = spec["fabric"], spec["names"]
-    n_spines, n_leaves = f["spines"], f["leaves"]
-    per_leaf, parallel = f["servers_per_leaf"], f["uplinks_per_spine"]
+    names, gpus = spec["names"], spec["server"]["gpus"]
+    multi = _multi(spec)
     net = ipaddress.IPv4Network(spec["addressing"]["subnet"])
+    link_spec = {k: LinkSpec(**v) for k, v in spec["links"].items() if v is not None}
+    link_spec.setdefault("spine_core", link_spec.get("leaf_spine"))
+    link_spec["mesh"] = link_spec.get("leaf_spine")
 
-    leaves = tuple(Switch(f"{names['leaf']}{i}", "leaf", i, LEAF_DPID_BASE + i)
-                   for i in range(1, n_leaves + 1))
-    spines = tuple(Switch(f"{names['spine']}{j}", "spine", j, SPINE_DPID_BASE + j)
-                   for j in range(1, n_spines + 1))
-    servers, links = [], []
-    server_leaf = LinkSpec(**spec["links"]["server_leaf"])
-    leaf_spine = LinkSpec(**spec["links"]["leaf_spine"])
-    for leaf in leaves:
-        for s in range(1, per_leaf + 1):
-            index = (leaf.index - 1) * per_leaf + s
-            ip = net.network_address + leaf.index * 256 + s
-            host = Server(f"{names['server']}{index}", index, leaf.name, s, str(ip),
-                          f"02:00:00:00:{leaf.index:02x}:{s:02x}")
+    counts, homes, wires = _layout(spec)
+    by_role = {role: [Switch(f"{names[role]}{i}", role, i, DPID_BASE[role] + i)
+                      for i in range(1, n + 1)] for role, n in counts.items()}
+    next_port: Dict[str, int] = {}
+
+    def port(node: str) -> int:
+        next_port[node] = next_port.get(node, 0) + 1
+        return next_port[node]
+
+    servers, links, nodes = [], [], []
+    homed: Dict[int, int] = {}                        # leaf index -> endpoints so far
+
+    def endpoint(name, leaf, leaf_port, **extra):
+        k = homed[leaf.index] = homed.get(leaf.index, 0) + 1
+        ip = net.network_address + leaf.index * 256 + k
+        return Server(name, len(servers) + 1, leaf.name, leaf_port, str(ip),
+                      f"02:00:00:00:{leaf.index % 256:02x}:{k % 256:02x}", **extra)
+
+    leaves = by_role["leaf"]
+    for s, nic_leaves in enumerate(homes, start=1):
+        if not multi:
+            leaf = leaves[nic_leaves[0] - 1]
+            host = endpoint(f"{names['server']}{s}", leaf, port(leaf.name))
             servers.append(host)
-            links.append(Link("server_leaf", host.name, 0, leaf.name, s, server_leaf))
-    for leaf in leaves:
-        for spine in spines:
-            for k in range(1, parallel + 1):
-                leaf_port = per_leaf + (spine.index - 1) * parallel + k
-                spine_port = (leaf.index - 1) * parallel + k
-                links.append(Link("leaf_spine", leaf.name, leaf_port, spine.name,
-                                  spine_port, leaf_spine))
+            links.append(Link("server_leaf", host.name, 0, leaf.name, host.port,
+                              link_spec["server_leaf"]))
+            continue
+        node = Switch(f"{names['server']}{s}", "node", s, DPID_BASE["node"] + s)
+        nodes.append(node)
+        gpu_ports = [port(node.name) for _ in range(gpus)]
+        nic = []                                        # (node port, leaf, leaf port)
+        for leaf_index in nic_leaves:
+            leaf = leaves[leaf_index - 1]
+            nic.append((port(node.name), leaf, port(leaf.name)))
+            links.append(Link("server_leaf", node.name, nic[-1][0], leaf.name, nic[-1][2],
+                              link_spec["server_leaf"]))
+        for g in range(1, gpus + 1):
+            nic_port, leaf, leaf_port = nic[(g - 1) % len(nic)]
+            host = endpoint(f"{node.name}g{g}", leaf, leaf_port, node=node.name, gpu=g,
+                            node_port=gpu_ports[g - 1], nic_port=nic_port)
+            servers.append(host)
+            links.append(Link("intra_node", host.name, 0, node.name, host.node_port,
+                              link_spec["intra_node"]))
+    for kind, (ra, ia), (rb, ib) in wires:
+        a, b = by_role[ra][ia - 1], by_role[rb][ib - 1]
+        links.append(Link(kind, a.name, port(a.name), b.name, port(b.name), link_spec[kind]))
     name = spec["name"] or Path(source).stem or "fabric"
+    switches = tuple(sw for role in ("leaf", "spine", "agg", "core") for sw in by_role.get(role, ()))
     return Fabric(name, source, spec, spec["routing"]["policy"], net.prefixlen,
-                  leaves + spines, tuple(servers), tuple(links))
+                  switches + tuple(nodes), tuple(servers), tuple(links))
 
 
 def _check_whole(fabric: Fabric, source: str) -> None:
@@ -370,6 +583,14 @@ def _check_whole(fabric: Fabric, source: str) -> None:
             f"too large for this host: {len(fabric.servers)} servers and "
             f"{len(fabric.switches)} switches; at most {MAX_SERVERS} servers and "
             f"{MAX_SWITCHES} switches can be emulated here"))
+    per_leaf: Dict[str, int] = {}
+    for h in fabric.servers:
+        per_leaf[h.leaf] = per_leaf.get(h.leaf, 0) + 1
+    crowded = [leaf for leaf, n in per_leaf.items() if n > MAX_PER_LEAF]
+    if crowded:
+        raise FabricError(source, "fabric", (
+            f"too many endpoints behind {crowded[0]} ({per_leaf[crowded[0]]}); at most "
+            f"{MAX_PER_LEAF} can be addressed behind one leaf"))
     names = [s.name for s in fabric.switches] + [h.name for h in fabric.servers]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -384,7 +605,7 @@ def _check_whole(fabric: Fabric, source: str) -> None:
             raise FabricError(source, f"experiment.{key}", (
                 f"expected servers of this fabric, but there is no {missing[0]!r} "
                 f"(servers are {fabric.servers[0].name}..{fabric.servers[-1].name})"))
-    role_of = {s.name: s.role for s in fabric.switches}
+    role_of = {s.name: ("server" if s.role == "node" else s.role) for s in fabric.switches}
     role_of.update((h.name, "server") for h in fabric.servers)
     longest = {}
     for link in fabric.links:
@@ -431,6 +652,7 @@ def parse_fabric(text_: str, source: str = "<string>") -> Fabric:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise FabricError(source, "", f"not valid YAML{where}: {problem}") from None
     spec = _normalise(raw, SCHEMA, "", source)
+    _check_kind(spec, source)
     fabric = fabric_from_spec(spec, source)
     _check_whole(fabric, source)
     return fabric
@@ -450,8 +672,10 @@ def load_fabric(path: Optional[Path] = None) -> Fabric:
 def describe_links(fabric: Fabric) -> Dict[str, str]:
     """Human-readable link classes for summaries."""
     out = {}
-    for kind in ("server_leaf", "leaf_spine"):
-        s = LinkSpec(**fabric.spec["links"][kind])
+    for kind, value in fabric.spec["links"].items():
+        if value is None:
+            continue
+        s = LinkSpec(**value)
         extra = "".join([f", MTU {fabric.mtu}",
                          f", {s.delay_ms} ms delay" if s.delay_ms else "",
                          f", {s.loss_percent}% loss" if s.loss_percent else ""])

@@ -181,14 +181,14 @@ def experiment_from(fabric, args):
     if "collective" in values and "algorithm" not in values:
         values["algorithm"] = schedules.ALGORITHMS[values["collective"]][0]
     try:
-        Experiment(**values).check(n)
+        Experiment(**values).check(n, fabric.gpus_per_server)
     except ValueError as exc:
         raise FabricError(fabric.source, "experiment", str(exc)) from None
     flags = {k: getattr(args, k) for k in EXPERIMENT_FLAGS if getattr(args, k) is not None}
     if "collective" in flags and "algorithm" not in flags:
         flags["algorithm"] = schedules.ALGORITHMS[flags["collective"]][0]
     exp = Experiment(**{**values, **flags})
-    exp.check(n)
+    exp.check(n, fabric.gpus_per_server)
     servers = {h.name for h in fabric.servers}
     for flag, pair in (("--probe", exp.probe), ("--cross", exp.cross)):
         if pair and not set(pair) <= servers:
@@ -319,7 +319,25 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
                if "mbit_s" in cross else cross["error"]))
     if not args.json:
         _print_uplinks(lab.fabric, result["uplink_tx_bytes"], "during the collectives")
+        _print_split(result)
+    from traffic.figures import write_figures
+    result["figures"] = [p.name for p in write_figures(lab.fabric, result, run_dir)]
+    say(f"figures  {', '.join(result['figures'])} in {run_dir}")
     return result
+
+
+def _print_split(result):
+    """Intra-node (NVLink-class) against inter-node (network) traffic."""
+    if result.get("gpus_per_server", 1) == 1 and not any(
+            r["wire_bytes"]["intra_node"] for r in result["runs"]):
+        return
+    print("traffic  per size: payload the schedule sends inside servers / between servers; "
+          "bytes put on NVLink-class links / on links into servers")
+    for r in result["runs"]:
+        p, w = r["payload_bytes"], r["wire_bytes"]
+        print(f"         {r['size_bytes']:>10}  payload {p['intra'] / 1e6:8.2f} / "
+              f"{p['inter'] / 1e6:8.2f} MB   wire {w['intra_node'] / 1e6:8.2f} / "
+              f"{w['network_to_servers'] / 1e6:8.2f} MB")
 
 
 def _progress(quiet):

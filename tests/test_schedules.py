@@ -4,6 +4,7 @@ every rank ends with exactly the collective's result."""
 
 import pytest
 
+from traffic import metrics as M
 from traffic import schedules as S
 from traffic.executor import RankExecutor, input_data, simulate
 
@@ -79,3 +80,41 @@ def test_an_executor_can_run_again_from_scratch():
     x: RankExecutor = ranks[2]
     x.reset()
     assert not x.finished and x.wrong() > 0
+
+
+@pytest.mark.parametrize("n,local", [(4, 2), (8, 4), (16, 4), (16, 8), (24, 8), (12, 3), (8, 8)])
+@pytest.mark.parametrize("count,piece", [(1000, 0), (1000, 64), (5, 0)])
+def test_hierarchical_allreduce_is_right_on_multi_gpu_servers(n, local, count, piece):
+    ranks = simulate("allreduce", "hierarchical", n, count, piece_elements=piece, local=local)
+    assert [r.wrong() for r in ranks] == [0] * n
+    assert sum(r.bad_chunk_elements for r in ranks) == 0
+
+
+def test_hierarchical_allreduce_sends_across_servers_only_along_rails():
+    n, local, count = 16, 4, 4000
+    m = n // local
+    sched = S.build("allreduce", "hierarchical", n, count, local=local)
+    split = M.traffic_split(sched, lambda r: r // local)
+    # per GPU: 2(m-1)/m of its block (count/local) leaves the server ...
+    assert split["inter"] == n * 2 * (m - 1) * count // (m * local) * M.TYPE_SIZE
+    # ... and (local-1)/local of the buffer, twice, stays inside
+    assert split["intra"] == n * 2 * (local - 1) * count // local * M.TYPE_SIZE
+    for r, ops in sched.items():
+        for op in ops:
+            if op.kind == "send" and op.peer // local != r // local:
+                assert op.peer % local == r % local          # same rail
+    # a flat ring crosses between servers at one GPU per server, which then
+    # carries the whole 2(n-1)/n of the buffer; the hierarchical one spreads
+    # a fifth of that over every GPU's NIC
+
+    def busiest_inter(sched):
+        return max(sum(op.length for op in ops if op.kind == "send" and op.peer // local != r // local)
+                   for r, ops in sched.items())
+    flat = S.build("allreduce", "ring", n, count)
+    assert busiest_inter(flat) == 2 * (n - 1) * count // n
+    assert busiest_inter(sched) == 2 * (m - 1) * count // (m * local)
+
+
+def test_hierarchical_needs_whole_servers():
+    with pytest.raises(ValueError, match="not a multiple of 4 GPUs per server"):
+        S.build("allreduce", "hierarchical", 10, 100, local=4)

@@ -114,8 +114,8 @@ class Agent:
                 self.conns[(peer, channel)] = Connection(sock, self.inbox)
                 self.arrivals.notify_all()
 
-    def setup(self, collective, algorithm, count, root, piece, channels):
-        sched = S.build(collective, algorithm, self.n, count, root, piece)
+    def setup(self, collective, algorithm, count, root, piece, channels, local=1):
+        sched = S.build(collective, algorithm, self.n, count, root, piece, local)
         ops = sched[self.rank]
         self.executor = RankExecutor(self.rank, self.n, ops, collective, count, root)
         self.channels = channels
@@ -146,7 +146,7 @@ class Agent:
                     raise
                 time.sleep(0.05)
 
-    def run(self, iteration: int, start_at: float = 0.0) -> dict:
+    def run(self, iteration: int, start_at: float = 0.0, timeline: bool = False) -> dict:
         ex = self.executor
         ex.reset()
         header, ch = HEADER.pack, self.channels
@@ -168,8 +168,11 @@ class Agent:
             ex.deliver(src, seq, data)
             ex.run(send)
         t1 = time.monotonic()
-        return {"event": "done", "iter": iteration, "t0": t0, "t1": t1, "wrong": ex.wrong(),
-                "bad_chunk_elements": ex.bad_chunk_elements, "bytes_received": ex.received_bytes}
+        out = {"event": "done", "iter": iteration, "t0": t0, "t1": t1, "wrong": ex.wrong(),
+               "bad_chunk_elements": ex.bad_chunk_elements, "bytes_received": ex.received_bytes}
+        if timeline:
+            out["timeline"] = ex.timeline(start_at or t0)
+        return out
 
 
 def main(argv=None) -> int:
@@ -181,8 +184,9 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     return serve(a.rank, lambda: Agent(a.rank, a.addresses.split(","), a.port), {
         "setup": lambda agent, m: {"event": "setup_done", "connections": agent.setup(
-            m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], m["channels"])},
-        "go": lambda agent, m: agent.run(m["iter"], m.get("at", 0.0)),
+            m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], m["channels"],
+            m.get("local", 1))},
+        "go": lambda agent, m: agent.run(m["iter"], m.get("at", 0.0), m.get("timeline", False)),
     })
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ part of any message must hold.
 from __future__ import annotations
 
 import functools
+import time
 from collections import deque
 from typing import Callable, Dict, FrozenSet, List, Tuple
 
@@ -75,6 +76,9 @@ class RankExecutor:
             self.buf[offset:offset + length] = input_data(self.rank, offset, length)
         self.waiting = list(self.blockers)
         self.ready = deque(i for i, w in enumerate(self.waiting) if w == 0)
+        now = time.monotonic()
+        self.started = [now if w == 0 else 0.0 for w in self.waiting]   # ready (or posted)
+        self.done = [0.0] * len(self.ops)
         self.posted: Dict[Tuple[int, int], int] = {}     # (peer, seq) -> recv op index
         self.arrived: Dict[Tuple[int, int], np.ndarray] = {}
         self.remaining = len(self.ops)
@@ -131,10 +135,30 @@ class RankExecutor:
 
     def _complete(self, i: int) -> None:
         self.remaining -= 1
+        now = self.done[i] = time.monotonic()
         for j in self.dependents[i]:
             self.waiting[j] -= 1
             if self.waiting[j] == 0:
                 self.ready.append(j)
+                self.started[j] = now
+
+    def timeline(self, t0: float) -> List[dict]:
+        """The iteration per step and kind of operation, in seconds after t0.
+        A receive is busy from when it could start (posted, and the previous
+        piece from the same peer in: one TCP stream delivers in order) to when
+        its data was in; a send from ready to handed over."""
+        spans: Dict[Tuple[int, str], List[float]] = {}
+        stream: Dict[Tuple[str, int], float] = {}
+        for i in sorted(range(len(self.ops)), key=lambda i: self.done[i]):
+            op = self.ops[i]
+            kind = "reduce" if op.kind == "recv" and op.reduce else op.kind
+            start = max(self.started[i], stream.get((op.kind, op.peer), 0.0))
+            stream[(op.kind, op.peer)] = self.done[i]
+            span = spans.setdefault((op.step, kind), [start, self.done[i]])
+            span[0], span[1] = min(span[0], start), max(span[1], self.done[i])
+        return [{"rank": self.rank, "step": step, "kind": kind,
+                 "start": round(a - t0, 6), "end": round(b - t0, 6)}
+                for (step, kind), (a, b) in sorted(spans.items())]
 
     def wrong(self) -> int:
         """Elements of the result that differ from what the collective must give."""
@@ -147,9 +171,9 @@ class RankExecutor:
 
 
 def simulate(collective: str, algorithm: str, n: int, count: int, root: int = 0,
-             piece_elements: int = 0) -> List[RankExecutor]:
+             piece_elements: int = 0, local: int = 1) -> List[RankExecutor]:
     """Run a schedule in-process, messages delivered in order of sending."""
-    sched = S.build(collective, algorithm, n, count, root, piece_elements)
+    sched = S.build(collective, algorithm, n, count, root, piece_elements, local)
     ranks = [RankExecutor(r, n, sched[r], collective, count, root) for r in range(n)]
     wire: deque = deque()
     while not all(x.finished for x in ranks):

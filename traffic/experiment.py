@@ -47,7 +47,7 @@ class Experiment:
     idle_seconds: float = 1.5                          # idle-latency measurement first
     cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
 
-    def check(self, n_ranks: int) -> None:
+    def check(self, n_ranks: int, local: int = 1) -> None:
         """Raise ValueError with one sentence for an impossible experiment."""
         if self.collective not in S.COLLECTIVES:
             raise ValueError(f"unknown collective {self.collective!r}; "
@@ -70,6 +70,9 @@ class Experiment:
             raise ValueError("expected at least 1 timed iteration and no negative warm-up")
         if self.piece_bytes < 64:
             raise ValueError(f"piece size must be at least 64 bytes, got {self.piece_bytes}")
+        if self.algorithm == "hierarchical" and n_ranks % local:
+            raise ValueError(f"hierarchical AllReduce needs whole servers: {n_ranks} ranks "
+                             f"are not a multiple of {local} GPUs per server")
         if not 0 <= self.root < n_ranks:
             raise ValueError(f"root {self.root} is not a rank (0..{n_ranks - 1})")
         M.sweep_sizes(self.minbytes, self.maxbytes, self.stepfactor)
@@ -148,14 +151,19 @@ def run_experiment(lab, exp: Experiment, results: Path,
     fabric = lab.fabric
     servers = exp.ranks or [h.name for h in fabric.servers]
     n = len(servers)
-    exp.check(n)
+    local = gpus_per_rank_server(fabric, servers)
+    exp.check(n, local)
+    server_of = {r: fabric.server(s).server for r, s in enumerate(servers)}
+    nic_of = {r: (fabric.server(s).leaf, fabric.server(s).port) for r, s in enumerate(servers)}
+    rate_intra = (fabric.spec["links"]["intra_node"] or {}).get("rate_mbit")
+    beta_intra = M.beta_for_rate(rate_intra, fabric.mtu) if rate_intra else None
     probe = exp.probe or [servers[0], servers[-1]]
     rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
     beta = M.beta_for_rate(rate, fabric.mtu)
     monitor = Monitor(fabric).start()
     prober = Prober(lab, probe[0], probe[1])
     engine = cross = None
-    cross_report = None
+    cross_report = timeline = None
     runs = []
     try:
         progress("measuring idle latency")
@@ -170,7 +178,9 @@ def run_experiment(lab, exp: Experiment, results: Path,
         for k, size in enumerate(sizes):
             count = S.round_count(exp.collective, n, size // M.TYPE_SIZE)
             predicted = M.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, beta,
-                                          exp.root)
+                                          exp.root, local, beta_intra, nic_of.__getitem__)
+            split = M.traffic_split(S.build(exp.collective, exp.algorithm, n, count, exp.root,
+                                            local=local), server_of.__getitem__)
             timeout = 60 + 20 * predicted
             label = f"[{k + 1}/{len(sizes)}] {exp.collective} {count * M.TYPE_SIZE} B"
             progress(f"{label}: setting up")
@@ -179,17 +189,28 @@ def run_experiment(lab, exp: Experiment, results: Path,
                 for i in range(exp.warmup + exp.iters):
                     progress(f"{label}: iteration {i + 1}/{exp.warmup + exp.iters}")
                     iters.append(engine.run(exp.collective, exp.algorithm, count, exp.root,
-                                            exp.channels))
+                                            exp.channels, local))
             else:
                 engine.setup(exp.collective, exp.algorithm, count, exp.root, exp.piece_bytes,
-                             exp.channels)
+                             exp.channels, local)
                 iters = []
-                for i in range(exp.warmup + exp.iters):
-                    progress(f"{label}: iteration {i + 1}/{exp.warmup + exp.iters}")
-                    iters.append(engine.iteration(i, timeout))
+                total = exp.warmup + exp.iters
+                for i in range(total):
+                    progress(f"{label}: iteration {i + 1}/{total}")
+                    if exp.engine == "agents":     # the step timeline of the very last one
+                        last = k == len(sizes) - 1 and i == total - 1
+                        iters.append(engine.iteration(i, timeout, timeline=last))
+                    else:
+                        iters.append(engine.iteration(i, timeout))
+                if "timeline" in iters[-1]:
+                    timeline = {"size_bytes": count * M.TYPE_SIZE, "events": [
+                        {**e, "phase": S.phase(exp.algorithm, e["step"], n, local)}
+                        for e in iters[-1].pop("timeline")]}
             monitor.wait_past(iters[-1]["t1"])
             runs.append(_run_record(exp, n, count, iters[exp.warmup:], predicted, rate,
                                     monitor, prober))
+            runs[-1]["payload_bytes"] = {k: v * exp.iters for k, v in split.items()}
+            runs[-1]["wire_bytes"] = wire_split(fabric, runs[-1]["links"])
     finally:
         if engine is not None:
             engine.close()
@@ -208,9 +229,33 @@ def run_experiment(lab, exp: Experiment, results: Path,
     uplinks = {leaf.name: {l.a_intf: whole[l.a_intf]["tx_bytes"] for l in fabric.uplinks(leaf.name)}
                for leaf in fabric.leaves}
     progress("done")
-    return {"experiment": asdict(exp), "ranks": servers, "probe": probe, "idle_latency": idle,
+    return {"experiment": asdict(exp), "ranks": servers, "gpus_per_server": local, "probe": probe, "idle_latency": idle,
             "alpha_s": alpha, "beta_s_per_byte": beta, "link_rate_mbit": rate, "runs": runs,
-            "fidelity": verdict, "uplink_tx_bytes": uplinks, "cross_traffic": cross_report}
+            "fidelity": verdict, "uplink_tx_bytes": uplinks, "cross_traffic": cross_report,
+            "timeline": timeline}
+
+
+def gpus_per_rank_server(fabric, servers) -> int:
+    """GPUs per server when the ranks are whole multi-GPU servers in order
+    (what the hierarchical algorithm groups by); 1 otherwise."""
+    local = fabric.gpus_per_server
+    if local > 1 and len(servers) % local == 0 and all(
+            len({fabric.server(s).server for s in servers[i:i + local]}) == 1
+            for i in range(0, len(servers), local)):
+        return local
+    return 1
+
+
+def wire_split(fabric, links: dict) -> dict:
+    """Bytes the switches put on intra-node links (towards GPUs, over the
+    NVLink-class interconnect) and on the network's links towards servers."""
+    out = {"intra_node": 0, "network_to_servers": 0}
+    for link in fabric.links:
+        if link.kind == "intra_node":
+            out["intra_node"] += links.get(link.b_intf, {}).get("tx_bytes", 0)
+        elif link.kind == "server_leaf":
+            out["network_to_servers"] += links.get(link.b_intf, {}).get("tx_bytes", 0)
+    return out
 
 
 def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:

@@ -19,7 +19,7 @@ segment carries.
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from traffic import schedules as S
 
@@ -63,9 +63,45 @@ def schedule_cost(sched: S.Schedule) -> Dict[str, int]:
 
 
 def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: float,
-                    beta: float, root: int = 0) -> float:
-    cost = schedule_cost(S.build(collective, algorithm, n, count, root))
-    return alpha * cost["steps"] + beta * cost["max_rank_elements"] * TYPE_SIZE
+                    beta: float, root: int = 0, local: int = 1,
+                    beta_intra: Optional[float] = None,
+                    nic_of: Optional[Callable[[int], object]] = None) -> float:
+    """alpha x steps + beta x bytes. With multi-GPU servers (`local` > 1) and
+    `beta_intra` given, a rank's bytes to peers in its own server cost
+    beta_intra each, and its bytes to other servers cost beta on its NIC,
+    counting every rank that shares the NIC (`nic_of(rank)`); the phases of a
+    rank add up, and the slowest rank sets the time."""
+    sched = S.build(collective, algorithm, n, count, root, local=local)
+    cost = schedule_cost(sched)
+    if local == 1 or beta_intra is None:
+        return alpha * cost["steps"] + beta * cost["max_rank_elements"] * TYPE_SIZE
+    nic_of = nic_of or (lambda r: r)
+    intra: Dict[int, List[int]] = {r: [0, 0] for r in sched}
+    nic: Dict[object, List[int]] = {}
+    for rank, ops in sched.items():
+        for op in ops:
+            if op.kind not in ("send", "recv"):
+                continue
+            way = 0 if op.kind == "send" else 1
+            if op.peer // local == rank // local:
+                intra[rank][way] += op.length * TYPE_SIZE
+            else:
+                nic.setdefault(nic_of(rank), [0, 0])[way] += op.length * TYPE_SIZE
+    worst = max(max(intra[r]) * beta_intra + max(nic.get(nic_of(r), [0, 0])) * beta
+                for r in sched)
+    return alpha * cost["steps"] + worst
+
+
+def traffic_split(sched: S.Schedule, server_of: Callable[[int], object]) -> Dict[str, int]:
+    """Bytes the schedule sends between ranks of the same server (intra-node,
+    over NVLink-class links) and between servers (inter-node, over the network)."""
+    out = {"intra": 0, "inter": 0}
+    for rank, ops in sched.items():
+        for op in ops:
+            if op.kind == "send":
+                key = "intra" if server_of(op.peer) == server_of(rank) else "inter"
+                out[key] += op.length * TYPE_SIZE
+    return out
 
 
 def ring_allreduce_textbook(n: int, size_bytes: int, alpha: float, beta: float) -> float:

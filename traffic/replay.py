@@ -104,23 +104,27 @@ class RankAgents(AgentProcesses):
             sys.executable, "-m", "traffic.agent", "--rank", str(r), "--addresses", ips,
             "--port", str(port)])
 
-    def setup(self, collective, algorithm, count, root=0, piece_bytes=65536, channels=1):
+    def setup(self, collective, algorithm, count, root=0, piece_bytes=65536, channels=1,
+              local=1):
         self.send({"cmd": "setup", "collective": collective, "algorithm": algorithm,
                    "count": count, "root": root, "piece": max(1, piece_bytes // TYPE_SIZE),
-                   "channels": channels})
+                   "channels": channels, "local": local})
         self.collect("setup_done")
 
-    def iteration(self, i: int, timeout: float) -> dict:
+    def iteration(self, i: int, timeout: float, timeline: bool = False) -> dict:
         # every agent starts at the same moment, a little ahead, so writing
         # "go" to one pipe after another costs the collective nothing
         start = time.monotonic() + 0.02 + 0.002 * self.n
-        self.send({"cmd": "go", "iter": i, "at": start})
+        self.send({"cmd": "go", "iter": i, "at": start, "timeline": timeline})
         ranks = self.collect("done", timeout)
         t0 = min(r["t0"] for r in ranks)
         t1 = max(r["t1"] for r in ranks)
-        return {"t0": t0, "t1": t1, "seconds": t1 - t0,
-                "wrong": sum(r["wrong"] for r in ranks),
-                "bad_chunk_elements": sum(r["bad_chunk_elements"] for r in ranks)}
+        out = {"t0": t0, "t1": t1, "seconds": t1 - t0,
+               "wrong": sum(r["wrong"] for r in ranks),
+               "bad_chunk_elements": sum(r["bad_chunk_elements"] for r in ranks)}
+        if timeline:
+            out["timeline"] = [e for r in ranks for e in r.get("timeline", ())]
+        return out
 
 
 class RoceAgents(AgentProcesses):
@@ -134,8 +138,8 @@ class RoceAgents(AgentProcesses):
             sys.executable, "-m", "traffic.roce", "--rank", str(r), "--intf",
             fabric.server(s).intf, "--addresses", ips, "--macs", macs])
 
-    def setup(self, collective, algorithm, count, root=0, piece_bytes=0, channels=1):
-        sched = S.build(collective, algorithm, self.n, count, root)
+    def setup(self, collective, algorithm, count, root=0, piece_bytes=0, channels=1, local=1):
+        sched = S.build(collective, algorithm, self.n, count, root, local=local)
         transfers = [(step, src, dst, n * TYPE_SIZE) for step, src, dst, n in S.transfers(sched)]
         self.steps = sorted({t[0] for t in transfers})
         rate = self.lab.fabric.spec["links"]["server_leaf"]["rate_mbit"]
@@ -180,8 +184,8 @@ class Iperf3Replay:
     def n(self) -> int:
         return len(self.servers)
 
-    def run(self, collective, algorithm, count, root=0, channels=1) -> dict:
-        sched = S.build(collective, algorithm, self.n, count, root)
+    def run(self, collective, algorithm, count, root=0, channels=1, local=1) -> dict:
+        sched = S.build(collective, algorithm, self.n, count, root, local=local)
         by_step: Dict[int, Dict[tuple, int]] = {}
         for step, src, dst, elements in S.transfers(sched):
             pair = by_step.setdefault(step, {})

@@ -18,8 +18,9 @@ which `dependencies` derives. Splitting operations into pieces (`chunked`)
 therefore pipelines every algorithm without a global barrier per step.
 
 Algorithms: ring, recursive halving-doubling (with the usual fix-up for a rank
-count that is not a power of two) and binary-tree AllReduce; ring AllGather and
-ReduceScatter; pipelined chain Broadcast and Reduce from/to a root; pairwise
+count that is not a power of two) and binary-tree AllReduce, and hierarchical AllReduce over multi-GPU servers (NCCL's
+approach: ReduceScatter inside each server, a ring AllReduce per rail between
+servers, AllGather inside each server); ring AllGather and ReduceScatter; pipelined chain Broadcast and Reduce from/to a root; pairwise
 AllToAll; SendRecv to the next rank.
 """
 
@@ -32,7 +33,7 @@ from typing import Dict, FrozenSet, List, Sequence, Tuple
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
                "alltoall", "sendrecv")
 ALGORITHMS = {
-    "allreduce": ("ring", "rhd", "tree"),
+    "allreduce": ("ring", "rhd", "tree", "hierarchical"),
     "allgather": ("ring",),
     "reducescatter": ("ring",),
     "broadcast": ("ring",),
@@ -144,6 +145,61 @@ def ring_reducescatter(n, count):
 def ring_allgather(n, count):
     sched = {r: [] for r in range(n)}
     _ring_all_gather(n, count, sched, lambda b: {b})
+    return sched
+
+
+# --- hierarchical (scale-up inside a server, scale-out between them) ---------------
+
+def _group_reduce_scatter(group, region, sched, step0, holds):
+    """Ring ReduceScatter among `group` (global ranks in ring order) over
+    `region` (offset, length): member i ends with sub-block i reduced over the
+    group. `holds(rank)` is whose inputs that rank's region sums at the start."""
+    g = len(group)
+    blocks = [(region[0] + o, l) for o, l in bounds(region[1], g)]
+    for i, r in enumerate(group):
+        nxt, prv = group[(i + 1) % g], group[(i - 1) % g]
+        for s in range(g - 1):
+            sched[r].append(_send(nxt, blocks[(i - s - 1) % g], step0 + s))
+            held = set().union(*(holds(group[(i - 1 - k) % g]) for k in range(s + 1)))
+            sched[r].append(_recv(prv, blocks[(i - s - 2) % g], step0 + s, held, reduce=True))
+    return blocks
+
+
+def _group_all_gather(group, blocks, sched, step0, everyone):
+    """Ring AllGather among `group`: member i starts owning blocks[i]."""
+    g = len(group)
+    for i, r in enumerate(group):
+        nxt, prv = group[(i + 1) % g], group[(i - 1) % g]
+        for s in range(g - 1):
+            sched[r].append(_send(nxt, blocks[(i - s) % g], step0 + s))
+            sched[r].append(_recv(prv, blocks[(i - s - 1) % g], step0 + s, everyone))
+
+
+def hierarchical_allreduce(n, count, local):
+    """Ranks r = node x local + j. (1) ReduceScatter inside each node: GPU j
+    ends with block j summed over its node; (2) ring AllReduce of block j
+    among the GPUs j of all nodes (one rail); (3) AllGather inside each node.
+    Inter-node bytes per GPU: 2(m-1)/m x S/local, against 2(n-1)/n x S for a
+    flat ring whose every hop may cross the network."""
+    if local < 1 or n % local:
+        raise ValueError(f"hierarchical AllReduce needs whole servers: {n} ranks are not "
+                         f"a multiple of {local} GPUs per server")
+    m = n // local
+    nodes = [list(range(k * local, (k + 1) * local)) for k in range(m)]
+    sched = {r: [] for r in range(n)}
+    everyone = frozenset(range(n))
+    blocks = [(0, count)]
+    for members in nodes:
+        blocks = _group_reduce_scatter(members, (0, count), sched, 0, lambda r: {r})
+    step = local - 1
+    for j in range(local if m > 1 else 0):
+        rail = [members[j] for members in nodes]
+        sub = _group_reduce_scatter(rail, blocks[j], sched, step,
+                                    lambda r: set(nodes[r // local]))
+        _group_all_gather(rail, sub, sched, step + m - 1, everyone)
+    step += 2 * (m - 1) if m > 1 else 0
+    for members in nodes:
+        _group_all_gather(members, blocks, sched, step, everyone)
     return sched
 
 
@@ -289,10 +345,28 @@ BUILDERS = {
 }
 
 
+def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
+    """Which part of the algorithm a step belongs to (for timelines)."""
+    if algorithm != "hierarchical" or local == 1:
+        return algorithm
+    m = n // local
+    if step < local - 1:
+        return "intra-node reduce-scatter"
+    if m > 1 and step < local - 1 + 2 * (m - 1):
+        return "inter-node allreduce"
+    return "intra-node allgather"
+
+
 def build(collective: str, algorithm: str, n: int, count: int, root: int = 0,
-          piece_elements: int = 0) -> Schedule:
+          piece_elements: int = 0, local: int = 1) -> Schedule:
     """The schedule of a collective, its operations split into pieces of at
-    most `piece_elements` (0: unsplit)."""
+    most `piece_elements` (0: unsplit). `local` is the GPUs per server (the
+    hierarchical algorithm's node size)."""
+    if (collective, algorithm) == ("allreduce", "hierarchical"):
+        if n < 2:
+            raise ValueError("a collective needs at least 2 ranks")
+        sched = hierarchical_allreduce(n, count, local)
+        return chunked(sched, piece_elements) if piece_elements else sched
     if (collective, algorithm) not in BUILDERS:
         raise ValueError(f"no {algorithm!r} algorithm for {collective}; "
                          f"choose from {', '.join(ALGORITHMS.get(collective, ()))}")

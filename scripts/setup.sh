@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 PY=/usr/bin/python3
-PACKAGES=(mininet openvswitch-switch iperf3 iperf tcpdump ethtool iputils-ping
+PACKAGES=(mininet openvswitch-switch iperf3 iperf tcpdump ethtool iputils-ping fping
           iproute2 procps python3 python3-venv python-is-python3 make)
 
 say() { printf 'set-up: %s\n' "$*"; }

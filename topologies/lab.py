@@ -41,6 +41,12 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 _LAB_NUMBERS = itertools.count(1)
 
 
+# Above this many endpoints every host gets permanent neighbour entries for
+# all others: first contact of n hosts with each other is n(n-1) ARP requests,
+# and a Python controller answering 65,280 of them (256 GPUs) in a burst drops
+# most. Below it, the controller's proxy ARP answers them.
+STATIC_NEIGHBOURS_ABOVE = 64
+
 class _ControllerTarget:
     """What Mininet's OVSSwitch.start needs to know of a controller, without
     Mininet starting a shell for it: we run the controller ourselves."""
@@ -181,9 +187,16 @@ class Lab:
             knob = Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6")
             if knob.exists():
                 knob.write_text("1")
+        static = len(self.fabric.servers) > STATIC_NEIGHBOURS_ABOVE
         for host in self.fabric.servers:
-            out = self.net.get(host.name).cmd(
-                host_setup_script(host.intf, self.fabric.mtu, plan[host.intf]))
+            script = host_setup_script(host.intf, self.fabric.mtu, plan[host.intf])
+            if static:
+                table = self.run_dir / f"neighbours-{host.name}"
+                table.write_text("".join(
+                    f"neigh replace {h.ip} lladdr {h.mac} dev {host.intf} nud permanent\n"
+                    for h in self.fabric.servers if h is not host))
+                script = f"ip -batch {table} && {script}"
+            out = self.net.get(host.name).cmd(script)
             if "lab-host-ok" not in out:
                 raise LabError(f"configuring {host.intf} failed: {out.strip()[-200:]}")
 

@@ -26,6 +26,7 @@ from traffic.monitor import Monitor, fidelity
 from traffic.replay import Iperf3Replay, RankAgents, RoceAgents
 
 ENGINES = ("agents", "iperf3", "scapy")
+HOST_BOUND_RATIO, HOST_BOUND_CPU = 2.0, 80.0   # slower than the model, with the CPU busy
 PROBE_PORT = 9000
 
 
@@ -225,6 +226,13 @@ def run_experiment(lab, exp: Experiment, results: Path,
     (results / "samples.json").write_text(json.dumps(monitor.samples))
     (results / "probes.json").write_text(json.dumps(prober.samples))
     verdict = fidelity([r.pop("_window") for r in runs], fabric)
+    slow = max((r["measured_over_predicted"] or 0 for r in runs), default=0)
+    if slow > HOST_BOUND_RATIO and verdict["max_cpu_busy_pct"] > HOST_BOUND_CPU:
+        verdict["host_bound"] = True
+        verdict["advice"] = "; ".join(filter(None, [verdict.get("advice"), (
+            f"a size took {slow:.1f}x the alpha-beta time while the CPU was "
+            f"{verdict['max_cpu_busy_pct']:.0f}% busy: the rank processes, not the links, "
+            "set the pace; lower link rates or fewer ranks measure the fabric instead")]))
     whole = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])["links"]
     uplinks = {leaf.name: {l.a_intf: whole[l.a_intf]["tx_bytes"] for l in fabric.uplinks(leaf.name)}
                for leaf in fabric.leaves}

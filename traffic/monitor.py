@@ -46,6 +46,18 @@ def _ovs_cpu_seconds() -> float:
         return 0.0
 
 
+def _tx_bytes() -> Dict[str, int]:
+    """tx_bytes of every root-namespace interface, from one read of
+    /proc/net/dev (a SuperPOD unit has 800 switch ports: one file, not 800)."""
+    out = {}
+    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+        name, _, fields = line.partition(":")
+        values = fields.split()
+        if len(values) >= 9:
+            out[name.strip()] = int(values[8])
+    return out
+
+
 def _queues() -> Dict[str, dict]:
     """backlog (bytes), qlen (packets) and drops of the leaf qdisc of every root-namespace interface."""
     out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True,
@@ -79,12 +91,8 @@ class Monitor:
     def sample(self) -> dict:
         """Counters first, timestamped as they are read; then the queues (a tc
         process, tens of milliseconds on a busy host, would skew the time)."""
-        tx = {}
-        for intf in self.rate:
-            try:
-                tx[intf] = int(Path(f"/sys/class/net/{intf}/statistics/tx_bytes").read_text())
-            except OSError:
-                pass
+        every = _tx_bytes()
+        tx = {intf: every[intf] for intf in self.rate if intf in every}
         s = {"t": time.monotonic(), "cpu": _cpu(), "ovs_cpu_s": _ovs_cpu_seconds(), "tx": tx}
         s["queues"] = _queues()
         return s

@@ -55,7 +55,9 @@ def fabric_table(result: dict, link_rate_mbit: float) -> str:
                      f"{_num(lat['p50_us'], '7.0f')}  {_num(lat['p99_us'], '7.0f')}  "
                      f"{_num(lat['max_us'], '7.0f')}  {r['cpu_busy_pct']:3.0f}%")
     verdict = result["fidelity"]
-    if verdict["trustworthy"]:
+    if verdict.get("host_bound"):
+        lines.append(f"# Fidelity: HOST-BOUND - links kept their rates, but {verdict['advice']}")
+    elif verdict["trustworthy"]:
         lines.append("# Fidelity: trustworthy - every saturated link ran at its configured rate"
                      + (f"; {verdict['advice']}" if verdict.get("advice") else ""))
     else:

@@ -1,0 +1,69 @@
+"""Multi-GPU servers on a real fabric: 4 servers x 4 GPUs behind node
+switches (NVLink-class links) with one NIC each. Every GPU reaches every
+other, traffic between GPUs of one server never touches the network, and the
+hierarchical AllReduce is right and sends across servers only along rails."""
+
+import pytest
+
+from tests.conftest import REPO
+from tests.test_lab import built
+from topologies.fabric import load_fabric
+from traffic import checks
+from traffic.experiment import Experiment, run_experiment
+
+pytestmark = pytest.mark.privileged
+MULTI_GPU = REPO / "topologies" / "multi-gpu.yaml"
+
+
+@pytest.fixture(scope="module")
+def lab16(tmp_path_factory):
+    with built(load_fabric(MULTI_GPU), tmp_path_factory) as lab:
+        yield lab
+
+
+def counters(intfs):
+    return {i: checks.read_counter(i) for i in intfs}
+
+
+def test_every_gpu_reaches_every_other(lab16):
+    reach = checks.all_pairs_reachability(lab16)
+    assert reach.complete and reach.total == 16 * 15
+
+
+def test_traffic_inside_a_server_stays_on_nvlink(lab16):
+    fabric = lab16.fabric
+    nic = [l.a_intf for l in fabric.links if l.kind == "server_leaf" and l.a == "h1"]
+    gpu2 = next(l.b_intf for l in fabric.links if l.kind == "intra_node" and l.a == "h1g2")
+    before = counters(nic + [gpu2])
+    proc = lab16.popen("h1g1", ["ping", "-n", "-q", "-c", "20", "-i", "0.01", "-s", "1000",
+                                fabric.server("h1g2").ip], text=True)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    after = counters(nic + [gpu2])
+    assert after[gpu2] - before[gpu2] >= 20 * 1000          # delivered over the node switch
+    assert all(after[i] - before[i] < 2000 for i in nic)     # nothing went out of the NIC
+
+
+@pytest.mark.parametrize("algorithm", ["hierarchical", "ring"])
+def test_allreduce_is_right_and_traffic_is_split(lab16, tmp_path, algorithm):
+    exp = Experiment(algorithm=algorithm, minbytes=64 * 1024, maxbytes=64 * 1024, iters=1,
+                     warmup=0, piece_bytes=8192, idle_seconds=0.2)
+    result = run_experiment(lab16, exp, tmp_path)
+    run_ = result["runs"][0]
+    assert result["gpus_per_server"] == 4
+    assert run_["wrong"] == 0 and run_["bad_chunk_elements"] == 0 and run_["ranks"] == 16
+    payload, wire = run_["payload_bytes"], run_["wire_bytes"]
+    size, n, local, m = 64 * 1024, 16, 4, 4
+    if algorithm == "hierarchical":
+        assert payload["inter"] == n * 2 * (m - 1) * size // (m * local)
+        assert payload["intra"] == n * 2 * (local - 1) * size // local
+    else:                          # the ring leaves each server once: 4 of its 16 hops
+        assert payload["inter"] == 4 * 2 * (n - 1) * size // n
+    assert wire["intra_node"] >= payload["intra"]           # and headers on top
+    assert wire["network_to_servers"] >= payload["inter"]
+    events = result["timeline"]["events"]
+    assert {e["rank"] for e in events} == set(range(16))
+    if algorithm == "hierarchical":
+        assert {e["phase"] for e in events} == {"intra-node reduce-scatter",
+                                                "inter-node allreduce", "intra-node allgather"}
+

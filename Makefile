@@ -1,5 +1,5 @@
 # Shortcuts for scripts/lab, which does the real work (and runs where make is absent).
-.PHONY: setup run test test-fast bench check
+.PHONY: setup run test test-fast bench check plan
 setup:
 	scripts/lab setup
 run:
@@ -12,3 +12,5 @@ bench:
 	scripts/lab bench $(ARGS)
 check:
 	scripts/lab check $(FABRIC)
+plan:
+	scripts/lab plan $(ARGS)

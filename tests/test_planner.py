@@ -5,6 +5,7 @@ model and the command line. Pure arithmetic: no root, no network."""
 import json
 import math
 import time
+from pathlib import Path
 
 import pytest
 
@@ -337,3 +338,68 @@ def test_cli_report(capsys):
                                         ("64K", 1 << 16), ("1GiB", 1 << 30), ("2t", 2 << 40)])
 def test_parse_bytes(text, value):
     assert P.parse_bytes(text) == value
+
+
+# --- on an emulated fabric -----------------------------------------------------------
+
+from topologies.fabric import load_fabric as _load_fabric  # noqa: E402
+
+_planner = P
+
+_MULTI = Path(__file__).parent.parent / "topologies" / "multi-gpu.yaml"
+
+
+def _synthetic_results(folder, alpha, kappa, sizes=(65536, 262144, 1048576)):
+    """A results folder as run_topology.py writes it, with times made from a
+    known alpha and kappa."""
+    fabric = _load_fabric(_MULTI)
+    runs = []
+    for size in sizes:
+        for algorithm in ("ring", "hierarchical"):
+            m = _planner.fabric_model(fabric, algorithm, size)
+            runs.append({"collective": "allreduce", "algorithm": algorithm, "size_bytes": size,
+                         "time_s": alpha * m["steps"] + kappa * m["bandwidth_s"]})
+    folder.mkdir(exist_ok=True)
+    (folder / "fabric.json").write_text(json.dumps(fabric.spec))
+    (folder / "summary.json").write_text(json.dumps(
+        {"source": str(_MULTI), "collectives": {"runs": runs}}))
+    return folder
+
+
+def test_fabric_model_reads_the_schedule_of_the_yaml():
+    fabric = _load_fabric(_MULTI)                       # 4 servers x 4 GPUs, 1 NIC each
+    ring = _planner.fabric_model(fabric, "ring", 1 << 20)
+    hier = _planner.fabric_model(fabric, "hierarchical", 1 << 20)
+    assert ring["steps"] == 2 * 15 and hier["steps"] == 3 + 2 * 3 + 3
+    assert 0 < hier["bandwidth_s"] < ring["bandwidth_s"]
+
+
+def test_calibration_recovers_alpha_and_kappa(tmp_path):
+    folder = _synthetic_results(tmp_path / "run", alpha=0.004, kappa=1.6)
+    fabric = _load_fabric(_MULTI)
+    cal = _planner.calibrate(fabric, json.loads((folder / "summary.json").read_text())
+                             ["collectives"]["runs"])
+    assert cal["alpha_s"] == pytest.approx(0.004, rel=1e-6)
+    assert cal["kappa"] == pytest.approx(1.6, rel=1e-6)
+
+
+def test_cli_plans_a_yaml_and_calibrates_from_its_results(tmp_path, capsys):
+    folder = _synthetic_results(tmp_path / "run", alpha=0.002, kappa=1.25)
+    assert _planner.main(["--results", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "Plan for 16 GPUs" in out and "AllReduce on multi-gpu" in out
+    assert "alpha 2.00 ms per step, bandwidth term x1.25 (efficiency 80%)" in out
+    ratios = [line.split()[-1] for line in out.splitlines() if "KiB" in line or "MiB" in line]
+    assert ratios[-6:] == ["1.00"] * 6                                 # measured / calibrated
+    assert _planner.main(["--fabric", str(_MULTI), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["algorithm"] for r in data["fabric"]["predictions"]] == ["ring", "hierarchical"]
+
+
+def test_cli_refuses_a_folder_that_is_not_results(tmp_path, capsys):
+    assert _planner.main(["--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --results {tmp_path}: expected a results folder")
+    assert "\n" not in err
+    assert _planner.main(["--fabric", str(tmp_path / "none.yaml")]) == 2
+    assert "cannot read the fabric file" in capsys.readouterr().err

@@ -87,6 +87,7 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 __all__ = [
     "DESIGNS", "NVLINK_GBPS", "Design", "PlanError", "fit_alpha_beta", "format_plan",
@@ -616,6 +617,98 @@ def parse_bytes(text) -> int:
     return int(round(float(digits) * _UNITS[unit]))
 
 
+# --- on an emulated fabric -------------------------------------------------------------
+# The same alpha-beta accounting the lab prints as "meas/pred", read off the
+# schedule that runs on the YAML's fabric (its ranks, NICs shared or not,
+# NVLink-class links), then calibrated on an emulated run of that fabric:
+# time = alpha x steps + kappa x (the bandwidth term at the configured rates),
+# fitted by least squares over the run's sizes. kappa is 1 when the links are
+# the only limit; 1/kappa is the efficiency the emulation reached.
+
+def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
+    """Steps and bandwidth seconds of an AllReduce of `size_bytes` over every
+    endpoint of `fabric` (a topologies.fabric.Fabric), at its configured rates."""
+    from traffic import metrics as M
+    from traffic import schedules as S
+    n, local = len(fabric.servers), fabric.gpus_per_server
+    count = S.round_count("allreduce", n, size_bytes // M.TYPE_SIZE)
+    beta = M.beta_for_rate(fabric.spec["links"]["server_leaf"]["rate_mbit"], fabric.mtu)
+    intra = fabric.spec["links"].get("intra_node")
+    beta_intra = M.beta_for_rate(intra["rate_mbit"], fabric.mtu) if intra else None
+    nic = {r: (h.leaf, h.port) for r, h in enumerate(fabric.servers)}
+    local = local if algorithm == "hierarchical" or local > 1 else 1
+    seconds = M.predict_seconds("allreduce", algorithm, n, count, 0.0, beta, 0, local,
+                                beta_intra, nic.__getitem__)
+    steps = M.schedule_cost(S.build("allreduce", algorithm, n, count, local=local))["steps"]
+    return {"steps": steps, "bandwidth_s": seconds}
+
+
+def calibrate(fabric, runs) -> dict:
+    """alpha and kappa from an emulated run's AllReduce sizes (summary.json's
+    collectives.runs), with the fit's inputs."""
+    points, used = [], []
+    for r in runs:
+        if r.get("collective") != "allreduce" or not r.get("time_s"):
+            continue
+        model = fabric_model(fabric, r["algorithm"], r["size_bytes"])
+        points.append((model["steps"], model["bandwidth_s"], r["time_s"]))
+        used.append({"algorithm": r["algorithm"], "size_bytes": r["size_bytes"],
+                     "measured_s": r["time_s"], **model})
+    if not points:
+        raise PlanError("the results hold no AllReduce run to calibrate from")
+    alpha, kappa = fit_alpha_beta(points)
+    return {"alpha_s": alpha, "kappa": kappa, "points": used}
+
+
+def fabric_predictions(fabric, sizes, algorithms, calibration=None, alpha_s=0.0) -> list:
+    """Per size and algorithm: the model at the configured rates (with
+    `alpha_s`), the calibrated prediction, and the measured time if the
+    calibration run had that size."""
+    measured = {(p["algorithm"], p["size_bytes"]): p["measured_s"]
+                for p in (calibration or {}).get("points", ())}
+    rows = []
+    for size in sizes:
+        for algorithm in algorithms:
+            model = fabric_model(fabric, algorithm, size)
+            row = {"size_bytes": size, "algorithm": algorithm, **model,
+                   "model_s": alpha_s * model["steps"] + model["bandwidth_s"]}
+            if calibration:
+                row["calibrated_s"] = (calibration["alpha_s"] * model["steps"]
+                                       + calibration["kappa"] * model["bandwidth_s"])
+            if (algorithm, size) in measured:
+                row["measured_s"] = measured[(algorithm, size)]
+            rows.append(row)
+    return rows
+
+
+def format_fabric(fabric, rows, calibration=None, source="") -> str:
+    f = fabric
+    intra = f.spec["links"].get("intra_node")
+    lines = [f"AllReduce on {f.name} ({f.shape()})",
+             f"  NIC links {f.spec['links']['server_leaf']['rate_mbit']:g} Mbit/s"
+             + (f", NVLink-class links {intra['rate_mbit']:g} Mbit/s" if intra else "")
+             + f", MTU {f.mtu}"]
+    if calibration:
+        lines.append(f"  calibrated from {source or 'an emulated run'} over "
+                     f"{len(calibration['points'])} size(s): alpha {calibration['alpha_s'] * 1e3:.2f} ms "
+                     f"per step, bandwidth term x{calibration['kappa']:.2f} "
+                     f"(efficiency {1 / calibration['kappa']:.0%})" if calibration["kappa"] else "")
+    head = f"  {'size':>10}  {'algorithm':<13} {'steps':>5}  {'model s':>9}"
+    if calibration:
+        head += f"  {'calibrated s':>12}  {'measured s':>10}  {'meas/cal':>8}"
+    lines.append(head)
+    for r in rows:
+        line = (f"  {_bytes(r['size_bytes']):>10}  {r['algorithm']:<13} {r['steps']:>5}  "
+                f"{r['model_s']:9.3f}")
+        if calibration:
+            meas = r.get("measured_s")
+            line += (f"  {r['calibrated_s']:12.3f}  "
+                     + (f"{meas:10.3f}  {meas / r['calibrated_s']:8.2f}" if meas else
+                        f"{'-':>10}  {'-':>8}"))
+        lines.append(line)
+    return "\n".join(lines)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise PlanError(message)
@@ -640,7 +733,12 @@ def _parser():
     p = _Parser(prog="python -m topologies.planner",
                 description="Switches, ports, cables, training time and AllReduce time for "
                             "a GPU cluster under each network design (closed-form, no network built).")
-    p.add_argument("--gpus", type=whole, required=True, help="GPUs in the cluster (2 to 10,000,000)")
+    p.add_argument("--gpus", type=whole, help="GPUs in the cluster (2 to 10,000,000); "
+                   "with --fabric or --results, the fabric's own count unless given")
+    p.add_argument("--fabric", help="a fabric YAML: plan its GPU count and servers, and predict "
+                   "AllReduce on it at its configured rates")
+    p.add_argument("--results", help="a results folder of run_topology.py: calibrate the "
+                   "AllReduce model on its runs (its fabric, unless --fabric is given)")
     p.add_argument("--radix", type=whole, default=64, help="ports per switch, even (default 64)")
     p.add_argument("--gpus-per-server", type=whole, default=8, help="scale-up domain size (default 8)")
     p.add_argument("--nics-per-server", type=whole, default=8,
@@ -676,6 +774,11 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
+        fabric, calibration, source = _fabric_inputs(args)
+        if args.gpus is None:
+            if fabric is None:
+                raise PlanError("--gpus is required (or a --fabric or --results to take it from)")
+            args.gpus = len(fabric.servers)
         gpu_flops = _positive("gpu_pflops", args.gpu_pflops) * 1e15
         result = plan(args.gpus, args.radix, args.gpus_per_server, args.nics_per_server,
                       args.link_gbps, args.oversubscription, gpu_flops=gpu_flops,
@@ -686,11 +789,60 @@ def main(argv=None) -> int:
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    text = format_plan(result)
+    if fabric is not None:
+        sizes = _fabric_sizes(fabric, calibration, args)
+        algorithms = ["ring"] + (["hierarchical"] if fabric.gpus_per_server > 1 else [])
+        rows = fabric_predictions(fabric, sizes, algorithms, calibration,
+                                  alpha_s=args.alpha_us * 1e-6)
+        result["fabric"] = {"name": fabric.name, "calibration": calibration, "predictions": rows}
+        text += "\n\n" + format_fabric(fabric, rows, calibration, source)
     if args.json:
         print(json.dumps(_jsonable(result), indent=2))
     else:
-        print(format_plan(result))
+        print(text)
     return 0
+
+
+def _fabric_inputs(args):
+    """The fabric (from --fabric, else the results folder's own fabric.json),
+    the calibration from --results, and its source. The fabric also sets the
+    servers' GPUs and NICs and the link rates of the plan."""
+    from topologies.fabric import FabricError, fabric_from_spec, load_fabric
+    fabric = calibration = None
+    source = ""
+    try:
+        if args.fabric:
+            fabric = load_fabric(args.fabric)
+        if args.results:
+            folder = Path(args.results)
+            try:
+                summary = json.loads((folder / "summary.json").read_text())
+                if fabric is None:
+                    spec = json.loads((folder / "fabric.json").read_text())
+                    fabric = fabric_from_spec(spec, summary.get("source", str(folder)))
+            except (OSError, ValueError) as exc:
+                raise PlanError(f"--results {folder}: expected a results folder of "
+                                f"run_topology.py with summary.json and fabric.json ({exc})") from None
+            runs = summary.get("collectives", {}).get("runs", [])
+            calibration = calibrate(fabric, runs)
+            source = str(folder)
+    except FabricError as exc:
+        raise PlanError(str(exc)) from None
+    if fabric is not None:
+        args.gpus_per_server = fabric.gpus_per_server
+        args.nics_per_server = fabric.spec["server"]["nics"]
+        args.link_gbps = fabric.spec["links"]["server_leaf"]["rate_mbit"] / 1e3
+        intra = fabric.spec["links"].get("intra_node")
+        if intra:
+            args.intra_gbps = intra["rate_mbit"] / 1e3
+    return fabric, calibration, source
+
+
+def _fabric_sizes(fabric, calibration, args):
+    if calibration:
+        return sorted({p["size_bytes"] for p in calibration["points"]})
+    return [parse_bytes(args.gradient_bytes)]
 
 
 if __name__ == "__main__":

@@ -321,8 +321,12 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
         _print_uplinks(lab.fabric, result["uplink_tx_bytes"], "during the collectives")
         _print_split(result)
     from traffic.figures import write_figures
-    result["figures"] = [p.name for p in write_figures(lab.fabric, result, run_dir)]
-    say(f"figures  {', '.join(result['figures'])} in {run_dir}")
+    try:
+        result["figures"] = [p.name for p in write_figures(lab.fabric, result, run_dir)]
+        say(f"figures  {', '.join(result['figures'])} in {run_dir}")
+    except (ValueError, OSError, KeyError) as exc:     # a picture is never worth the run
+        result["figures"] = []
+        say(f"figures  none: drawing failed ({type(exc).__name__}: {exc})")
     return result
 
 

@@ -40,6 +40,7 @@ class FabricController(app_manager.OSKenApp):
         self.status_path = Path(os.environ["FABRIC_LAB_STATUS"])
         self.by_dpid = {s.dpid: s.name for s in self.fabric.switches}
         self.arp_table = {h.ip: h.mac for h in self.fabric.servers}
+        self.arp_table.update((h.nv_ip, h.nv_mac) for h in self.fabric.servers if h.nv_ip)
         self.ports = {s.name: {} for s in self.fabric.switches}   # name -> {port: intf}
         for link in self.fabric.links:
             for node, port, intf in ((link.a, link.a_port, link.a_intf),

@@ -4,9 +4,10 @@ The plan is a pure function of the fabric and of which switch ports are down.
 For every destination server and every switch that can reach it, the next hops
 are the ports towards neighbours one hop closer to the server's home leaf (all
 shortest paths, parallel links included), over the switches between servers:
-a multi-GPU server's node switch delivers to its own GPUs and sends each GPU's
+a multi-GPU server's PCIe switch delivers to its own GPUs and sends each GPU's
 outgoing traffic out of that GPU's NIC, but never carries traffic between its
-NICs, so servers are never transit. Under the ``ecmp`` policy a switch with more
+NICs, so servers are never transit; its NVSwitch joins its GPUs' NVLink
+addresses and nothing else. Under the ``ecmp`` policy a switch with more
 than one next hop sends to a select group over all of them; under
 ``single-path`` it pins the destination's leaf to one of them, so every server
 behind a leaf is reached over the same spine (what a router with one next hop
@@ -43,7 +44,7 @@ def fabric_graph(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> nx.Mult
     """The switches that carry traffic between servers (node switches never do),
     an edge per live link between them, with its ports."""
     graph = nx.MultiGraph()
-    inner = {s.name for s in fabric.switches if s.role != "node"}
+    inner = {s.name for s in fabric.switches if s.role not in ("node", "nvswitch")}
     graph.add_nodes_from(inner)
     for link in fabric.links:
         if link.a not in inner or link.b not in inner:
@@ -66,15 +67,17 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
     """The forwarding plan of every switch, keyed by switch name."""
     graph = fabric_graph(fabric, down)
     leaf_index = {s.name: s.index for s in fabric.leaves}
-    plans = {s.name: SwitchPlan(arp_to_controller=(s.role in ("leaf", "node")))
+    plans = {s.name: SwitchPlan(arp_to_controller=(s.role in ("leaf", "node", "nvswitch")))
              for s in fabric.switches}
     nic_leaf = {}                 # (node, node port) -> (leaf, leaf port) of each NIC
     for link in fabric.links:
         if link.kind == "server_leaf" and link.a in plans:
             nic_leaf[(link.a, link.a_port)] = (link.b, link.b_port)
-    inner = [s for s in fabric.switches if s.role != "node"]
+    inner = [s for s in fabric.switches if s.role not in ("node", "nvswitch")]
     dists = {}
     for server in fabric.servers:
+        if server.nvswitch and (server.nvswitch, server.nv_port) not in down:
+            plans[server.nvswitch].routes[server.nv_ip] = ("output", server.nv_port)
         if server.node:
             if (server.node, server.node_port) in down:
                 continue

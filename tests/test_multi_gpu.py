@@ -1,7 +1,7 @@
-"""Multi-GPU servers on a real fabric: 4 servers x 4 GPUs behind node
-switches (NVLink-class links) with one NIC each. Every GPU reaches every
-other, traffic between GPUs of one server never touches the network, and the
-hierarchical AllReduce is right and sends across servers only along rails."""
+"""Multi-GPU servers on a real fabric: 4 servers x 4 GPUs, each GPU on its
+server's NVSwitch (NVLink-class links) and, through a PCIe switch, on the
+server's one NIC. Every GPU reaches every other, traffic between GPUs of one
+server stays on the NVSwitch, and the hierarchical AllReduce is right."""
 
 import pytest
 
@@ -33,15 +33,16 @@ def test_every_gpu_reaches_every_other(lab16):
 def test_traffic_inside_a_server_stays_on_nvlink(lab16):
     fabric = lab16.fabric
     nic = [l.a_intf for l in fabric.links if l.kind == "server_leaf" and l.a == "h1"]
+    pcie = [l.b_intf for l in fabric.links if l.kind == "pcie" and l.b == "h1"]
     gpu2 = next(l.b_intf for l in fabric.links if l.kind == "intra_node" and l.a == "h1g2")
-    before = counters(nic + [gpu2])
+    before = counters(nic + pcie + [gpu2])
     proc = lab16.popen("h1g1", ["ping", "-n", "-q", "-c", "20", "-i", "0.01", "-s", "1000",
-                                fabric.server("h1g2").ip], text=True)
+                                fabric.server("h1g2").nv_ip], text=True)
     proc.communicate(timeout=30)
     assert proc.returncode == 0
-    after = counters(nic + [gpu2])
-    assert after[gpu2] - before[gpu2] >= 20 * 1000          # delivered over the node switch
-    assert all(after[i] - before[i] < 2000 for i in nic)     # nothing went out of the NIC
+    after = counters(nic + pcie + [gpu2])
+    assert after[gpu2] - before[gpu2] >= 20 * 1000          # delivered by the NVSwitch
+    assert all(after[i] - before[i] < 2000 for i in nic + pcie)   # not by PCIe or the NIC
 
 
 @pytest.mark.parametrize("algorithm", ["hierarchical", "ring"])

@@ -1,6 +1,7 @@
 """Every kind of fabric, derived from its YAML: the counts a designer would
 check on paper (switches, links, ports, endpoints), rail wiring, and routes
-that take every endpoint to every other without passing through a server."""
+that take every endpoint to every other without passing through a server, and
+every GPU to the others of its server over the NVSwitch."""
 
 import itertools
 from collections import Counter
@@ -30,13 +31,17 @@ def roles(fabric):
 def test_superpod_scalable_unit():
     f = load_fabric(TOPOLOGIES / "superpod-su.yaml")
     assert len(f.servers) == 256                                  # 32 nodes x 8 GPUs
-    assert roles(f) == {"node": 32, "leaf": 8, "spine": 4}
+    assert roles(f) == {"nvswitch": 32, "leaf": 8, "spine": 4}
     kinds = Counter(l.kind for l in f.links)
     assert kinds == {"intra_node": 256, "server_leaf": 256, "leaf_spine": 32}
     p = ports(f)
     assert all(p[f"leaf{r}"] == 32 + 4 for r in range(1, 9))      # 32 NICs down, 4 spines up
     assert all(p[f"spine{j}"] == 8 for j in range(1, 5))
-    assert all(p[f"h{s}"] == 16 for s in range(1, 33))            # 8 GPUs + 8 NICs
+    assert all(p[f"h{s}nv"] == 8 for s in range(1, 33))           # 8 GPUs on each NVSwitch
+    gpu = f.server("h7g3")                                        # two interfaces, as a DGX GPU
+    assert (gpu.intf, gpu.nv_intf, gpu.nvswitch, gpu.server) == ("h7g3-eth0", "h7g3-eth1",
+                                                                   "h7nv", "h7")
+    assert gpu.ip == "10.0.3.7" and gpu.nv_ip == "172.31.0.51"
     assert f.oversubscription() == 1.0
 
 
@@ -44,10 +49,10 @@ def test_rail_wiring_puts_gpu_i_on_rail_leaf_i():
     f = load_fabric(TOPOLOGIES / "superpod-su.yaml")
     for gpu in f.servers:
         assert gpu.leaf == f"leaf{gpu.gpu}"
-        link = next(l for l in f.links if (l.a, l.a_port) == (gpu.node, gpu.nic_port))
-        assert link.b == gpu.leaf and link.b_port == gpu.port
+        link = next(l for l in f.links if (l.a, l.a_port) == (gpu.name, 0))
+        assert link.kind == "server_leaf" and (link.b, link.b_port) == (gpu.leaf, gpu.port)
     # every server has exactly one NIC on each rail leaf
-    nics = Counter((l.a, l.b) for l in f.links if l.kind == "server_leaf")
+    nics = Counter((f.server(l.a).server, l.b) for l in f.links if l.kind == "server_leaf")
     assert set(nics.values()) == {1} and len(nics) == 32 * 8
 
 
@@ -66,9 +71,10 @@ links: {server_leaf: {rate_mbit: 1}, leaf_spine: {rate_mbit: 1}, intra_node: {ra
     ("fat-tree-k4.yaml", {"leaf": 8, "agg": 8, "core": 4}, 16 + 16 + 16, 16),
     ("single-switch.yaml", {"leaf": 1}, 8, 8),
     ("full-mesh.yaml", {"leaf": 6}, 6 + 15, 6),
-    ("rail-optimized.yaml", {"node": 8, "leaf": 4, "spine": 2}, 32 + 32 + 8, 32),
-    ("leaf-spine-4gpu.yaml", {"node": 8, "leaf": 4, "spine": 2}, 32 + 32 + 8, 32),
-    ("multi-gpu.yaml", {"node": 4, "leaf": 2, "spine": 2}, 16 + 4 + 4, 16),
+    ("rail-optimized.yaml", {"nvswitch": 8, "leaf": 4, "spine": 2}, 32 + 32 + 8, 32),
+    ("leaf-spine-4gpu.yaml", {"nvswitch": 8, "leaf": 4, "spine": 2}, 32 + 32 + 8, 32),
+    # 4 GPUs share one NIC: a PCIe switch per server as well
+    ("multi-gpu.yaml", {"nvswitch": 4, "node": 4, "leaf": 2, "spine": 2}, 16 + 16 + 4 + 4, 16),
     ("default.yaml", {"leaf": 2, "spine": 2}, 4 + 4, 4),
 ])
 def test_counts_of_each_kind(name, switches, links, endpoints):
@@ -77,6 +83,8 @@ def test_counts_of_each_kind(name, switches, links, endpoints):
     assert len(f.links) == links and len(f.servers) == endpoints
     assert len({s.dpid for s in f.switches}) == len(f.switches)
     assert len({h.ip for h in f.servers}) == len(f.servers)
+    nv = [h.nv_ip for h in f.servers if h.nv_ip]
+    assert len(set(nv)) == len(nv)
 
 
 def test_fat_tree_is_k_ary():
@@ -112,7 +120,18 @@ def test_every_endpoint_reaches_every_other_and_no_server_is_transit(name):
             inner = set(path[1:-1]) & nodes
             assert inner <= {src.node, dst.node}, path
             if src.node and src.node == dst.node:
-                assert path == (src.name, src.node, dst.name)     # NVLink only
+                assert path == (src.name, src.node, dst.name)     # over PCIe, not the network
+
+
+@pytest.mark.parametrize("name", ["multi-gpu.yaml", "rail-optimized.yaml"])
+def test_gpus_of_a_server_reach_each_other_over_the_nvswitch(name):
+    f = load_fabric(TOPOLOGIES / name)
+    plans = compute_plan(f)
+    for gpu in f.servers:
+        plan = plans[gpu.nvswitch]
+        assert plan.routes[gpu.nv_ip] == ("output", gpu.nv_port)
+        assert set(plan.routes) == {h.nv_ip for h in f.servers if h.server == gpu.server}
+        assert not plan.groups and not plan.uplinks           # nothing leaves the server
 
 
 def test_fat_tree_spreads_over_all_cores_between_pods():
@@ -126,16 +145,20 @@ def test_rail_traffic_stays_on_its_rail_leaf():
     f = load_fabric(TOPOLOGIES / "superpod-su.yaml")
     plans = compute_plan(f)
     same_rail = trace(f, plans, "h1g3", f.server("h32g3").ip)
-    assert same_rail == (("h1g3", "h1", "leaf3", "h32", "h32g3"),)
+    assert same_rail == (("h1g3", "leaf3", "h32g3"),)
     cross_rail = trace(f, plans, "h1g3", f.server("h32g5").ip)
-    assert {p[3] for p in cross_rail} == {"spine1", "spine2", "spine3", "spine4"}
-    assert all(p[2] == "leaf3" and p[4] == "leaf5" for p in cross_rail)
+    assert {p[2] for p in cross_rail} == {"spine1", "spine2", "spine3", "spine4"}
+    assert all(p[1] == "leaf3" and p[3] == "leaf5" for p in cross_rail)
 
 
 def test_a_gpu_whose_nic_is_down_still_sends_by_another():
-    f = load_fabric(TOPOLOGIES / "rail-optimized.yaml")
+    f = parse_fabric("""
+fabric: {spines: 2, leaves: 2, servers_per_leaf: 2}
+server: {gpus: 4, nics: 2}
+links: {server_leaf: {rate_mbit: 1}, leaf_spine: {rate_mbit: 1}, intra_node: {rate_mbit: 8}}
+""", "t.yaml")
     gpu = f.server("h1g1")
     plans = compute_plan(f, frozenset({(gpu.node, gpu.nic_port)}))
     assert plans["h1"].uplinks[gpu.node_port] != gpu.nic_port
-    for path in trace(f, plans, "h1g1", f.server("h5g2").ip):
-        assert path[-1] == "h5g2"
+    for path in trace(f, plans, "h1g1", f.server("h4g2").ip):
+        assert path[-1] == "h4g2"

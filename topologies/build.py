@@ -27,10 +27,16 @@ class FabricTopo(Topo):
     def build(self, fabric: Fabric):          # noqa: D102 (Mininet's hook)
         for sw in fabric.switches:
             self.addSwitch(sw.name, dpid=f"{sw.dpid:016x}")
+        nv = {h.name: h for h in fabric.servers if h.nv_ip}
         for h in fabric.servers:
             self.addHost(h.name, ip=f"{h.ip}/{fabric.prefixlen}", mac=h.mac)
         for link in fabric.links:
-            self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)
+            opts = {}
+            if link.kind == "intra_node":          # the GPU's NVLink interface, eth1
+                gpu = nv[link.a]
+                opts = {"addr1": gpu.nv_mac,
+                        "params1": {"ip": f"{gpu.nv_ip}/{fabric.nv_prefixlen}"}}
+            self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, **opts)
 
 
 class FabricSwitch(OVSSwitch):
@@ -102,14 +108,16 @@ def shaping_plan(fabric: Fabric) -> Dict[str, List[str]]:
     return plan
 
 
-def host_setup_script(intf: str, mtu: int, tc_cmds: List[str]) -> str:
-    """One shell line run inside a server's namespace: the fabric's MTU,
+def host_setup_script(intfs: Dict[str, List[str]], mtu: int) -> str:
+    """One shell line run inside a server's namespace, for each interface
+    (name -> its tc commands): the fabric's MTU,
     checksum and segmentation offloads off (the userspace datapath forwards unfinished checksums, and
     super-packets would defeat the packet-counted queue), IPv6 off (its
     neighbour discovery is noise on the counters), then the shaping."""
-    steps = [f"ip link set dev {intf} mtu {mtu}",
-             f"ethtool -K {intf} tx off tso off gso off >/dev/null",
-             "sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
+    steps = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
              "sysctl -qw net.ipv6.conf.default.disable_ipv6=1"]
-    steps += [f"tc {c}" for c in tc_cmds]
+    for intf, tc_cmds in intfs.items():
+        steps += [f"ip link set dev {intf} mtu {mtu}",
+                  f"ethtool -K {intf} tx off tso off gso off >/dev/null"]
+        steps += [f"tc {c}" for c in tc_cmds]
     return " && ".join(steps) + " && echo lab-host-ok"

@@ -12,20 +12,27 @@ k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores),
 switches cabled pairwise), the last two as the counter-examples at small n.
 
 Servers (``server.gpus``, ``server.nics``): with one GPU and one NIC a server
-is one host on a leaf port. Otherwise the server is a node switch (its
-NVLink/NVSwitch domain, links ``intra_node``) named after the server, with a
-host per GPU (``h3g1..h3g8``) on ports 1..G and its NICs on ports G+1..G+N.
-GPU g sends through NIC ((g-1) mod N)+1 and is addressed behind that NIC's
-leaf (its home leaf); the node switch never carries traffic between NICs.
+is one host on a leaf port. With G GPUs, each GPU is a host (``h3g1..h3g8``)
+with two interfaces, as in a DGX: eth1 on the server's NVSwitch (``h3nv``,
+links ``intra_node``, addresses in ``addressing.nvlink_subnet``), which only
+joins the server's own GPUs, and eth0 towards the network. With a NIC per GPU
+(N = G) eth0 is the GPU's NIC, cabled to its leaf. With fewer NICs, the
+GPUs share them through the server's PCIe switch (``h3``: GPUs on ports 1..G,
+links at the ``intra_node`` rate, NICs on ports G+1..G+N): GPU g sends
+through NIC ((g-1) mod N)+1 and is addressed behind that NIC's leaf (its home
+leaf); the PCIe switch never carries traffic between NICs. Collectives use
+the NVLink address for peers in the same server and the NIC address for the
+others, as NCCL picks NVLink or the network.
 
 Naming, numbering and addressing are pure functions of the spec:
 
 - switches: ``leaf1..`` DPID 0x100+i, ``spine1..`` 0x200+j, ``agg1..`` 0x300+i,
-  ``core1..`` 0x400+i, node switches 0x1000+s;
+  ``core1..`` 0x400+i, PCIe switches 0x1000+s, NVSwitches 0x2000+s;
 - endpoints (the ranks): numbered server by server, GPU by GPU; the k-th
   endpoint homed on leaf l is 10.0.l.k (within ``addressing.subnet``), MAC
-  02:00:00:00:ll:kk, one interface eth0. With single-NIC servers, k is the
-  leaf port;
+  02:00:00:00:ll:kk, interface eth0. With single-NIC servers, k is the
+  leaf port. GPU g of server s has NVLink address number (s-1)G+g in
+  ``addressing.nvlink_subnet`` (MAC 02:00:00:01:hi:lo of that number) on eth1;
 - switch ports are numbered in the order links are made: a leaf's server (or
   NIC) ports first, server by server, then its uplinks spine by spine and
   parallel link by parallel link;
@@ -38,7 +45,7 @@ import copy
 import difflib
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -55,7 +62,8 @@ MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being
 MAX_RATE_MBIT = 100_000
 LEAF_DPID_BASE = 0x100
 SPINE_DPID_BASE = 0x200
-DPID_BASE = {"leaf": 0x100, "spine": 0x200, "agg": 0x300, "core": 0x400, "node": 0x1000}
+DPID_BASE = {"leaf": 0x100, "spine": 0x200, "agg": 0x300, "core": 0x400, "node": 0x1000,
+             "nvswitch": 0x2000}
 POLICIES = ("ecmp", "single-path", "stp")
 KINDS = ("leaf-spine", "rail-optimized", "fat-tree", "single-switch", "full-mesh")
 MAX_PER_LEAF = 254          # endpoints homed on one leaf: the last octet of <net>.l.k
@@ -218,7 +226,8 @@ SCHEMA = {
                "spine_core": (LINK, OPTIONAL_LINK), "intra_node": (LINK, OPTIONAL_LINK)},
               REQUIRED),
     "routing": ({"policy": (choice(*POLICIES), "ecmp")}, {}),
-    "addressing": ({"subnet": (subnet, "10.0.0.0/16")}, {}),
+    "addressing": ({"subnet": (subnet, "10.0.0.0/16"),
+                    "nvlink_subnet": (subnet, "172.31.0.0/16")}, {}),
     "experiment": (EXPERIMENT, {}),
     "names": ({
         "spine": (text(_PREFIX, "a lowercase name prefix such as 'spine' (a-z, 0-9)"), "spine"),
@@ -267,6 +276,10 @@ def _check_kind(spec: dict, source: str) -> None:
     if srv["nics"] > srv["gpus"]:
         raise FabricError(source, "server.nics", (
             f"expected at most one NIC per GPU ({srv['gpus']}), got {srv['nics']}"))
+    nets = [ipaddress.IPv4Network(spec["addressing"][k]) for k in ("subnet", "nvlink_subnet")]
+    if _multi(spec) and nets[0].overlaps(nets[1]):
+        raise FabricError(source, "addressing.nvlink_subnet", (
+            f"expected a network apart from addressing.subnet ({nets[0]}), got {nets[1]}"))
     if _multi(spec) and spec["links"]["intra_node"] is None:
         raise FabricError(source, "links.intra_node", (
             "missing; servers with several GPUs need the rate of their NVLink-class "
@@ -332,7 +345,8 @@ class LinkSpec:
 @dataclass(frozen=True)
 class Switch:
     name: str
-    role: str            # "leaf", "spine", "agg", "core" or "node" (a multi-GPU server)
+    role: str            # "leaf", "spine", "agg", "core", "node" (a server's PCIe switch
+                         # to shared NICs) or "nvswitch" (a server's NVLink domain)
     index: int           # 1-based within its role
     dpid: int
 
@@ -340,31 +354,41 @@ class Switch:
 @dataclass(frozen=True)
 class Server:
     """An endpoint, one rank of a collective: a single-NIC server, or one GPU
-    of a multi-GPU server (then `node` is the server's node switch)."""
+    of a multi-GPU server."""
     name: str
     index: int           # 1-based over the whole fabric: rank + 1
     leaf: str            # the home leaf: where its (home NIC's) link lands
     port: int            # the home leaf's port facing it (or its home NIC)
     ip: str
     mac: str
-    node: str = ""       # the node switch of its server, "" for a single-NIC server
+    node: str = ""       # its server's PCIe switch, if it shares NICs through one
     gpu: int = 1         # 1-based within its server
-    node_port: int = 0   # the node switch's port facing this GPU
-    nic_port: int = 0    # the node switch's port of its home NIC
+    node_port: int = 0   # the PCIe switch's port facing this GPU
+    nic_port: int = 0    # the PCIe switch's port of its home NIC
+    box: str = ""        # its server's name, "" for a single-NIC server (itself)
+    nvswitch: str = ""   # its server's NVSwitch, "" with one GPU per server
+    nv_port: int = 0     # the NVSwitch's port facing this GPU
+    nv_ip: str = ""      # its address on the NVSwitch (interface eth1)
+    nv_mac: str = ""
 
     @property
     def intf(self) -> str:
         return f"{self.name}-eth0"
 
     @property
+    def nv_intf(self) -> str:
+        return f"{self.name}-eth1"
+
+    @property
     def server(self) -> str:
-        """The server (box) it lives in: its node switch, or itself."""
-        return self.node or self.name
+        """The server (box) it lives in."""
+        return self.box or self.name
 
 
 @dataclass(frozen=True)
 class Link:
-    kind: str            # "server_leaf", "leaf_spine", "spine_core", "mesh" or "intra_node"
+    kind: str            # "server_leaf", "leaf_spine", "spine_core", "mesh", "intra_node"
+                         # (GPU to NVSwitch) or "pcie" (GPU to its server's PCIe switch)
     a: str
     a_port: int
     b: str
@@ -400,6 +424,10 @@ class Fabric:
         return self.spec["fabric"]["mtu"]
 
     @property
+    def nv_prefixlen(self) -> int:
+        return ipaddress.IPv4Network(self.spec["addressing"]["nvlink_subnet"]).prefixlen
+
+    @property
     def gpus_per_server(self) -> int:
         return self.spec["server"]["gpus"]
 
@@ -413,8 +441,8 @@ class Fabric:
 
     @property
     def nodes(self) -> Tuple[Switch, ...]:
-        """The node switches of multi-GPU servers (none for single-NIC servers)."""
-        return tuple(s for s in self.switches if s.role == "node")
+        """Switches inside servers: NVSwitches and PCIe switches."""
+        return tuple(s for s in self.switches if s.role in ("node", "nvswitch"))
 
     def switch(self, name: str) -> Switch:
         return next(s for s in self.switches if s.name == name)
@@ -444,6 +472,7 @@ class Fabric:
         par = f["uplinks_per_spine"] or 1
         parallel = f" ({par} parallel uplinks per spine)" if par > 1 else ""
         n_servers = len({h.server for h in self.servers})
+        multi = _multi(self.spec)
         if kind == "leaf-spine":
             head = (f"{f['spines']} spines x {f['leaves']} leaves x {f['servers_per_leaf']} "
                     f"servers per leaf{parallel}")
@@ -459,11 +488,11 @@ class Fabric:
         gpus = self.gpus_per_server
         nics = self.spec["server"]["nics"]
         inside = (f", {n_servers} servers x {gpus} GPUs ({nics} NIC{'s' if nics > 1 else ''} "
-                  "each)" if self.nodes else "")
+                  "each)" if multi else "")
         over = self.oversubscription()
         ratio = f", oversubscription {over:.2g}:1" if over > 1.0001 else ""
         return (f"{head}{inside} = {len(self.servers)} "
-                f"{'GPUs' if self.nodes else 'servers'}, {len(self.switches)} switches, "
+                f"{'GPUs' if multi else 'servers'}, {len(self.switches)} switches, "
                 f"{len(self.links)} links{ratio}")
 
     def edited(self, edit: Callable[[dict], None]) -> "Fabric":
@@ -517,12 +546,14 @@ def _layout(spec: dict):
 
 def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
     """Derive names, DPIDs, ports and addresses from a normalised spec."""
-    names, gpus = spec["names"], spec["server"]["gpus"]
+    names, gpus, n_nics = spec["names"], spec["server"]["gpus"], spec["server"]["nics"]
     multi = _multi(spec)
     net = ipaddress.IPv4Network(spec["addressing"]["subnet"])
+    nv_net = ipaddress.IPv4Network(spec["addressing"]["nvlink_subnet"])
     link_spec = {k: LinkSpec(**v) for k, v in spec["links"].items() if v is not None}
     link_spec.setdefault("spine_core", link_spec.get("leaf_spine"))
     link_spec["mesh"] = link_spec.get("leaf_spine")
+    link_spec["pcie"] = link_spec.get("intra_node")
 
     counts, homes, wires = _layout(spec)
     by_role = {role: [Switch(f"{names[role]}{i}", role, i, DPID_BASE[role] + i)
@@ -533,7 +564,7 @@ def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
         next_port[node] = next_port.get(node, 0) + 1
         return next_port[node]
 
-    servers, links, nodes = [], [], []
+    servers, links, inside = [], [], []
     homed: Dict[int, int] = {}                        # leaf index -> endpoints so far
 
     def endpoint(name, leaf, leaf_port, **extra):
@@ -551,29 +582,47 @@ def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
             links.append(Link("server_leaf", host.name, 0, leaf.name, host.port,
                               link_spec["server_leaf"]))
             continue
-        node = Switch(f"{names['server']}{s}", "node", s, DPID_BASE["node"] + s)
-        nodes.append(node)
-        gpu_ports = [port(node.name) for _ in range(gpus)]
-        nic = []                                        # (node port, leaf, leaf port)
-        for leaf_index in nic_leaves:
-            leaf = leaves[leaf_index - 1]
-            nic.append((port(node.name), leaf, port(leaf.name)))
-            links.append(Link("server_leaf", node.name, nic[-1][0], leaf.name, nic[-1][2],
-                              link_spec["server_leaf"]))
+        box = f"{names['server']}{s}"
+        nv = pcie = None
+        if gpus > 1:
+            nv = Switch(f"{box}nv", "nvswitch", s, DPID_BASE["nvswitch"] + s)
+        if n_nics < gpus or gpus == 1:                   # GPUs share NICs over PCIe
+            pcie = Switch(box, "node", s, DPID_BASE["node"] + s)
+            gpu_ports = [port(box) for _ in range(gpus)]
+            nic = []                                    # (PCIe port, leaf, leaf port)
+            for leaf_index in nic_leaves:
+                leaf = leaves[leaf_index - 1]
+                nic.append((port(box), leaf, port(leaf.name)))
+                links.append(Link("server_leaf", box, nic[-1][0], leaf.name, nic[-1][2],
+                                  link_spec["server_leaf"]))
+        inside += [sw for sw in (pcie, nv) if sw]
         for g in range(1, gpus + 1):
-            nic_port, leaf, leaf_port = nic[(g - 1) % len(nic)]
-            host = endpoint(f"{node.name}g{g}", leaf, leaf_port, node=node.name, gpu=g,
-                            node_port=gpu_ports[g - 1], nic_port=nic_port)
+            name = f"{box}g{g}"
+            if pcie:
+                nic_port, leaf, leaf_port = nic[(g - 1) % len(nic)]
+                host = endpoint(name, leaf, leaf_port, node=box, gpu=g,
+                                node_port=gpu_ports[g - 1], nic_port=nic_port, box=box)
+                links.append(Link("pcie", name, 0, box, host.node_port, link_spec["pcie"]))
+            else:                                       # the GPU's own NIC
+                leaf = leaves[nic_leaves[g - 1] - 1]
+                host = endpoint(name, leaf, port(leaf.name), gpu=g, box=box)
+                links.append(Link("server_leaf", name, 0, leaf.name, host.port,
+                                  link_spec["server_leaf"]))
+            if nv:
+                number = (s - 1) * gpus + g
+                host = replace(host, nvswitch=nv.name, nv_port=port(nv.name),
+                               nv_ip=str(nv_net.network_address + number),
+                               nv_mac=f"02:00:00:01:{number >> 8:02x}:{number & 255:02x}")
+                links.append(Link("intra_node", name, 1, nv.name, host.nv_port,
+                                  link_spec["intra_node"]))
             servers.append(host)
-            links.append(Link("intra_node", host.name, 0, node.name, host.node_port,
-                              link_spec["intra_node"]))
     for kind, (ra, ia), (rb, ib) in wires:
         a, b = by_role[ra][ia - 1], by_role[rb][ib - 1]
         links.append(Link(kind, a.name, port(a.name), b.name, port(b.name), link_spec[kind]))
     name = spec["name"] or Path(source).stem or "fabric"
     switches = tuple(sw for role in ("leaf", "spine", "agg", "core") for sw in by_role.get(role, ()))
     return Fabric(name, source, spec, spec["routing"]["policy"], net.prefixlen,
-                  switches + tuple(nodes), tuple(servers), tuple(links))
+                  switches + tuple(inside), tuple(servers), tuple(links))
 
 
 def _check_whole(fabric: Fabric, source: str) -> None:
@@ -605,7 +654,8 @@ def _check_whole(fabric: Fabric, source: str) -> None:
             raise FabricError(source, f"experiment.{key}", (
                 f"expected servers of this fabric, but there is no {missing[0]!r} "
                 f"(servers are {fabric.servers[0].name}..{fabric.servers[-1].name})"))
-    role_of = {s.name: ("server" if s.role == "node" else s.role) for s in fabric.switches}
+    role_of = {s.name: ("server" if s.role in ("node", "nvswitch") else s.role)
+               for s in fabric.switches}
     role_of.update((h.name, "server") for h in fabric.servers)
     longest = {}
     for link in fabric.links:

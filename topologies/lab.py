@@ -189,12 +189,16 @@ class Lab:
                 knob.write_text("1")
         static = len(self.fabric.servers) > STATIC_NEIGHBOURS_ABOVE
         for host in self.fabric.servers:
-            script = host_setup_script(host.intf, self.fabric.mtu, plan[host.intf])
+            intfs = [host.intf] + ([host.nv_intf] if host.nv_ip else [])
+            script = host_setup_script({i: plan[i] for i in intfs}, self.fabric.mtu)
             if static:
                 table = self.run_dir / f"neighbours-{host.name}"
                 table.write_text("".join(
                     f"neigh replace {h.ip} lladdr {h.mac} dev {host.intf} nud permanent\n"
-                    for h in self.fabric.servers if h is not host))
+                    for h in self.fabric.servers if h is not host) + "".join(
+                    f"neigh replace {h.nv_ip} lladdr {h.nv_mac} dev {host.nv_intf} "
+                    "nud permanent\n" for h in self.fabric.servers
+                    if h is not host and h.nv_ip and h.nvswitch == host.nvswitch))
                 script = f"ip -batch {table} && {script}"
             out = self.net.get(host.name).cmd(script)
             if "lab-host-ok" not in out:

@@ -88,8 +88,12 @@ class Connection:
 
 
 class Agent:
-    def __init__(self, rank: int, addresses, port: int):
-        self.rank, self.addresses, self.port = rank, addresses, port
+    def __init__(self, rank: int, addresses, port: int, nvlink=(), servers=()):
+        self.rank, self.port = rank, port
+        # a peer in the same server is reached over NVLink, as NCCL would
+        self.addresses = [nv if nv and servers and servers[p] == servers[rank] else ip
+                          for p, (ip, nv) in enumerate(zip(addresses, nvlink or
+                                                           [""] * len(addresses)))]
         self.n = len(addresses)
         self.inbox: queue.Queue = queue.Queue()
         self.conns = {}                          # (peer, channel) -> Connection
@@ -181,8 +185,12 @@ def main(argv=None) -> int:
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--addresses", required=True, help="IP of every rank, in rank order")
     p.add_argument("--port", type=int, default=7000)
+    p.add_argument("--nvlink", default="", help="NVLink address of every rank ('' for none)")
+    p.add_argument("--servers", default="", help="the server of every rank")
     a = p.parse_args(argv)
-    return serve(a.rank, lambda: Agent(a.rank, a.addresses.split(","), a.port), {
+    split = lambda v: v.split(",") if v else []             # noqa: E731
+    return serve(a.rank, lambda: Agent(a.rank, a.addresses.split(","), a.port,
+                                       split(a.nvlink), split(a.servers)), {
         "setup": lambda agent, m: {"event": "setup_done", "connections": agent.setup(
             m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], m["channels"],
             m.get("local", 1))},

@@ -10,7 +10,7 @@ from typing import Dict, List, Sequence, Tuple
 from topologies.fabric import Fabric
 from traffic import plots
 
-TIER = {"node": 1, "leaf": 2, "spine": 3, "agg": 3, "core": 4}
+TIER = {"node": 1, "nvswitch": 1, "leaf": 2, "spine": 3, "agg": 3, "core": 4}
 
 
 def fabric_nodes(fabric: Fabric) -> List[Tuple[str, int]]:

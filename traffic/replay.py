@@ -95,14 +95,23 @@ class AgentProcesses:
         self.selector.close()
 
 
+def _address(fabric, src: str, dst: str) -> str:
+    """How `src` reaches `dst`: over NVLink inside a server, else the network."""
+    a, b = fabric.server(src), fabric.server(dst)
+    return b.nv_ip if b.nv_ip and a.server == b.server else b.ip
+
+
 class RankAgents(AgentProcesses):
     """The default engine: traffic/agent.py per rank, real data."""
 
     def __init__(self, lab, servers: Sequence[str], port: int = AGENT_PORT):
-        ips = ",".join(lab.fabric.server(s).ip for s in servers)
+        hosts = [lab.fabric.server(s) for s in servers]
+        ips = ",".join(h.ip for h in hosts)
+        nvlink = ",".join(h.nv_ip for h in hosts)
+        boxes = ",".join(h.server for h in hosts)
         super().__init__(lab, servers, lambda r, s: [
             sys.executable, "-m", "traffic.agent", "--rank", str(r), "--addresses", ips,
-            "--port", str(port)])
+            "--port", str(port), "--nvlink", nvlink, "--servers", boxes])
 
     def setup(self, collective, algorithm, count, root=0, piece_bytes=65536, channels=1,
               local=1):
@@ -196,7 +205,7 @@ class Iperf3Replay:
             ts = time.monotonic()
             clients = []
             for (src, dst), nbytes in sorted(by_step[step].items()):
-                ip = self.lab.fabric.server(self.servers[dst]).ip
+                ip = _address(self.lab.fabric, self.servers[src], self.servers[dst])
                 # -n counts whole writes of -l bytes: keep writes within the transfer
                 length = max(1, min(128 * 1024, -(-nbytes // channels)))
                 clients.append(self.lab.popen(self.servers[src], [

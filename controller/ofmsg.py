@@ -77,24 +77,27 @@ def route_flow_mod(dp, ip: str, action, delete: bool = False):
     ofp, parser = dp.ofproto, dp.ofproto_parser
     match = parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=ip)
     if delete:
-        return parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_DELETE_STRICT,
-                                 priority=PRIORITY_ROUTE, match=match,
-                                 out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
+        return _delete_flow(dp, PRIORITY_ROUTE, match)
     kind, value = action
     act = parser.OFPActionGroup(value) if kind == "group" else parser.OFPActionOutput(value)
     return _add_flow(dp, PRIORITY_ROUTE, match, [act])
 
 
 def uplink_flow_mod(dp, in_port: int, out_port: Optional[int], delete: bool = False):
-    """A node switch: IPv4 from a GPU's port that no route delivers inside the
-    server leaves by that GPU's NIC."""
-    ofp, parser = dp.ofproto, dp.ofproto_parser
+    """A server's PCIe switch: IPv4 from a GPU's port that no route delivers
+    inside the server leaves by that GPU's NIC."""
+    parser = dp.ofproto_parser
     match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4)
     if delete:
-        return parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_DELETE_STRICT,
-                                 priority=PRIORITY_UPLINK, match=match,
-                                 out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
+        return _delete_flow(dp, PRIORITY_UPLINK, match)
     return _add_flow(dp, PRIORITY_UPLINK, match, [parser.OFPActionOutput(out_port)])
+
+
+def _delete_flow(dp, priority, match):
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    return parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_DELETE_STRICT,
+                             priority=priority, match=match,
+                             out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
 
 
 def arp_flow_mod(dp):

@@ -143,3 +143,21 @@ def test_arp_reply_answers_known_servers_only():
 def test_packet_out_sends_to_the_asking_port(dp):
     text = ofp_print(ofmsg.packet_out(dp, 3, b"\xff" * 60))
     assert "in_port=CONTROLLER" in text and "actions=output:3" in text
+
+
+@ovs_ofctl
+@pytest.mark.parametrize("dp", [OF13, OF15], ids=["of13", "of15"])
+def test_a_pcie_switch_sends_each_gpu_out_of_its_nic(dp):
+    """GPU ports 1..4 share NICs 5 and 6: one low-priority flow per GPU port,
+    under the routes that deliver inside the server."""
+    new = SwitchPlan(routes={"10.0.1.1": ("output", 1)}, uplinks={1: 5, 2: 6, 3: 5, 4: 6})
+    msgs = ofmsg.plan_messages(dp, SwitchPlan(), new)
+    texts = [ofp_print(m) for m in msgs]
+    uplinks = [t for t in texts if "priority=50" in t]
+    assert len(uplinks) == 4
+    assert any("in_port=2" in t and "actions=output:6" in t for t in uplinks)
+    # a GPU whose NIC went away leaves by the other one; a gone GPU port loses its flow
+    moved = ofmsg.plan_messages(dp, new, SwitchPlan(routes=new.routes,
+                                                    uplinks={1: 6, 2: 6, 3: 5}))
+    kinds = [(m.command, m.priority) for m in moved]
+    assert kinds == [(dp.ofproto.OFPFC_ADD, 50), (dp.ofproto.OFPFC_DELETE_STRICT, 50)]

@@ -358,7 +358,7 @@ def _synthetic_results(folder, alpha, kappa, sizes=(65536, 262144, 1048576)):
         for algorithm in ("ring", "hierarchical"):
             m = _planner.fabric_model(fabric, algorithm, size)
             runs.append({"collective": "allreduce", "algorithm": algorithm, "size_bytes": size,
-                         "time_s": alpha * m["steps"] + kappa * m["bandwidth_s"]})
+                         "ranks": 16, "time_s": alpha * m["steps"] + kappa * m["bandwidth_s"]})
     folder.mkdir(exist_ok=True)
     (folder / "fabric.json").write_text(json.dumps(fabric.spec))
     (folder / "summary.json").write_text(json.dumps(
@@ -403,3 +403,30 @@ def test_cli_refuses_a_folder_that_is_not_results(tmp_path, capsys):
     assert "\n" not in err
     assert _planner.main(["--fabric", str(tmp_path / "none.yaml")]) == 2
     assert "cannot read the fabric file" in capsys.readouterr().err
+
+
+def test_cli_refuses_results_of_another_fabric_and_old_or_broken_summaries(tmp_path, capsys):
+    folder = _synthetic_results(tmp_path / "run", alpha=0.002, kappa=1.25)
+    other = Path(__file__).parent.parent / "topologies" / "default.yaml"
+    assert _planner.main(["--results", str(folder), "--fabric", str(other)]) == 2
+    assert "not the same fabric" in capsys.readouterr().err
+    (folder / "summary.json").write_text("[]")
+    assert _planner.main(["--results", str(folder)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --results {folder}: expected a results")
+    summary = {"collectives": {"runs": [{"collective": "allreduce", "algorithm": "bogus",
+                                         "size_bytes": 65536, "time_s": 1.0, "ranks": 16}]}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    assert _planner.main(["--results", str(folder)]) == 2
+    assert "cannot be modelled" in capsys.readouterr().err
+
+
+def test_oversubscription_is_suggested_only_where_it_can_help():
+    clos3 = {d.name: d for d in P.plan(200_000, 64, oversubscription=63)["designs"]}["clos-3"]
+    assert not clos3.fits and "more oversubscription" not in clos3.reason
+    clos3 = {d.name: d for d in P.plan(100_000, 64)["designs"]}["clos-3"]
+    assert not clos3.fits and "more oversubscription" in clos3.reason
+
+
+def test_absurd_gradient_sizes_are_one_sentence(capsys):
+    assert P.main(["--gpus", "16", "--gradient-bytes", "9" * 400]) == 2
+    assert capsys.readouterr().err.startswith("error: gradient bytes must be")

@@ -268,6 +268,13 @@ def _check_kind(spec: dict, source: str) -> None:
         if spec["links"][key] is None:
             raise FabricError(source, f"links.{key}", f"missing; a {kind} fabric needs this "
                                                       "link class")
+    unused = {"leaf_spine": not links, "spine_core": kind != "fat-tree",
+              "intra_node": not _multi(spec)}
+    for key, idle in unused.items():
+        if idle and spec["links"][key] is not None:
+            why = ("servers have one GPU and one NIC" if key == "intra_node"
+                   else f"a {kind} fabric has no such links")
+            raise FabricError(source, f"links.{key}", f"not used here: {why}")
     if kind == "full-mesh" and f["servers"] > MAX_MESH:
         raise FabricError(source, "fabric.servers", (
             f"expected at most {MAX_MESH} servers in a full mesh (it needs n(n-1)/2 links: "
@@ -284,6 +291,15 @@ def _check_kind(spec: dict, source: str) -> None:
         raise FabricError(source, "links.intra_node", (
             "missing; servers with several GPUs need the rate of their NVLink-class "
             "interconnect (much faster than the network)"))
+
+
+def check_policy(fabric: "Fabric") -> None:
+    """stp turns every bridge into a learning switch: the switches inside a
+    multi-GPU server would carry other servers' traffic."""
+    if fabric.policy == "stp" and _multi(fabric.spec):
+        raise FabricError(fabric.source, "routing.policy", (
+            "stp is not available with servers of several GPUs or NICs: spanning tree would "
+            "make their NVSwitch and PCIe switches transit bridges; use ecmp or single-path"))
 
 
 def _multi(spec: dict) -> bool:
@@ -704,6 +720,7 @@ def parse_fabric(text_: str, source: str = "<string>") -> Fabric:
     spec = _normalise(raw, SCHEMA, "", source)
     _check_kind(spec, source)
     fabric = fabric_from_spec(spec, source)
+    check_policy(fabric)
     _check_whole(fabric, source)
     return fabric
 

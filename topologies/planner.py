@@ -269,9 +269,13 @@ def min_radix(design, gpus, gpus_per_server=8, nics_per_server=8, oversubscripti
 
 
 def _too_big(name, endpoints, radix, max_endpoints, ratio, needed):
+    ways = [f"a higher radix ({needed:,})"]
+    if _max_endpoints(name, radix, radix - 1) >= endpoints:   # all but one port down
+        ways.append("more oversubscription")
+    ways.append("another tier")
     return (f"{endpoints:,} endpoints exceed the largest {name} at radix {radix} and "
-            f"{_ratio(ratio)} oversubscription ({max_endpoints:,} endpoints); it needs a higher "
-            f"radix ({needed:,}), more oversubscription or another tier")
+            f"{_ratio(ratio)} oversubscription ({max_endpoints:,} endpoints); it needs "
+            + ", ".join(ways[:-1]) + f" or {ways[-1]}")
 
 
 def _full_mesh(E, R, r):
@@ -612,9 +616,12 @@ def parse_bytes(text) -> int:
             break
     unit = s[-1] if s[-1:] in ("K", "M", "G", "T") else ""
     digits = s[:len(s) - len(unit)].strip()
-    if not digits or not digits.replace(".", "", 1).isdigit():
+    if not digits or not digits.replace(".", "", 1).isdigit() or len(digits) > 20:
         raise PlanError(f"gradient bytes must be a size such as 1048576, 512M or 1G, got {text!r}")
-    return int(round(float(digits) * _UNITS[unit]))
+    value = float(digits) * _UNITS[unit]
+    if not 1 <= value <= 1 << 50:
+        raise PlanError(f"gradient bytes must be from 1 byte to 1 PiB, got {text!r}")
+    return int(round(value))
 
 
 # --- on an emulated fabric -------------------------------------------------------------
@@ -636,7 +643,6 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     intra = fabric.spec["links"].get("intra_node")
     beta_intra = M.beta_for_rate(intra["rate_mbit"], fabric.mtu) if intra else None
     nic = {r: (h.leaf, h.port) for r, h in enumerate(fabric.servers)}
-    local = local if algorithm == "hierarchical" or local > 1 else 1
     seconds = M.predict_seconds("allreduce", algorithm, n, count, 0.0, beta, 0, local,
                                 beta_intra, nic.__getitem__)
     steps = M.schedule_cost(S.build("allreduce", algorithm, n, count, local=local))["steps"]
@@ -691,8 +697,9 @@ def format_fabric(fabric, rows, calibration=None, source="") -> str:
     if calibration:
         lines.append(f"  calibrated from {source or 'an emulated run'} over "
                      f"{len(calibration['points'])} size(s): alpha {calibration['alpha_s'] * 1e3:.2f} ms "
-                     f"per step, bandwidth term x{calibration['kappa']:.2f} "
-                     f"(efficiency {1 / calibration['kappa']:.0%})" if calibration["kappa"] else "")
+                     f"per step, bandwidth term x{calibration['kappa']:.2f}"
+                     + (f" (efficiency {1 / calibration['kappa']:.0%})"
+                        if calibration["kappa"] else ""))
     head = f"  {'size':>10}  {'algorithm':<13} {'steps':>5}  {'model s':>9}"
     if calibration:
         head += f"  {'calibrated s':>12}  {'measured s':>10}  {'meas/cal':>8}"
@@ -808,7 +815,7 @@ def _fabric_inputs(args):
     """The fabric (from --fabric, else the results folder's own fabric.json),
     the calibration from --results, and its source. The fabric also sets the
     servers' GPUs and NICs and the link rates of the plan."""
-    from topologies.fabric import FabricError, fabric_from_spec, load_fabric
+    from topologies.fabric import FabricError, load_fabric, parse_fabric
     fabric = calibration = None
     source = ""
     try:
@@ -818,14 +825,24 @@ def _fabric_inputs(args):
             folder = Path(args.results)
             try:
                 summary = json.loads((folder / "summary.json").read_text())
-                if fabric is None:
-                    spec = json.loads((folder / "fabric.json").read_text())
-                    fabric = fabric_from_spec(spec, summary.get("source", str(folder)))
-            except (OSError, ValueError) as exc:
+                runs = (summary.get("collectives") or {}).get("runs") or []
+                if fabric is None:          # the fabric the run built, checked as a YAML is
+                    fabric = parse_fabric((folder / "fabric.json").read_text(),
+                                          str(folder / "fabric.json"))
+            except (OSError, ValueError, AttributeError) as exc:
                 raise PlanError(f"--results {folder}: expected a results folder of "
                                 f"run_topology.py with summary.json and fabric.json ({exc})") from None
-            runs = summary.get("collectives", {}).get("runs", [])
-            calibration = calibrate(fabric, runs)
+            other = {r.get("ranks") for r in runs} - {len(fabric.servers), None}
+            if other:
+                raise PlanError(f"--results {folder}: its runs had {other.pop()} ranks and "
+                                f"{fabric.name} has {len(fabric.servers)}: not the same fabric")
+            try:
+                calibration = calibrate(fabric, runs)
+            except (KeyError, TypeError, ValueError) as exc:
+                if isinstance(exc, PlanError):
+                    raise
+                raise PlanError(f"--results {folder}: a run in summary.json cannot be "
+                                f"modelled ({type(exc).__name__}: {exc})") from None
             source = str(folder)
     except FabricError as exc:
         raise PlanError(str(exc)) from None

@@ -71,6 +71,10 @@ class Experiment:
             raise ValueError("expected at least 1 timed iteration and no negative warm-up")
         if self.piece_bytes < 64:
             raise ValueError(f"piece size must be at least 64 bytes, got {self.piece_bytes}")
+        if self.algorithm == "hierarchical" and local == 1:
+            raise ValueError("hierarchical AllReduce needs servers with several GPUs "
+                             "(server.gpus), ranks in whole servers; with one GPU per server "
+                             "it is the ring")
         if self.algorithm == "hierarchical" and n_ranks % local:
             raise ValueError(f"hierarchical AllReduce needs whole servers: {n_ranks} ranks "
                              f"are not a multiple of {local} GPUs per server")

@@ -38,6 +38,7 @@ import json       # noqa: E402
 import signal     # noqa: E402
 import subprocess  # noqa: E402
 import time       # noqa: E402
+from dataclasses import replace  # noqa: E402
 
 try:
     from topologies.fabric import (DEFAULT_FABRIC, POLICIES, FabricError, check_policy,
@@ -115,8 +116,12 @@ def parse_args(argv):
                    help="the NCCL collective to replay (default allreduce)")
     g.add_argument("-a", "--algorithm",
                    choices=sorted({a for al in schedules.ALGORITHMS.values() for a in al}),
-                   help="ring (default), rhd (recursive halving-doubling) or tree for AllReduce; "
-                        "pairwise for AllToAll; ring otherwise")
+                   help="ring (default), rhd (recursive halving-doubling), tree or hierarchical "
+                        "(multi-GPU servers) for AllReduce; pairwise for AllToAll; ring otherwise")
+    g.add_argument("--compare", metavar="ALG[,ALG]", type=lambda v: [a for a in v.split(",") if a],
+                   default=[],
+                   help="then replay these algorithms of the same collective in the same lab, "
+                        "each with its tables; busbw.png draws every one")
     g.add_argument("--engine", choices=("agents", "iperf3", "scapy"),
                    help="agents: rank processes with real, checked data (default); iperf3: the "
                         "same transfers as iperf3 flows; scapy: as RoCEv2 packets")
@@ -194,6 +199,11 @@ def experiment_from(fabric, args):
         if pair and not set(pair) <= servers:
             raise ValueError(f"{flag} {','.join(pair)}: not servers of this fabric "
                              f"({fabric.servers[0].name}..{fabric.servers[-1].name})")
+    for algorithm in args.compare:
+        try:
+            replace(exp, algorithm=algorithm).check(n, fabric.gpus_per_server)
+        except ValueError as exc:
+            raise ValueError(f"--compare {algorithm}: {exc}") from None
     return exp
 
 
@@ -218,7 +228,7 @@ def main(argv=None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.check:
-        return _check(fabric, exp)
+        return _check(fabric, exp, args)
     for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
     if args.calibrate:
@@ -278,6 +288,15 @@ def _run(fabric, exp, args) -> int:
             + ("" if reach.complete else f"; failing: {_pairs(reach.failures)}"))
         if reach.complete and not args.no_traffic and exp is not None:
             summary["collectives"] = _collectives(lab, exp, run_dir, args, say)
+            compared = {}
+            for algorithm in args.compare:
+                say(f"compare  the same sweep with algorithm {algorithm}")
+                compared[algorithm] = _collectives(lab, replace(exp, algorithm=algorithm),
+                                                   run_dir / algorithm, args, say)
+            if compared:
+                summary["compared"] = compared
+            summary["collectives"]["figures"] = _figures(lab.fabric, summary["collectives"],
+                                                         compared, run_dir, say)
             pairs = checks.cross_leaf_pairs(fabric)
             if args.iperf_check and pairs:
                 summary["traffic"] = checks.iperf3_check(lab, pairs, args.seconds, args.streams)
@@ -298,7 +317,8 @@ def _run(fabric, exp, args) -> int:
     else:
         print(f"teardown {summary['timings']['teardown_s']:.1f} s; results in {run_dir}")
     ok = summary["reachability"]["ok"] == summary["reachability"]["total"]
-    wrong = [r["wrong"] for r in summary.get("collectives", {}).get("runs", [])]
+    results = [summary.get("collectives", {})] + list(summary.get("compared", {}).values())
+    wrong = [r["wrong"] for result in results for r in result.get("runs", [])]
     return 0 if ok and not any(wrong) else 1
 
 
@@ -321,14 +341,25 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
     if not args.json:
         _print_uplinks(lab.fabric, result["uplink_tx_bytes"], "during the collectives")
         _print_split(result)
+    return result
+
+
+def _figures(fabric, result, compared, run_dir, say) -> list:
+    """The PNGs of the run; busbw.png has a curve per algorithm replayed."""
     try:
         from traffic.figures import write_figures
-        result["figures"] = [p.name for p in write_figures(lab.fabric, result, run_dir)]
-        say(f"figures  {', '.join(result['figures'])} in {run_dir}")
+        curves = None
+        if compared:
+            curves = {f"{r['experiment']['collective']} ({alg})":
+                      [(x["size_bytes"], x["busbw_gbps"]) for x in r["runs"]]
+                      for alg, r in [(result["experiment"]["algorithm"], result),
+                                     *compared.items()]}
+        names = [p.name for p in write_figures(fabric, result, run_dir, curves)]
+        say(f"figures  {', '.join(names)} in {run_dir}")
+        return names
     except Exception as exc:          # noqa: BLE001 (a picture is never worth the run)
-        result["figures"] = []
         say(f"figures  none: drawing failed ({type(exc).__name__}: {exc})")
-    return result
+        return []
 
 
 def _print_split(result):
@@ -394,7 +425,7 @@ def _print_uplinks(fabric, uplink_bytes, when):
         print(f"         {leaf:>7}  {cells}  (max/mean {imbalance(list(counters.values())):.2f})")
 
 
-def _check(fabric, exp) -> int:
+def _check(fabric, exp, args) -> int:
     from topologies.system import LabError, check_netem
     if any(l.spec.needs_netem for l in fabric.links):
         if os.geteuid() != 0:
@@ -416,7 +447,8 @@ def _check(fabric, exp) -> int:
         return 0
     print(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
           f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} iterations "
-          f"after {exp.warmup} warm-up, {exp.channels} connection(s) per peer")
+          f"after {exp.warmup} warm-up, {exp.channels} connection(s) per peer"
+          + (f"; then the same with {', '.join(args.compare)}" if args.compare else ""))
     return 0
 
 

@@ -17,12 +17,15 @@ pytestmark = pytest.mark.privileged
 TOPOLOGIES = REPO / "topologies"
 
 
-def test_run_topology_writes_the_figures(tmp_path, clean_host):
+def test_run_topology_compares_algorithms_and_writes_the_figures(tmp_path, clean_host):
     proc = run(str(TOPOLOGIES / "multi-gpu.yaml"), "--json", "--results", str(tmp_path),
-               "-a", "hierarchical", "-b", "32K", "-e", "128K", "-n", "1", "-w", "0",
-               timeout=300)
+               "-a", "hierarchical", "--compare", "ring", "-b", "32K", "-e", "128K", "-n", "1",
+               "-w", "0", timeout=300)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
+    ring = summary["compared"]["ring"]["runs"]
+    assert [r["algorithm"] for r in ring] == ["ring", "ring"]
+    assert all(r["wrong"] == 0 for r in ring + summary["collectives"]["runs"])
     folder = tmp_path / os.path.basename(summary["results"])
     assert summary["collectives"]["figures"] == ["fabric.png", "busbw.png", "timeline.png"]
     for name in summary["collectives"]["figures"]:

@@ -4,6 +4,7 @@ pair, running a hierarchical AllReduce with the right data, and torn down to
 nothing. (A module of its own: its labs share node names with
 test_multi_gpu.py's, and two labs cannot hold the same names at once.)"""
 
+import csv
 import json
 import os
 
@@ -30,6 +31,9 @@ def test_run_topology_compares_algorithms_and_writes_the_figures(tmp_path, clean
     assert summary["collectives"]["figures"] == ["fabric.png", "busbw.png", "timeline.png"]
     for name in summary["collectives"]["figures"]:
         assert is_png(folder / name)
+    rows = list(csv.DictReader((folder / "results.csv").read_text().splitlines()))
+    assert [int(r["payload_inter_node_bytes"]) for r in rows] == [
+        r["payload_bytes"]["inter"] for r in summary["collectives"]["runs"]]
 
 
 def test_the_superpod_unit_builds_runs_and_leaves_nothing(tmp_path, clean_host):

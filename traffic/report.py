@@ -68,7 +68,9 @@ def fabric_table(result: dict, link_rate_mbit: float) -> str:
 CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count", "type", "redop",
               "root", "time_s", "algbw_gbps", "busbw_gbps", "wrong", "predicted_s",
               "measured_over_predicted", "lat_p50_us", "lat_p99_us", "lat_max_us",
-              "peak_util", "drops", "ecmp_imbalance_max", "cpu_busy_pct"]
+              "peak_util", "drops", "ecmp_imbalance_max", "cpu_busy_pct",
+              "payload_intra_node_bytes", "payload_inter_node_bytes",
+              "wire_intra_node_bytes", "wire_network_to_servers_bytes"]
 
 
 def csv_text(result: dict) -> str:
@@ -82,5 +84,10 @@ def csv_text(result: dict) -> str:
                     "lat_max_us": r["latency"]["max_us"],
                     "peak_util": max((l["peak_util"] for l in links), default=0),
                     "drops": sum(l["drops"] for l in links),
-                    "ecmp_imbalance_max": max(r["ecmp_imbalance"].values(), default="")})
+                    "ecmp_imbalance_max": max(r["ecmp_imbalance"].values(), default=""),
+                    "payload_intra_node_bytes": r.get("payload_bytes", {}).get("intra", ""),
+                    "payload_inter_node_bytes": r.get("payload_bytes", {}).get("inter", ""),
+                    "wire_intra_node_bytes": r.get("wire_bytes", {}).get("intra_node", ""),
+                    "wire_network_to_servers_bytes":
+                        r.get("wire_bytes", {}).get("network_to_servers", "")})
     return out.getvalue()

@@ -743,7 +743,9 @@ def _parser():
     p.add_argument("--gpus", type=whole, help="GPUs in the cluster (2 to 10,000,000); "
                    "with --fabric or --results, the fabric's own count unless given")
     p.add_argument("--fabric", help="a fabric YAML: plan its GPU count and servers, and predict "
-                   "AllReduce on it at its configured rates")
+                   "AllReduce on it at its configured rates (its GPUs and NICs per server and "
+                   "link rates replace --gpus-per-server, --nics-per-server, --link-gbps and "
+                   "--intra-gbps)")
     p.add_argument("--results", help="a results folder of run_topology.py: calibrate the "
                    "AllReduce model on its runs (its fabric, unless --fabric is given)")
     p.add_argument("--radix", type=whole, default=64, help="ports per switch, even (default 64)")

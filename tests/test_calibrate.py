@@ -18,3 +18,4 @@ def test_calibration_reports_each_rate_and_recommends_one(tmp_path, clean_host):
     text = calibration_table(fabric, rows)
     assert text.splitlines()[1].split()[:3] == ["#", "rate", "(Mbit/s)"]
     assert "# Recommended: links of 10 Mbit/s or less" in text or "# Recommended: links of 5" in text
+

@@ -162,3 +162,15 @@ links: {server_leaf: {rate_mbit: 1}, leaf_spine: {rate_mbit: 1}, intra_node: {ra
     assert plans["h1"].uplinks[gpu.node_port] != gpu.nic_port
     for path in trace(f, plans, "h1g1", f.server("h4g2").ip):
         assert path[-1] == "h4g2"
+
+
+def test_calibration_rates_keep_every_link_class_in_proportion():
+    """--calibrate changes the NIC rate; the rest follows in proportion."""
+    from traffic.calibrate import at_rate
+    topologies = TOPOLOGIES
+    single = at_rate(load_fabric(topologies / "single-switch.yaml"), 40)   # no uplinks at all
+    assert single.spec["links"]["server_leaf"]["rate_mbit"] == 40
+    gpus = at_rate(load_fabric(topologies / "multi-gpu.yaml"), 20)          # 10 -> 20 Mbit/s
+    links = gpus.spec["links"]
+    assert (links["server_leaf"]["rate_mbit"], links["leaf_spine"]["rate_mbit"],
+            links["intra_node"]["rate_mbit"]) == (20, 20, 200)

@@ -22,9 +22,14 @@ GOOD_BUSBW = 0.85          # of the link rate; 0.96 is the TCP/IP ceiling
 
 
 def at_rate(fabric: Fabric, rate: float) -> Fabric:
+    """The fabric with its server links at `rate` and every other link class
+    scaled by the same factor (an NVLink 8x the NIC stays 8x)."""
+    factor = rate / fabric.spec["links"]["server_leaf"]["rate_mbit"]
+
     def edit(spec):
-        for kind in ("server_leaf", "leaf_spine"):
-            spec["links"][kind]["rate_mbit"] = rate
+        for link in spec["links"].values():
+            if link is not None:
+                link["rate_mbit"] = round(link["rate_mbit"] * factor, 6)
         spec["routing"]["policy"] = "ecmp"
     return fabric.edited(edit)
 

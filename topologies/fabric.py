@@ -499,8 +499,10 @@ class Fabric:
             head = (f"{f['k']}-ary fat-tree: {f['k']} pods, {len(self.leaves)} edge, "
                     f"{sum(s.role == 'agg' for s in self.switches)} aggregation and "
                     f"{sum(s.role == 'core' for s in self.switches)} core switches")
+        elif kind == "single-switch":
+            head = "single switch"
         else:
-            head = kind
+            head = f"full mesh of {f['servers']} switches"
         gpus = self.gpus_per_server
         nics = self.spec["server"]["nics"]
         inside = (f", {n_servers} servers x {gpus} GPUs ({nics} NIC{'s' if nics > 1 else ''} "
@@ -508,7 +510,8 @@ class Fabric:
         over = self.oversubscription()
         ratio = f", oversubscription {over:.2g}:1" if over > 1.0001 else ""
         return (f"{head}{inside} = {len(self.servers)} "
-                f"{'GPUs' if multi else 'servers'}, {len(self.switches)} switches, "
+                f"{'GPUs' if multi else 'servers'}, {len(self.switches)} "
+                f"switch{'es' if len(self.switches) > 1 else ''}, "
                 f"{len(self.links)} links{ratio}")
 
     def edited(self, edit: Callable[[dict], None]) -> "Fabric":

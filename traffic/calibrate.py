@@ -75,6 +75,7 @@ def calibration_table(fabric: Fabric, rows: List[dict]) -> str:
                      f"{r['ovs_core_pct']:11.0f}%  {r['latency_p99_us']:16.0f}")
     best = recommended(rows)
     lines.append(f"# Recommended: links of {best:g} Mbit/s or less for this fabric on this host"
-                 if best else "# No rate tried here gave trustworthy results: try fewer servers "
-                              "or a smaller fabric")
+                 if best else f"# No rate tried here reached busbw/link {GOOD_BUSBW} with the "
+                              "host keeping up: try fewer servers, a smaller fabric or jumbo "
+                              "frames (fabric.mtu: 9000)")
     return "\n".join(lines)

@@ -49,6 +49,15 @@ def selection_method_words(method: str = "dp_hash", param: int = OVS_HASH_ALG_L4
     return [w for (w,) in struct.iter_unpack("!I", body)]
 
 
+def hash_basis(dp) -> int:
+    """A basis for the switch's 5-tuple hash, different on every switch. With
+    one basis everywhere, every tier hashes a flow alike: a flow that took
+    bucket 1 at the edge takes bucket 1 at the aggregation switch too, and in a
+    3-tier fat-tree half the cores never see a packet (hash polarisation)."""
+    dpid = getattr(dp, "id", None) or 0
+    return (dpid * 0x9E3779B1) & 0xFFFFFFFF
+
+
 def group_mod(dp, gid: int, ports, command: str = "add"):
     """A select group with a bucket per port; each bucket watches its port, so
     the datapath stops using a dead link before the controller hears of it."""
@@ -67,7 +76,8 @@ def group_mod(dp, gid: int, ports, command: str = "add"):
         for i, p in enumerate(ports)]
     method = parser.OFPGroupPropExperimenter(
         type_=ofp.OFPGPT_EXPERIMENTER, experimenter=NTR_VENDOR_ID,
-        exp_type=NTRT_SELECTION_METHOD, data=selection_method_words())
+        exp_type=NTRT_SELECTION_METHOD,
+        data=selection_method_words(param=OVS_HASH_ALG_L4 << 32 | hash_basis(dp)))
     return parser.OFPGroupMod(dp, command=cmd, type_=ofp.OFPGT_SELECT, group_id=gid,
                               buckets=buckets, properties=[method])
 

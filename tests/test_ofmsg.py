@@ -161,3 +161,17 @@ def test_a_pcie_switch_sends_each_gpu_out_of_its_nic(dp):
                                                     uplinks={1: 6, 2: 6, 3: 5}))
     kinds = [(m.command, m.priority) for m in moved]
     assert kinds == [(dp.ofproto.OFPFC_ADD, 50), (dp.ofproto.OFPFC_DELETE_STRICT, 50)]
+
+
+@ovs_ofctl
+def test_every_switch_hashes_with_its_own_basis():
+    """One basis on every tier would make each tier's choice repeat the one
+    before (hash polarisation: half the cores of a fat-tree left idle)."""
+    class Switch:                                   # a datapath as the app has it
+        def __init__(self, dpid):
+            self.id, self.ofproto, self.ofproto_parser = dpid, OF15.ofproto, OF15.ofproto_parser
+    bases = {ofmsg.hash_basis(Switch(d)) for d in (0x101, 0x102, 0x301, 0x302, 0x2001)}
+    assert len(bases) == 5 and 0 not in bases
+    text = ofp_print(ofmsg.group_mod(Switch(0x301), 2, (3, 4)))
+    # the L4 algorithm (0) in the upper 32 bits, the basis in the lower
+    assert f"selection_method_param={ofmsg.hash_basis(Switch(0x301))}," in text

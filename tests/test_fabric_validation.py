@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from topologies.fabric import DEFAULT_FABRIC, FabricError, load_fabric, parse_fabric
+from traffic.experiment import experiment_from
 
 BASE = {
     "name": "t",
@@ -34,13 +35,13 @@ def test_default_fabric_loads():
     fabric = load_fabric()
     assert fabric.source == str(DEFAULT_FABRIC)
     assert [s.name for s in fabric.switches] == ["leaf1", "leaf2", "spine1", "spine2"]
-    assert len(fabric.servers) == 4 and fabric.policy == "ecmp"
+    assert len(fabric.endpoints) == 4 and fabric.policy == "ecmp"
 
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "topologies").glob("*.yaml")),
                          ids=lambda p: p.name)
 def test_every_example_is_valid(path):
-    assert load_fabric(path).servers
+    assert load_fabric(path).endpoints
 
 
 def test_defaults_and_derived_numbering():
@@ -49,7 +50,7 @@ def test_defaults_and_derived_numbering():
                                              "delay_ms": 0, "loss_percent": 0}
     leaf2 = f.switch("leaf2")
     assert leaf2.dpid == 0x102 and f.switch("spine1").dpid == 0x201
-    h3 = f.server("h3")
+    h3 = f.endpoint("h3")
     assert (h3.leaf, h3.port, h3.ip, h3.mac) == ("leaf2", 1, "10.0.2.1", "02:00:00:00:02:01")
     # leaf ports: servers 1..2, then spine1 x2, spine2 x2; spine ports per leaf x2
     assert [(l.a_port, l.b, l.b_port) for l in f.uplinks("leaf2")] == [
@@ -62,7 +63,7 @@ def test_names_and_subnet_are_configurable():
     doc["names"] = {"spine": "sp", "leaf": "lf", "server": "gpu"}
     doc["addressing"] = {"subnet": "172.16.0.0/12"}
     f = parse_fabric(yaml.safe_dump(doc), "t.yaml")
-    assert f.servers[0].name == "gpu1" and f.servers[0].ip == "172.16.1.1"
+    assert f.endpoints[0].name == "gpu1" and f.endpoints[0].ip == "172.16.1.1"
     assert f.prefixlen == 12 and f.switches[0].name == "lf1"
 
 
@@ -70,9 +71,10 @@ def test_experiment_section_takes_sizes_with_units():
     doc = yaml.safe_load(variant())
     doc["experiment"] = {"collective": "allgather", "minbytes": "64K", "maxbytes": "2M",
                          "probe": ["h1", "h6"]}
-    spec = parse_fabric(yaml.safe_dump(doc), "t.yaml").spec["experiment"]
-    assert spec["minbytes"] == 65536 and spec["maxbytes"] == 2 * 1024 * 1024
-    assert spec["collective"] == "allgather" and spec["iters"] is None
+    exp = experiment_from(parse_fabric(yaml.safe_dump(doc), "t.yaml"))
+    assert exp.minbytes == 65536 and exp.maxbytes == 2 * 1024 * 1024
+    assert exp.collective == "allgather" and exp.algorithm == "ring"
+    assert exp.iters == 5 and exp.probe == ["h1", "h6"]           # defaults where not given
 
 
 def test_policy_override_keeps_everything_else():
@@ -178,7 +180,7 @@ BAD = [
 @pytest.mark.parametrize("what,text,expected", BAD, ids=[b[0] for b in BAD])
 def test_bad_input_names_file_key_and_expectation(what, text, expected):
     with pytest.raises(FabricError) as info:
-        parse_fabric(text, "t.yaml")
+        experiment_from(parse_fabric(text, "t.yaml"))       # all a run reads of the file
     message = str(info.value)
     assert expected in message
     assert message.startswith("t.yaml") and "\n" not in message

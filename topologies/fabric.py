@@ -42,306 +42,17 @@ Naming, numbering and addressing are pure functions of the spec:
 from __future__ import annotations
 
 import copy
-import difflib
 import ipaddress
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
-import yaml
-
-from traffic.schedules import ALGORITHMS, COLLECTIVES
+from topologies.schema import (FabricError, check_policy, check_whole, load_yaml,  # noqa: F401
+                               multi_gpu, normalise_fabric, read_text)
 
 DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
-
-IFNAME_MAX = 15          # Linux IFNAMSIZ - 1
-MAX_SERVERS = 512        # beyond this a 2-core host spends minutes building
-MAX_SWITCHES = 128
-MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
-MAX_RATE_MBIT = 100_000
-LEAF_DPID_BASE = 0x100
-SPINE_DPID_BASE = 0x200
 DPID_BASE = {"leaf": 0x100, "spine": 0x200, "agg": 0x300, "core": 0x400, "node": 0x1000,
              "nvswitch": 0x2000}
-POLICIES = ("ecmp", "single-path", "stp")
-KINDS = ("leaf-spine", "rail-optimized", "fat-tree", "single-switch", "full-mesh")
-MAX_PER_LEAF = 254          # endpoints homed on one leaf: the last octet of <net>.l.k
-MAX_MESH = 16               # a full mesh of n switches has n(n-1)/2 links
-
-
-class FabricError(Exception):
-    """A fabric the user described wrongly: one sentence naming file and key."""
-
-    def __init__(self, source: str, keypath: str, message: str):
-        self.source, self.keypath, self.message = source, keypath, message
-        where = f"{source}: {keypath}" if keypath else source
-        super().__init__(f"{where}: {message}")
-
-
-# --- the schema -----------------------------------------------------------------
-# A field checker takes (value, raise_fn) and returns the normalised value.
-
-REQUIRED = object()
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_PREFIX = re.compile(r"^[a-z][a-z0-9]{0,9}$")
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def integer(lo: int, hi: int) -> Callable:
-    def check(v, fail):
-        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-            fail(f"expected a whole number from {lo} to {hi}, got {v!r}")
-        return v
-    return check
-
-
-def number(lo: float, hi: float, unit: str) -> Callable:
-    def check(v, fail):
-        if not _is_number(v) or not lo <= v <= hi:
-            fail(f"expected a number from {lo:g} to {hi:g} ({unit}), got {v!r}")
-        return v
-    return check
-
-
-def choice(*options: str) -> Callable:
-    def check(v, fail):
-        if v not in options:
-            fail(f"expected one of {', '.join(options)}, got {v!r}")
-        return v
-    return check
-
-
-def text(pattern: re.Pattern, what: str) -> Callable:
-    def check(v, fail):
-        if not isinstance(v, str) or not pattern.match(v):
-            fail(f"expected {what}, got {v!r}")
-        return v
-    return check
-
-
-def even(lo: int, hi: int) -> Callable:
-    def check(v, fail):
-        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi or v % 2:
-            fail(f"expected an even whole number from {lo} to {hi}, got {v!r}")
-        return v
-    return check
-
-
-def subnet(v, fail):
-    try:
-        net = ipaddress.IPv4Network(v, strict=True) if isinstance(v, str) else None
-    except ValueError:
-        net = None
-    if (net is None or net.prefixlen > 16 or net.is_loopback or net.is_multicast
-            or net.is_reserved or net.is_link_local or net.network_address.packed[0] == 0):
-        fail("expected an IPv4 network of /16 or larger such as 10.0.0.0/16 "
-             f"(endpoint k of leaf l gets <net>.l.k), got {v!r}")
-    return str(net)
-
-
-_SIZE = re.compile(r"^(\d+)\s*([KMG]?)B?$", re.IGNORECASE)
-_SERVER = re.compile(r"^[a-z][a-z0-9]{0,14}$")
-
-
-def parse_size(v) -> Optional[int]:
-    """Bytes from 65536, "64K", "2M" or "1G" (powers of 1024, as nccl-tests); None if not a size."""
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    m = _SIZE.match(v.strip()) if isinstance(v, str) else None
-    if not m:
-        return None
-    return int(m.group(1)) * 1024 ** " KMG".index((m.group(2) or " ").upper())
-
-
-def size(lo: int, hi: int) -> Callable:
-    def check(v, fail):
-        n = parse_size(v)
-        if n is None or not lo <= n <= hi:
-            fail(f"expected a size in bytes from {lo} to {hi} (a number, or with K, M or G), "
-                 f"got {v!r}")
-        return n
-    return check
-
-
-def optional(check: Callable) -> Callable:
-    """A key that may be left out (None): the experiment's own default applies."""
-    def wrapped(v, fail):
-        return None if v is None else check(v, fail)
-    return wrapped
-
-
-def server_pair(v, fail):
-    if (not isinstance(v, list) or len(v) != 2
-            or not all(isinstance(x, str) and _SERVER.match(x) for x in v)):
-        fail(f"expected two server names such as [h1, h4], got {v!r}")
-    return v
-
-
-EXPERIMENT = {
-    "collective": (optional(choice(*COLLECTIVES)), None),
-    "algorithm": (optional(choice(*sorted({a for al in ALGORITHMS.values() for a in al}))), None),
-    "engine": (optional(choice("agents", "iperf3", "scapy")), None),
-    "minbytes": (optional(size(4, 1 << 30)), None),
-    "maxbytes": (optional(size(4, 1 << 30)), None),
-    "stepfactor": (optional(number(1, 1024, "x")), None),
-    "iters": (optional(integer(1, 1000)), None),
-    "warmup": (optional(integer(0, 100)), None),
-    "root": (optional(integer(0, 4095)), None),
-    "channels": (optional(integer(1, 16)), None),
-    "piece_bytes": (optional(size(64, 1 << 26)), None),
-    "probe": (optional(server_pair), None),
-    "cross": (optional(server_pair), None),
-}
-
-LINK = {
-    "rate_mbit": (number(MIN_RATE_MBIT, MAX_RATE_MBIT, "Mbit/s"), REQUIRED),
-    "queue_packets": (integer(1, 100_000), 100),
-    "delay_ms": (number(0, 10_000, "ms"), 0),
-    "loss_percent": (number(0, 100, "%"), 0),
-}
-OPTIONAL_LINK = None       # a link class only some kinds of fabric use
-SCHEMA = {
-    "name": (text(_NAME, "a name of letters, digits, '.', '_' or '-' (at most 64)"), None),
-    "fabric": ({
-        "kind": (choice(*KINDS), "leaf-spine"),
-        "spines": (optional(integer(1, 64)), None),
-        "leaves": (optional(integer(1, 128)), None),
-        "servers_per_leaf": (optional(integer(1, 64)), None),
-        "units": (optional(integer(1, 16)), None),
-        "servers_per_unit": (optional(integer(1, 64)), None),
-        "k": (optional(even(2, 16)), None),
-        "servers": (optional(integer(1, MAX_SERVERS)), None),
-        "uplinks_per_spine": (optional(integer(1, 8)), None),
-        "mtu": (integer(1280, 9216), 1500),
-    }, REQUIRED),
-    "server": ({
-        "gpus": (integer(1, 16), 1),
-        "nics": (integer(1, 16), 1),
-    }, {}),
-    "links": ({"server_leaf": (LINK, REQUIRED), "leaf_spine": (LINK, OPTIONAL_LINK),
-               "spine_core": (LINK, OPTIONAL_LINK), "intra_node": (LINK, OPTIONAL_LINK)},
-              REQUIRED),
-    "routing": ({"policy": (choice(*POLICIES), "ecmp")}, {}),
-    "addressing": ({"subnet": (subnet, "10.0.0.0/16"),
-                    "nvlink_subnet": (subnet, "172.31.0.0/16")}, {}),
-    "experiment": (EXPERIMENT, {}),
-    "names": ({
-        "spine": (text(_PREFIX, "a lowercase name prefix such as 'spine' (a-z, 0-9)"), "spine"),
-        "leaf": (text(_PREFIX, "a lowercase name prefix such as 'leaf' (a-z, 0-9)"), "leaf"),
-        "agg": (text(_PREFIX, "a lowercase name prefix such as 'agg' (a-z, 0-9)"), "agg"),
-        "core": (text(_PREFIX, "a lowercase name prefix such as 'core' (a-z, 0-9)"), "core"),
-        "server": (text(_PREFIX, "a lowercase name prefix such as 'h' (a-z, 0-9)"), "h"),
-    }, {}),
-}
-
-# What each kind of fabric takes in `fabric:` (beyond kind and mtu) and which
-# link classes it uses besides server_leaf.
-KIND_KEYS = {
-    "leaf-spine": (("spines", "leaves", "servers_per_leaf"), ("uplinks_per_spine",),
-                   ("leaf_spine",)),
-    "rail-optimized": (("spines", "servers_per_unit"), ("units", "uplinks_per_spine"),
-                       ("leaf_spine",)),
-    "fat-tree": (("k",), ("servers_per_leaf",), ("leaf_spine",)),
-    "single-switch": (("servers",), (), ()),
-    "full-mesh": (("servers",), (), ("leaf_spine",)),
-}
-
-
-def _check_kind(spec: dict, source: str) -> None:
-    """Keys that only some kinds take: each kind gets exactly its own."""
-    f, kind = spec["fabric"], spec["fabric"]["kind"]
-    required, optional_, links = KIND_KEYS[kind]
-    takes = ", ".join(required + optional_)
-    for key in required:
-        if f[key] is None:
-            raise FabricError(source, f"fabric.{key}", f"missing; a {kind} fabric needs it "
-                                                       f"(it takes {takes})")
-    for key, value in f.items():
-        if key not in ("kind", "mtu") + required + optional_ and value is not None:
-            raise FabricError(source, f"fabric.{key}", f"not used by a {kind} fabric "
-                                                       f"(it takes {takes})")
-    for key in links:
-        if spec["links"][key] is None:
-            raise FabricError(source, f"links.{key}", f"missing; a {kind} fabric needs this "
-                                                      "link class")
-    unused = {"leaf_spine": not links, "spine_core": kind != "fat-tree",
-              "intra_node": not _multi(spec)}
-    for key, idle in unused.items():
-        if idle and spec["links"][key] is not None:
-            why = ("servers have one GPU and one NIC" if key == "intra_node"
-                   else f"a {kind} fabric has no such links")
-            raise FabricError(source, f"links.{key}", f"not used here: {why}")
-    if kind == "full-mesh" and f["servers"] > MAX_MESH:
-        raise FabricError(source, "fabric.servers", (
-            f"expected at most {MAX_MESH} servers in a full mesh (it needs n(n-1)/2 links: "
-            f"{f['servers'] * (f['servers'] - 1) // 2} for {f['servers']})"))
-    srv = spec["server"]
-    if srv["nics"] > srv["gpus"]:
-        raise FabricError(source, "server.nics", (
-            f"expected at most one NIC per GPU ({srv['gpus']}), got {srv['nics']}"))
-    nets = [ipaddress.IPv4Network(spec["addressing"][k]) for k in ("subnet", "nvlink_subnet")]
-    if _multi(spec) and nets[0].overlaps(nets[1]):
-        raise FabricError(source, "addressing.nvlink_subnet", (
-            f"expected a network apart from addressing.subnet ({nets[0]}), got {nets[1]}"))
-    if _multi(spec) and spec["links"]["intra_node"] is None:
-        raise FabricError(source, "links.intra_node", (
-            "missing; servers with several GPUs need the rate of their NVLink-class "
-            "interconnect (much faster than the network)"))
-
-
-def check_policy(fabric: "Fabric") -> None:
-    """stp turns every bridge into a learning switch: the switches inside a
-    multi-GPU server would carry other servers' traffic."""
-    if fabric.policy == "stp" and _multi(fabric.spec):
-        raise FabricError(fabric.source, "routing.policy", (
-            "stp is not available with servers of several GPUs or NICs: spanning tree would "
-            "make their NVSwitch and PCIe switches transit bridges; use ecmp or single-path"))
-
-
-def _multi(spec: dict) -> bool:
-    """Servers are node switches with GPU hosts behind them."""
-    return spec["server"]["gpus"] > 1 or spec["server"]["nics"] > 1
-
-
-def _normalise(value: Any, schema: dict, path: str, source: str) -> dict:
-    def fail_at(key_path):
-        def fail(message):
-            raise FabricError(source, key_path, message)
-        return fail
-
-    if not isinstance(value, dict):
-        got = "nothing" if value is None else f"{type(value).__name__} {value!r}"
-        fail_at(path)(f"expected a mapping with keys {', '.join(schema)}, got {got}")
-    for key in value:
-        if key not in schema:
-            close = difflib.get_close_matches(str(key), schema, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            fail_at(_join(path, key))(
-                f"unknown key{hint}; expected one of {', '.join(schema)}")
-    out = {}
-    for key, (check, default) in schema.items():
-        key_path = _join(path, key)
-        if key not in value:
-            if default is REQUIRED:
-                fail_at(key_path)("missing; this key is required")
-            value_ = copy.deepcopy(default)
-            if isinstance(check, dict) and value_ is not None:
-                value_ = _normalise(value_, check, key_path, source)
-            out[key] = value_
-        elif isinstance(check, dict):
-            out[key] = (None if value[key] is None and default is OPTIONAL_LINK
-                        else _normalise(value[key], check, key_path, source))
-        else:
-            out[key] = check(value[key], fail_at(key_path))
-    return out
-
-
-def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
 
 
 # --- the plain data -------------------------------------------------------------
@@ -368,7 +79,7 @@ class Switch:
 
 
 @dataclass(frozen=True)
-class Server:
+class Endpoint:
     """An endpoint, one rank of a collective: a single-NIC server, or one GPU
     of a multi-GPU server."""
     name: str
@@ -428,7 +139,7 @@ class Fabric:
     policy: str
     prefixlen: int
     switches: Tuple[Switch, ...]
-    servers: Tuple[Server, ...]
+    endpoints: Tuple[Endpoint, ...]
     links: Tuple[Link, ...]
 
     @property
@@ -463,8 +174,8 @@ class Fabric:
     def switch(self, name: str) -> Switch:
         return next(s for s in self.switches if s.name == name)
 
-    def server(self, name: str) -> Server:
-        return next(h for h in self.servers if h.name == name)
+    def endpoint(self, name: str) -> Endpoint:
+        return next(h for h in self.endpoints if h.name == name)
 
     def uplinks(self, leaf: str) -> Tuple[Link, ...]:
         """The leaf's links towards the spines, in port order."""
@@ -487,8 +198,8 @@ class Fabric:
         f, kind = self.spec["fabric"], self.kind
         par = f["uplinks_per_spine"] or 1
         parallel = f" ({par} parallel uplinks per spine)" if par > 1 else ""
-        n_servers = len({h.server for h in self.servers})
-        multi = _multi(self.spec)
+        n_servers = len({h.server for h in self.endpoints})
+        multi = multi_gpu(self.spec)
         if kind == "leaf-spine":
             head = (f"{f['spines']} spines x {f['leaves']} leaves x {f['servers_per_leaf']} "
                     f"servers per leaf{parallel}")
@@ -509,7 +220,7 @@ class Fabric:
                   "each)" if multi else "")
         over = self.oversubscription()
         ratio = f", oversubscription {over:.2g}:1" if over > 1.0001 else ""
-        return (f"{head}{inside} = {len(self.servers)} "
+        return (f"{head}{inside} = {len(self.endpoints)} "
                 f"{'GPUs' if multi else 'servers'}, {len(self.switches)} "
                 f"switch{'es' if len(self.switches) > 1 else ''}, "
                 f"{len(self.links)} links{ratio}")
@@ -565,178 +276,123 @@ def _layout(spec: dict):
 
 def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
     """Derive names, DPIDs, ports and addresses from a normalised spec."""
-    names, gpus, n_nics = spec["names"], spec["server"]["gpus"], spec["server"]["nics"]
-    multi = _multi(spec)
-    net = ipaddress.IPv4Network(spec["addressing"]["subnet"])
-    nv_net = ipaddress.IPv4Network(spec["addressing"]["nvlink_subnet"])
-    link_spec = {k: LinkSpec(**v) for k, v in spec["links"].items() if v is not None}
-    link_spec.setdefault("spine_core", link_spec.get("leaf_spine"))
-    link_spec["mesh"] = link_spec.get("leaf_spine")
-    link_spec["pcie"] = link_spec.get("intra_node")
-
     counts, homes, wires = _layout(spec)
-    by_role = {role: [Switch(f"{names[role]}{i}", role, i, DPID_BASE[role] + i)
-                      for i in range(1, n + 1)] for role, n in counts.items()}
-    next_port: Dict[str, int] = {}
-
-    def port(node: str) -> int:
-        next_port[node] = next_port.get(node, 0) + 1
-        return next_port[node]
-
-    servers, links, inside = [], [], []
-    homed: Dict[int, int] = {}                        # leaf index -> endpoints so far
-
-    def endpoint(name, leaf, leaf_port, **extra):
-        k = homed[leaf.index] = homed.get(leaf.index, 0) + 1
-        ip = net.network_address + leaf.index * 256 + k
-        return Server(name, len(servers) + 1, leaf.name, leaf_port, str(ip),
-                      f"02:00:00:00:{leaf.index % 256:02x}:{k % 256:02x}", **extra)
-
-    leaves = by_role["leaf"]
+    build = _Builder(spec, counts)
     for s, nic_leaves in enumerate(homes, start=1):
-        if not multi:
-            leaf = leaves[nic_leaves[0] - 1]
-            host = endpoint(f"{names['server']}{s}", leaf, port(leaf.name))
-            servers.append(host)
-            links.append(Link("server_leaf", host.name, 0, leaf.name, host.port,
-                              link_spec["server_leaf"]))
-            continue
-        box = f"{names['server']}{s}"
-        nv = pcie = None
-        if gpus > 1:
-            nv = Switch(f"{box}nv", "nvswitch", s, DPID_BASE["nvswitch"] + s)
-        if n_nics < gpus or gpus == 1:                   # GPUs share NICs over PCIe
-            pcie = Switch(box, "node", s, DPID_BASE["node"] + s)
-            gpu_ports = [port(box) for _ in range(gpus)]
-            nic = []                                    # (PCIe port, leaf, leaf port)
-            for leaf_index in nic_leaves:
-                leaf = leaves[leaf_index - 1]
-                nic.append((port(box), leaf, port(leaf.name)))
-                links.append(Link("server_leaf", box, nic[-1][0], leaf.name, nic[-1][2],
-                                  link_spec["server_leaf"]))
-        inside += [sw for sw in (pcie, nv) if sw]
-        for g in range(1, gpus + 1):
-            name = f"{box}g{g}"
-            if pcie:
-                nic_port, leaf, leaf_port = nic[(g - 1) % len(nic)]
-                host = endpoint(name, leaf, leaf_port, node=box, gpu=g,
-                                node_port=gpu_ports[g - 1], nic_port=nic_port, box=box)
-                links.append(Link("pcie", name, 0, box, host.node_port, link_spec["pcie"]))
-            else:                                       # the GPU's own NIC
-                leaf = leaves[nic_leaves[g - 1] - 1]
-                host = endpoint(name, leaf, port(leaf.name), gpu=g, box=box)
-                links.append(Link("server_leaf", name, 0, leaf.name, host.port,
-                                  link_spec["server_leaf"]))
-            if nv:
-                number = (s - 1) * gpus + g
-                host = replace(host, nvswitch=nv.name, nv_port=port(nv.name),
-                               nv_ip=str(nv_net.network_address + number),
-                               nv_mac=f"02:00:00:01:{number >> 8:02x}:{number & 255:02x}")
-                links.append(Link("intra_node", name, 1, nv.name, host.nv_port,
-                                  link_spec["intra_node"]))
-            servers.append(host)
+        if multi_gpu(spec):
+            build.multi_gpu_server(s, nic_leaves)
+        else:
+            build.single_nic_server(s, nic_leaves[0])
     for kind, (ra, ia), (rb, ib) in wires:
-        a, b = by_role[ra][ia - 1], by_role[rb][ib - 1]
-        links.append(Link(kind, a.name, port(a.name), b.name, port(b.name), link_spec[kind]))
+        a, b = build.by_role[ra][ia - 1], build.by_role[rb][ib - 1]
+        build.links.append(Link(kind, a.name, build.port(a.name), b.name, build.port(b.name),
+                                build.link_spec[kind]))
     name = spec["name"] or Path(source).stem or "fabric"
-    switches = tuple(sw for role in ("leaf", "spine", "agg", "core") for sw in by_role.get(role, ()))
-    return Fabric(name, source, spec, spec["routing"]["policy"], net.prefixlen,
-                  switches + tuple(inside), tuple(servers), tuple(links))
+    switches = tuple(sw for role in ("leaf", "spine", "agg", "core")
+                     for sw in build.by_role.get(role, ()))
+    return Fabric(name, source, spec, spec["routing"]["policy"], build.net.prefixlen,
+                  switches + tuple(build.inside), tuple(build.endpoints), tuple(build.links))
 
 
-def _check_whole(fabric: Fabric, source: str) -> None:
-    """Checks that need the derived fabric: sizes, name lengths, collisions."""
-    if len(fabric.servers) > MAX_SERVERS or len(fabric.switches) > MAX_SWITCHES:
-        raise FabricError(source, "fabric", (
-            f"too large for this host: {len(fabric.servers)} servers and "
-            f"{len(fabric.switches)} switches; at most {MAX_SERVERS} servers and "
-            f"{MAX_SWITCHES} switches can be emulated here"))
-    per_leaf: Dict[str, int] = {}
-    for h in fabric.servers:
-        per_leaf[h.leaf] = per_leaf.get(h.leaf, 0) + 1
-    crowded = [leaf for leaf, n in per_leaf.items() if n > MAX_PER_LEAF]
-    if crowded:
-        raise FabricError(source, "fabric", (
-            f"too many endpoints behind {crowded[0]} ({per_leaf[crowded[0]]}); at most "
-            f"{MAX_PER_LEAF} can be addressed behind one leaf"))
-    names = [s.name for s in fabric.switches] + [h.name for h in fabric.servers]
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise FabricError(source, "names", (
-            f"expected prefixes that give every node its own name, but two nodes "
-            f"would both be called {dup!r}"))
-    servers = {h.name for h in fabric.servers}
-    for key in ("probe", "cross"):
-        pair = fabric.spec["experiment"].get(key) or []
-        missing = [p for p in pair if p not in servers]
-        if missing:
-            raise FabricError(source, f"experiment.{key}", (
-                f"expected servers of this fabric, but there is no {missing[0]!r} "
-                f"(servers are {fabric.servers[0].name}..{fabric.servers[-1].name})"))
-    role_of = {s.name: ("server" if s.role in ("node", "nvswitch") else s.role)
-               for s in fabric.switches}
-    role_of.update((h.name, "server") for h in fabric.servers)
-    longest = {}
-    for link in fabric.links:
-        for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf)):
-            role = role_of[node]
-            if len(intf) >= len(longest.get(role, "")):
-                longest[role] = intf
-    for role, intf in sorted(longest.items()):
-        if len(intf) > IFNAME_MAX:
-            raise FabricError(source, f"names.{role}", (
-                f"expected a shorter prefix: it makes interface names like {intf!r} "
-                f"({len(intf)} characters) and Linux allows {IFNAME_MAX}"))
+class _Builder:
+    """Numbers ports in the order links are made and addresses endpoints in
+    the order they are homed: the numbering the module docstring describes."""
 
+    def __init__(self, spec: dict, counts: Dict[str, int]):
+        self.spec, self.names = spec, spec["names"]
+        self.gpus, self.n_nics = spec["server"]["gpus"], spec["server"]["nics"]
+        self.net = ipaddress.IPv4Network(spec["addressing"]["subnet"])
+        self.nv_net = ipaddress.IPv4Network(spec["addressing"]["nvlink_subnet"])
+        link_spec = {k: LinkSpec(**v) for k, v in spec["links"].items() if v is not None}
+        link_spec.setdefault("spine_core", link_spec.get("leaf_spine"))
+        link_spec["mesh"] = link_spec.get("leaf_spine")
+        link_spec["pcie"] = link_spec.get("intra_node")
+        self.link_spec = link_spec
+        self.by_role = {role: [Switch(f"{self.names[role]}{i}", role, i, DPID_BASE[role] + i)
+                               for i in range(1, n + 1)] for role, n in counts.items()}
+        self.leaves = self.by_role["leaf"]
+        self.next_port: Dict[str, int] = {}
+        self.homed: Dict[int, int] = {}                 # leaf index -> endpoints so far
+        self.endpoints, self.links, self.inside = [], [], []
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys (a silent typo otherwise)."""
+    def port(self, node: str) -> int:
+        self.next_port[node] = self.next_port.get(node, 0) + 1
+        return self.next_port[node]
 
+    def endpoint(self, name: str, leaf: Switch, leaf_port: int, **extra) -> Endpoint:
+        k = self.homed[leaf.index] = self.homed.get(leaf.index, 0) + 1
+        ip = self.net.network_address + leaf.index * 256 + k
+        return Endpoint(name, len(self.endpoints) + 1, leaf.name, leaf_port, str(ip),
+                        f"02:00:00:00:{leaf.index % 256:02x}:{k % 256:02x}", **extra)
 
-def _construct_mapping(loader, node, deep=False):
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if not isinstance(key, (str, int, float, bool)) and key is not None:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"a key must be a plain name, not {type(key).__name__}",
-                key_node.start_mark)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+    def single_nic_server(self, s: int, leaf_index: int) -> None:
+        leaf = self.leaves[leaf_index - 1]
+        host = self.endpoint(f"{self.names['server']}{s}", leaf, self.port(leaf.name))
+        self.endpoints.append(host)
+        self.links.append(Link("server_leaf", host.name, 0, leaf.name, host.port,
+                               self.link_spec["server_leaf"]))
 
+    def multi_gpu_server(self, s: int, nic_leaves) -> None:
+        box = f"{self.names['server']}{s}"
+        nv = pcie = None
+        if self.gpus > 1:
+            nv = Switch(f"{box}nv", "nvswitch", s, DPID_BASE["nvswitch"] + s)
+        if self.n_nics < self.gpus or self.gpus == 1:      # GPUs share NICs over PCIe
+            pcie = Switch(box, "node", s, DPID_BASE["node"] + s)
+            gpu_ports = [self.port(box) for _ in range(self.gpus)]
+            nics = []                                      # (PCIe port, leaf, leaf port)
+            for leaf_index in nic_leaves:
+                leaf = self.leaves[leaf_index - 1]
+                nics.append((self.port(box), leaf, self.port(leaf.name)))
+                self.links.append(Link("server_leaf", box, nics[-1][0], leaf.name, nics[-1][2],
+                                       self.link_spec["server_leaf"]))
+        self.inside += [sw for sw in (pcie, nv) if sw]
+        for g in range(1, self.gpus + 1):
+            if pcie:
+                host = self._gpu_behind_pcie(box, g, gpu_ports[g - 1], nics[(g - 1) % len(nics)])
+            else:
+                host = self._gpu_with_nic(box, g, self.leaves[nic_leaves[g - 1] - 1])
+            if nv:
+                host = self._on_nvswitch(host, nv, s, g)
+            self.endpoints.append(host)
 
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    def _gpu_behind_pcie(self, box: str, g: int, node_port: int, nic) -> Endpoint:
+        nic_port, leaf, leaf_port = nic
+        host = self.endpoint(f"{box}g{g}", leaf, leaf_port, node=box, gpu=g,
+                             node_port=node_port, nic_port=nic_port, box=box)
+        self.links.append(Link("pcie", host.name, 0, box, node_port, self.link_spec["pcie"]))
+        return host
+
+    def _gpu_with_nic(self, box: str, g: int, leaf: Switch) -> Endpoint:
+        host = self.endpoint(f"{box}g{g}", leaf, self.port(leaf.name), gpu=g, box=box)
+        self.links.append(Link("server_leaf", host.name, 0, leaf.name, host.port,
+                               self.link_spec["server_leaf"]))
+        return host
+
+    def _on_nvswitch(self, host: Endpoint, nv: Switch, s: int, g: int) -> Endpoint:
+        number = (s - 1) * self.gpus + g
+        host = replace(host, nvswitch=nv.name, nv_port=self.port(nv.name),
+                       nv_ip=str(self.nv_net.network_address + number),
+                       nv_mac=f"02:00:00:01:{number >> 8:02x}:{number & 255:02x}")
+        self.links.append(Link("intra_node", host.name, 1, nv.name, host.nv_port,
+                               self.link_spec["intra_node"]))
+        return host
 
 
 def parse_fabric(text_: str, source: str = "<string>") -> Fabric:
-    try:
-        raw = yaml.load(text_, Loader=_UniqueKeyLoader)  # noqa: S506 (safe loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise FabricError(source, "", f"not valid YAML{where}: {problem}") from None
-    spec = _normalise(raw, SCHEMA, "", source)
-    _check_kind(spec, source)
+    """A fabric from YAML text: loaded, checked against the schema, derived,
+    and checked whole. FabricError names the first mistake."""
+    spec = normalise_fabric(load_yaml(text_, source), source)
     fabric = fabric_from_spec(spec, source)
     check_policy(fabric)
-    _check_whole(fabric, source)
+    check_whole(fabric)
     return fabric
 
 
 def load_fabric(path: Optional[Path] = None) -> Fabric:
     """Read and validate a fabric file (the embedded default when path is None)."""
     path = Path(path) if path else DEFAULT_FABRIC
-    try:
-        text_ = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise FabricError(str(path), "", f"cannot read the fabric file: {reason}") from None
-    return parse_fabric(text_, str(path))
+    return parse_fabric(read_text(path), str(path))
 
 
 def describe_links(fabric: Fabric) -> Dict[str, str]:

@@ -5,9 +5,10 @@ import math
 
 import pytest
 
+from planner import ring_allreduce_seconds
 from traffic import metrics as M
 from traffic import schedules as S
-from traffic.report import csv_text, nccl_table
+from traffic.report.tables import csv_text, nccl_table
 
 
 @pytest.mark.parametrize("collective,n,factor", [
@@ -28,10 +29,10 @@ def test_algbw_and_busbw_with_known_values():
 def test_ring_allreduce_prediction_is_the_textbook_formula():
     n, count, alpha, beta = 8, 8 * 1024, 5e-5, 1e-8
     size = count * 4
-    assert M.predict_seconds("allreduce", "ring", n, count, alpha, beta) == pytest.approx(
-        M.ring_allreduce_textbook(n, size, alpha, beta))
-    assert M.ring_allreduce_textbook(n, size, alpha, beta) == pytest.approx(
-        2 * 7 * alpha + 2 * 7 / 8 * size * beta)
+    textbook = 2 * 7 * alpha + 2 * 7 / 8 * size * beta       # 2(n-1)a + 2(n-1)/n S b
+    assert M.predict_seconds("allreduce", "ring", n, count, alpha, beta) == pytest.approx(textbook)
+    # the planner's closed form is the same formula
+    assert ring_allreduce_seconds(n, size, alpha, beta) == pytest.approx(textbook)
 
 
 def test_rhd_takes_fewer_steps_than_ring_for_the_same_bytes():

@@ -1,33 +1,38 @@
-"""A collective sweep on a live lab, measured the way nccl-tests and a fabric
-engineer would: per message size, the collective's time, algbw and busbw, the
-number of wrong elements, latency probes under load against the idle fabric,
-per-link bytes, peak utilisation, queue peaks and drops, ECMP imbalance per
-leaf, the alpha-beta prediction, and whether the host kept up.
+"""The experiment: which collective to replay, how, over which sizes, and
+what to measure alongside. Written in a fabric's ``experiment:`` section,
+overridden by command-line flags, and validated once, here: the YAML against
+its schema (each mistake a FabricError naming file and key), then the whole
+experiment against the fabric it runs on (ranks, servers, probe endpoints).
+The names it accepts come from traffic/registry.py.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import signal
-import statistics
-import subprocess
-import sys
-import threading
-import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Callable, List
+from dataclasses import dataclass, field, replace
+from typing import Iterable, List, Optional
 
+from topologies.schema import (FabricError, choice, endpoint_pair, integer, normalise, number,
+                               optional, size)
 from traffic import metrics as M
-from traffic import schedules as S
-from traffic.checks import wait_listening
-from traffic.monitor import Monitor, fidelity
-from traffic.replay import Iperf3Replay, RankAgents, RoceAgents
+from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES,
+                              default_algorithm)
 
-ENGINES = ("agents", "iperf3", "scapy")
-HOST_BOUND_RATIO, HOST_BOUND_CPU = 2.0, 80.0   # slower than the model, with the CPU busy
-PROBE_PORT = 9000
+SCHEMA = {
+    "collective": (optional(choice(*COLLECTIVES)), None),
+    "algorithm": (optional(choice(*ALL_ALGORITHMS)), None),
+    "engine": (optional(choice(*ENGINES)), None),
+    "minbytes": (optional(size(4, 1 << 30)), None),
+    "maxbytes": (optional(size(4, 1 << 30)), None),
+    "stepfactor": (optional(number(1, 1024, "x")), None),
+    "iters": (optional(integer(1, 1000)), None),
+    "warmup": (optional(integer(0, 100)), None),
+    "root": (optional(integer(0, 4095)), None),
+    "channels": (optional(integer(1, 16)), None),
+    "piece_bytes": (optional(size(64, 1 << 26)), None),
+    "probe": (optional(endpoint_pair), None),
+    "cross": (optional(endpoint_pair), None),
+}
+FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
 
 
 @dataclass
@@ -44,18 +49,18 @@ class Experiment:
     channels: int = 1
     piece_bytes: int = 64 * 1024
     probe: List[str] = field(default_factory=list)     # [src, dst]; default first and last rank
-    ranks: List[str] = field(default_factory=list)     # servers in rank order; default all
+    ranks: List[str] = field(default_factory=list)     # endpoints in rank order; default all
     idle_seconds: float = 1.5                          # idle-latency measurement first
     cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
 
     def check(self, n_ranks: int, local: int = 1) -> None:
         """Raise ValueError with one sentence for an impossible experiment."""
-        if self.collective not in S.COLLECTIVES:
+        if self.collective not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.collective!r}; "
-                             f"expected one of {', '.join(S.COLLECTIVES)}")
-        if self.algorithm not in S.ALGORITHMS[self.collective]:
+                             f"expected one of {', '.join(COLLECTIVES)}")
+        if self.algorithm not in ALGORITHMS[self.collective]:
             raise ValueError(f"no {self.algorithm!r} algorithm for {self.collective}; expected "
-                             f"one of {', '.join(S.ALGORITHMS[self.collective])}")
+                             f"one of {', '.join(ALGORITHMS[self.collective])}")
         if self.engine not in ENGINES:
             raise ValueError(f"unknown engine {self.engine!r}; expected one of {', '.join(ENGINES)}")
         if n_ranks < 2:
@@ -63,14 +68,23 @@ class Experiment:
         for name, pair in (("probe", self.probe), ("cross traffic", self.cross)):
             if pair and len(set(pair)) != 2:
                 raise ValueError(f"{name} needs two different servers, got {','.join(pair)}")
-        if self.engine == "scapy" and n_ranks > 256:
-            raise ValueError("the scapy engine numbers queue pairs for at most 256 ranks")
+        limit = ENGINES[self.engine].max_ranks
+        if limit and n_ranks > limit:
+            raise ValueError(f"the {self.engine} engine numbers queue pairs for at most "
+                             f"{limit} ranks")
+        self._check_counts()
+        self._check_ranks(n_ranks, local)
+        M.sweep_sizes(self.minbytes, self.maxbytes, self.stepfactor)
+
+    def _check_counts(self) -> None:
         if not 1 <= self.channels <= 16:
             raise ValueError(f"channels must be 1 to 16, got {self.channels}")
         if self.warmup < 0 or self.iters < 1:
             raise ValueError("expected at least 1 timed iteration and no negative warm-up")
         if self.piece_bytes < 64:
             raise ValueError(f"piece size must be at least 64 bytes, got {self.piece_bytes}")
+
+    def _check_ranks(self, n_ranks: int, local: int) -> None:
         if self.algorithm == "hierarchical" and local == 1:
             raise ValueError("hierarchical AllReduce needs servers with several GPUs "
                              "(server.gpus), ranks in whole servers; with one GPU per server "
@@ -80,224 +94,57 @@ class Experiment:
                              f"are not a multiple of {local} GPUs per server")
         if not 0 <= self.root < n_ranks:
             raise ValueError(f"root {self.root} is not a rank (0..{n_ranks - 1})")
-        M.sweep_sizes(self.minbytes, self.maxbytes, self.stepfactor)
 
 
-class CrossTraffic:
-    """A background iperf3 TCP flow between two servers for the whole sweep:
-    the collective then shares the fabric, as in a cluster running other jobs."""
-    PORT = 5999
-
-    def __init__(self, lab, src: str, dst: str):
-        self.src, self.dst = src, dst
-        self.server = lab.popen(dst, ["iperf3", "-s", "-1", "-p", str(self.PORT)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_listening(lab, dst, self.PORT)
-        self.client = lab.popen(src, ["iperf3", "-c", lab.fabric.server(dst).ip, "-p",
-                                      str(self.PORT), "-t", "86400", "-J"], text=True)
-
-    def stop(self) -> dict:
-        """Stop the flow (iperf3 reports what it did when interrupted)."""
-        self.client.send_signal(signal.SIGINT)
-        out, _ = self.client.communicate(timeout=15)
-        self.server.wait(timeout=15)
-        try:
-            # an interrupted iperf3 has only the sender's side of the summary
-            sent = json.loads(out)["end"]["sum_sent"]
-            return {"src": self.src, "dst": self.dst, "mbit_s": sent["bits_per_second"] / 1e6,
-                    "seconds": sent["seconds"], "retransmits": sent.get("retransmits", 0)}
-        except (ValueError, KeyError):
-            return {"src": self.src, "dst": self.dst, "error": "iperf3 gave no summary"}
-
-
-class Prober:
-    """A latency probe from one server to another, read in the background."""
-
-    def __init__(self, lab, src: str, dst: str, interval: float = 0.01):
-        self.src, self.dst = src, dst
-        self.echo = lab.popen(dst, [sys.executable, "-m", "traffic.probe", "echo",
-                                    "--port", str(PROBE_PORT)], text=True)
-        self.echo.stdout.readline()                         # {"listening": ...}
-        self.ping = lab.popen(src, [sys.executable, "-m", "traffic.probe", "ping",
-                                    "--dst", lab.fabric.server(dst).ip, "--port", str(PROBE_PORT),
-                                    "--interval", str(interval)], text=True)
-        self.samples: List[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.ping.stdout:
-            self.samples.append(json.loads(line))
-
-    def between(self, t0: float, t1: float) -> List[dict]:
-        return [s for s in list(self.samples) if t0 <= s["t"] <= t1]
-
-    def summary(self, t0: float, t1: float) -> dict:
-        span = self.between(t0, t1)
-        out = M.latency_summary(s["rtt"] for s in span if "rtt" in s)
-        out["lost"] = sum(1 for s in span if s.get("lost"))
-        return out
-
-    def stop(self) -> None:
-        for proc in (self.ping, self.echo):
-            proc.terminate()
-            proc.wait(5)
-
-
-def make_engine(lab, exp: Experiment, servers):
-    if exp.engine == "agents":
-        return RankAgents(lab, servers)
-    if exp.engine == "iperf3":
-        return Iperf3Replay(lab, servers)
-    return RoceAgents(lab, servers)
-
-
-def run_experiment(lab, exp: Experiment, results: Path,
-                   progress: Callable[[str], None] = lambda msg: None) -> dict:
-    fabric = lab.fabric
-    servers = exp.ranks or [h.name for h in fabric.servers]
-    n = len(servers)
-    local = gpus_per_rank_server(fabric, servers)
-    exp.check(n, local)
-    server_of = {r: fabric.server(s).server for r, s in enumerate(servers)}
-    nic_of = {r: (fabric.server(s).leaf, fabric.server(s).port) for r, s in enumerate(servers)}
-    rate_intra = (fabric.spec["links"]["intra_node"] or {}).get("rate_mbit")
-    beta_intra = M.beta_for_rate(rate_intra, fabric.mtu) if rate_intra else None
-    probe = exp.probe or [servers[0], servers[-1]]
-    rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
-    beta = M.beta_for_rate(rate, fabric.mtu)
-    monitor = Monitor(fabric).start()
-    prober = Prober(lab, probe[0], probe[1])
-    engine = cross = None
-    cross_report = timeline = None
-    runs = []
+def experiment_from(fabric, flags: Optional[dict] = None,
+                    compare: Iterable[str] = ()) -> Optional[Experiment]:
+    """The fabric's experiment section, checked, then overridden by `flags`
+    (field -> value; None means not given) and checked again. A mistake in the
+    YAML is a FabricError naming file and key; one in the flags a ValueError
+    naming the flag. None for a fabric with one endpoint: nothing to replay."""
+    raw = fabric.spec.get("experiment")
+    section = normalise(raw, SCHEMA, "experiment", fabric.source)
+    values = {k: v for k, v in section.items() if v is not None}
+    _check_endpoints(fabric, values)
+    n, local = len(fabric.endpoints), fabric.gpus_per_server
+    if n < 2:
+        if values:
+            raise FabricError(fabric.source, "experiment", "a collective needs at least 2 "
+                              "servers, and this fabric has one")
+        return None
+    if "collective" in values and "algorithm" not in values:
+        values["algorithm"] = default_algorithm(values["collective"])
     try:
-        progress("measuring idle latency")
-        t_idle = time.monotonic()
-        time.sleep(exp.idle_seconds)
-        idle = prober.summary(t_idle, time.monotonic())
-        alpha = idle["p50_us"] / 2e6 if not math.isnan(idle["p50_us"]) else 1e-4
-        if exp.cross:
-            cross = CrossTraffic(lab, *exp.cross)
-        engine = make_engine(lab, exp, servers)
-        sizes = M.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
-        for k, size in enumerate(sizes):
-            count = S.round_count(exp.collective, n, size // M.TYPE_SIZE)
-            predicted = M.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, beta,
-                                          exp.root, local, beta_intra, nic_of.__getitem__)
-            split = M.traffic_split(S.build(exp.collective, exp.algorithm, n, count, exp.root,
-                                            local=local), server_of.__getitem__)
-            timeout = 60 + 20 * predicted
-            label = f"[{k + 1}/{len(sizes)}] {exp.collective} {count * M.TYPE_SIZE} B"
-            progress(f"{label}: setting up")
-            if exp.engine == "iperf3":
-                iters = []
-                for i in range(exp.warmup + exp.iters):
-                    progress(f"{label}: iteration {i + 1}/{exp.warmup + exp.iters}")
-                    iters.append(engine.run(exp.collective, exp.algorithm, count, exp.root,
-                                            exp.channels, local))
-            else:
-                engine.setup(exp.collective, exp.algorithm, count, exp.root, exp.piece_bytes,
-                             exp.channels, local)
-                iters = []
-                total = exp.warmup + exp.iters
-                for i in range(total):
-                    progress(f"{label}: iteration {i + 1}/{total}")
-                    if exp.engine == "agents":     # the step timeline of the very last one
-                        last = k == len(sizes) - 1 and i == total - 1
-                        iters.append(engine.iteration(i, timeout, timeline=last))
-                    else:
-                        iters.append(engine.iteration(i, timeout))
-                if "timeline" in iters[-1]:
-                    timeline = {"size_bytes": count * M.TYPE_SIZE, "events": [
-                        {**e, "phase": S.phase(exp.algorithm, e["step"], n, local)}
-                        for e in iters[-1].pop("timeline")]}
-            monitor.wait_past(iters[-1]["t1"])
-            runs.append(_run_record(exp, n, count, iters[exp.warmup:], predicted, rate,
-                                    monitor, prober))
-            runs[-1]["payload_bytes"] = {k: v * exp.iters for k, v in split.items()}
-            runs[-1]["wire_bytes"] = wire_split(fabric, runs[-1]["links"])
-    finally:
-        if engine is not None:
-            engine.close()
-        if cross is not None:
-            try:
-                cross_report = cross.stop()
-            except (subprocess.TimeoutExpired, OSError) as exc:
-                cross_report = {"src": cross.src, "dst": cross.dst, "error": str(exc)}
-        prober.stop()
-        monitor.stop()
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "samples.json").write_text(json.dumps(monitor.samples))
-    (results / "probes.json").write_text(json.dumps(prober.samples))
-    verdict = fidelity([r.pop("_window") for r in runs], fabric)
-    slow = max((r["measured_over_predicted"] or 0 for r in runs), default=0)
-    if slow > HOST_BOUND_RATIO and verdict["max_cpu_busy_pct"] > HOST_BOUND_CPU:
-        verdict["host_bound"] = True
-        verdict["advice"] = "; ".join(filter(None, [verdict.get("advice"), (
-            f"a size took {slow:.1f}x the alpha-beta time while the CPU was "
-            f"{verdict['max_cpu_busy_pct']:.0f}% busy: the rank processes, not the links, "
-            "set the pace; lower link rates or fewer ranks measure the fabric instead")]))
-    whole = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])["links"]
-    uplinks = {leaf.name: {l.a_intf: whole[l.a_intf]["tx_bytes"] for l in fabric.uplinks(leaf.name)}
-               for leaf in fabric.leaves}
-    progress("done")
-    return {"experiment": asdict(exp), "ranks": servers, "gpus_per_server": local, "probe": probe, "idle_latency": idle,
-            "alpha_s": alpha, "beta_s_per_byte": beta, "link_rate_mbit": rate, "runs": runs,
-            "fidelity": verdict, "uplink_tx_bytes": uplinks, "cross_traffic": cross_report,
-            "timeline": timeline}
+        Experiment(**values).check(n, local)
+    except ValueError as exc:
+        raise FabricError(fabric.source, "experiment", str(exc)) from None
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    if "collective" in given and "algorithm" not in given:
+        given["algorithm"] = default_algorithm(given["collective"])
+    exp = Experiment(**{**values, **given})
+    exp.check(n, local)
+    _check_flag_endpoints(fabric, exp)
+    for algorithm in compare:
+        try:
+            replace(exp, algorithm=algorithm).check(n, local)
+        except ValueError as exc:
+            raise ValueError(f"--compare {algorithm}: {exc}") from None
+    return exp
 
 
-def gpus_per_rank_server(fabric, servers) -> int:
-    """GPUs per server when the ranks are whole multi-GPU servers in order
-    (what the hierarchical algorithm groups by); 1 otherwise."""
-    local = fabric.gpus_per_server
-    if local > 1 and len(servers) % local == 0 and all(
-            len({fabric.server(s).server for s in servers[i:i + local]}) == 1
-            for i in range(0, len(servers), local)):
-        return local
-    return 1
+def _check_endpoints(fabric, values: dict) -> None:
+    names = {h.name for h in fabric.endpoints}
+    for key in ("probe", "cross"):
+        missing = [p for p in values.get(key, ()) if p not in names]
+        if missing:
+            raise FabricError(fabric.source, f"experiment.{key}", (
+                f"expected servers of this fabric, but there is no {missing[0]!r} "
+                f"(servers are {fabric.endpoints[0].name}..{fabric.endpoints[-1].name})"))
 
 
-def wire_split(fabric, links: dict) -> dict:
-    """Bytes the switches put on intra-node links (towards GPUs, over the
-    NVLink-class interconnect) and on the network's links towards servers."""
-    out = {"intra_node": 0, "network_to_servers": 0}
-    for link in fabric.links:
-        if link.kind == "intra_node":
-            out["intra_node"] += links.get(link.b_intf, {}).get("tx_bytes", 0)
-        elif link.kind == "server_leaf":
-            out["network_to_servers"] += links.get(link.b_intf, {}).get("tx_bytes", 0)
-    return out
-
-
-def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:
-    size = count * M.TYPE_SIZE
-    seconds = statistics.mean(i["seconds"] for i in iters)
-    t0, t1 = iters[0]["t0"], iters[-1]["t1"]
-    window = monitor.window(t0, t1)
-    wrong = None if iters[0]["wrong"] is None else sum(i["wrong"] for i in iters)
-    record = {
-        "collective": exp.collective, "algorithm": exp.algorithm, "engine": exp.engine,
-        # nccl-tests' count column: per rank where the buffer is n blocks
-        "ranks": n, "size_bytes": size, "elements": count,
-        "count": count // n if exp.collective in S.EQUAL_BLOCKS else count, "type": "float",
-        "redop": "sum" if exp.collective in ("allreduce", "reducescatter", "reduce") else "none",
-        "root": exp.root if exp.collective in S.ROOTED else -1,
-        "iterations": len(iters), "time_s": seconds,
-        "time_min_s": min(i["seconds"] for i in iters),
-        "algbw_gbps": M.algbw_gbps(size, seconds),
-        "busbw_gbps": M.busbw_gbps(exp.collective, n, size, seconds),
-        "busbw_over_link": M.busbw_gbps(exp.collective, n, size, seconds) / (rate / 8e3),
-        "wrong": wrong,
-        "bad_chunk_elements": None if wrong is None else sum(i["bad_chunk_elements"] for i in iters),
-        "predicted_s": predicted, "measured_over_predicted": seconds / predicted if predicted else None,
-        "latency": prober.summary(t0, t1),
-        "links": {intf: {k: v for k, v in l.items()} for intf, l in window["links"].items()},
-        "ecmp_imbalance": window["ecmp_imbalance"],
-        "cpu_busy_pct": window["cpu_busy_pct"], "ovs_core_pct": window["ovs_core_pct"],
-        "_window": window,
-    }
-    for extra in ("frames_sent", "frames_lost", "retransmits"):
-        if extra in iters[0]:
-            record[extra] = sum(i[extra] for i in iters)
-    return record
+def _check_flag_endpoints(fabric, exp: Experiment) -> None:
+    names = {h.name for h in fabric.endpoints}
+    for flag, pair in (("--probe", exp.probe), ("--cross", exp.cross)):
+        if pair and not set(pair) <= names:
+            raise ValueError(f"{flag} {','.join(pair)}: not servers of this fabric "
+                             f"({fabric.endpoints[0].name}..{fabric.endpoints[-1].name})")

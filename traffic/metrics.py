@@ -27,8 +27,20 @@ TYPE_SIZE = 4                      # float32
 ETHERNET_HEADER, IP_TCP_HEADERS = 14, 52   # TCP with timestamps
 
 
+# nccl-tests: busbw = algbw x factor(n)
+BUS_FACTOR = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+
+
 def bus_factor(collective: str, n: int) -> float:
-    return S.BUS_FACTOR[collective](n)
+    return BUS_FACTOR[collective](n)
 
 
 def algbw_gbps(size_bytes: int, seconds: float) -> float:
@@ -102,10 +114,6 @@ def traffic_split(sched: S.Schedule, server_of: Callable[[int], object]) -> Dict
                 key = "intra" if server_of(op.peer) == server_of(rank) else "inter"
                 out[key] += op.length * TYPE_SIZE
     return out
-
-
-def ring_allreduce_textbook(n: int, size_bytes: int, alpha: float, beta: float) -> float:
-    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * size_bytes * beta
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -30,29 +30,7 @@ import bisect
 from dataclasses import dataclass, replace
 from typing import Dict, FrozenSet, List, Sequence, Tuple
 
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
-               "alltoall", "sendrecv")
-ALGORITHMS = {
-    "allreduce": ("ring", "rhd", "tree", "hierarchical"),
-    "allgather": ("ring",),
-    "reducescatter": ("ring",),
-    "broadcast": ("ring",),
-    "reduce": ("ring",),
-    "alltoall": ("pairwise",),
-    "sendrecv": ("ring",),
-}
-# nccl-tests: busbw = algbw x factor(n)
-BUS_FACTOR = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "reducescatter": lambda n: (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "sendrecv": lambda n: 1.0,
-}
-ROOTED = ("broadcast", "reduce")
-EQUAL_BLOCKS = ("allgather", "reducescatter", "alltoall")   # count is n equal blocks
+from traffic.registry import ALGORITHMS, COLLECTIVES, EQUAL_BLOCKS, ROOTED  # noqa: F401
 
 
 def round_count(collective: str, n: int, count: int) -> int:
@@ -188,8 +166,7 @@ def hierarchical_allreduce(n, count, local):
     nodes = [list(range(k * local, (k + 1) * local)) for k in range(m)]
     sched = {r: [] for r in range(n)}
     everyone = frozenset(range(n))
-    blocks = [(0, count)]
-    for members in nodes:
+    for members in nodes:                 # every node cuts the buffer alike
         blocks = _group_reduce_scatter(members, (0, count), sched, 0, lambda r: {r})
     step = local - 1
     for j in range(local if m > 1 else 0):

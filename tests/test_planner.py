@@ -4,12 +4,12 @@ model and the command line. Pure arithmetic: no root, no network."""
 
 import json
 import math
-import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from topologies import planner as P
+import planner as P
 
 
 def designs(result):
@@ -158,11 +158,24 @@ def test_servers_round_up():
     assert result["servers"] == 2 and result["endpoints"] == 4
 
 
-def test_plan_of_200000_gpus_is_fast():
-    start = time.perf_counter()
-    P.plan(200_000)
-    P.plan(10_000_000, radix=4, gpus_per_server=1, nics_per_server=1)
-    assert time.perf_counter() - start < 0.5
+def test_ten_million_gpus_are_counted_not_enumerated():
+    # The counts come from formulas: planning 10,000,000 endpoints allocates a
+    # few kilobytes, where a list of them alone would take tens of megabytes.
+    # (How fast it answers is measured in bench/scale_bench.py, not asserted.)
+    P.plan(2, radix=4)                                  # imports and caches warmed
+    tracemalloc.start()
+    try:
+        result = P.plan(10_000_000, radix=4, gpus_per_server=1, nics_per_server=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    d = designs(result)
+    assert d["full-mesh"].cables == 10_000_000 * 9_999_999 // 2
+    assert d["clos-2"].switches_by_tier == {"leaf": 5_000_000, "spine": 2_500_000}
+    assert d["clos-3"].switches_by_tier == {"leaf": 5_000_000, "agg": 5_000_000, "core": 2_500_000}
+    assert (d["clos-2"].needed_radix, d["clos-3"].needed_radix) == (4474, 342)
+    assert not any(x.fits for x in d.values())
 
 
 def test_plan_shape_and_design_order():
@@ -294,7 +307,6 @@ def test_format_plan_is_readable():
     assert "19,999,900,000" in text and "2.0e10" in text
     assert "2.0e15" in text and "1.7e20" in text and "15.8 years" in text
     assert "200,000 GPUs" in text and "hierarchical" in text
-    assert "Traceback" not in text
 
 
 def test_format_plan_accepts_the_json_form():
@@ -315,7 +327,7 @@ def test_cli_bad_values_give_one_line_and_2(argv, word, capsys):
     assert P.main(argv) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.count("\n") == 1 and word in err and "Traceback" not in err
+    assert err.startswith("error: ") and err.count("\n") == 1 and word in err
 
 
 def test_cli_json_parses(capsys):
@@ -335,16 +347,24 @@ def test_cli_report(capsys):
 
 
 @pytest.mark.parametrize("text,value", [("1G", 1 << 30), ("512M", 512 << 20), ("1048576", 1 << 20),
-                                        ("64K", 1 << 16), ("1GiB", 1 << 30), ("2t", 2 << 40)])
+                                        ("64K", 1 << 16), ("1GiB", 1 << 30), ("2t", 2 << 40),
+                                        ("1.5K", 1536), (65536, 65536)])
 def test_parse_bytes(text, value):
     assert P.parse_bytes(text) == value
+
+
+@pytest.mark.parametrize("text,words", [("1X", "a size such as"), ("1.5", "a size such as"),
+                                        ("-1", "a size such as"), ("0", "from 1 byte to 1 PiB"),
+                                        ("2000T", "from 1 byte to 1 PiB")])
+def test_parse_bytes_refuses_what_is_not_a_size_in_range(text, words):
+    with pytest.raises(P.PlanError) as info:
+        P.parse_bytes(text)
+    assert str(info.value).startswith("gradient bytes must be") and words in str(info.value)
 
 
 # --- on an emulated fabric -----------------------------------------------------------
 
 from topologies.fabric import load_fabric as _load_fabric  # noqa: E402
-
-_planner = P
 
 _MULTI = Path(__file__).parent.parent / "topologies" / "multi-gpu.yaml"
 
@@ -356,7 +376,7 @@ def _synthetic_results(folder, alpha, kappa, sizes=(65536, 262144, 1048576)):
     runs = []
     for size in sizes:
         for algorithm in ("ring", "hierarchical"):
-            m = _planner.fabric_model(fabric, algorithm, size)
+            m = P.fabric_model(fabric, algorithm, size)
             runs.append({"collective": "allreduce", "algorithm": algorithm, "size_bytes": size,
                          "ranks": 16, "time_s": alpha * m["steps"] + kappa * m["bandwidth_s"]})
     folder.mkdir(exist_ok=True)
@@ -368,8 +388,8 @@ def _synthetic_results(folder, alpha, kappa, sizes=(65536, 262144, 1048576)):
 
 def test_fabric_model_reads_the_schedule_of_the_yaml():
     fabric = _load_fabric(_MULTI)                       # 4 servers x 4 GPUs, 1 NIC each
-    ring = _planner.fabric_model(fabric, "ring", 1 << 20)
-    hier = _planner.fabric_model(fabric, "hierarchical", 1 << 20)
+    ring = P.fabric_model(fabric, "ring", 1 << 20)
+    hier = P.fabric_model(fabric, "hierarchical", 1 << 20)
     assert ring["steps"] == 2 * 15 and hier["steps"] == 3 + 2 * 3 + 3
     assert 0 < hier["bandwidth_s"] < ring["bandwidth_s"]
 
@@ -377,46 +397,55 @@ def test_fabric_model_reads_the_schedule_of_the_yaml():
 def test_calibration_recovers_alpha_and_kappa(tmp_path):
     folder = _synthetic_results(tmp_path / "run", alpha=0.004, kappa=1.6)
     fabric = _load_fabric(_MULTI)
-    cal = _planner.calibrate(fabric, json.loads((folder / "summary.json").read_text())
-                             ["collectives"]["runs"])
+    cal = P.calibrate_from_run(fabric, json.loads((folder / "summary.json").read_text())
+                               ["collectives"]["runs"])
     assert cal["alpha_s"] == pytest.approx(0.004, rel=1e-6)
     assert cal["kappa"] == pytest.approx(1.6, rel=1e-6)
 
 
 def test_cli_plans_a_yaml_and_calibrates_from_its_results(tmp_path, capsys):
     folder = _synthetic_results(tmp_path / "run", alpha=0.002, kappa=1.25)
-    assert _planner.main(["--results", str(folder)]) == 0
+    assert P.main(["--results", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "Plan for 16 GPUs" in out and "AllReduce on multi-gpu" in out
     assert "alpha 2.00 ms per step, bandwidth term x1.25 (efficiency 80%)" in out
     ratios = [line.split()[-1] for line in out.splitlines() if "KiB" in line or "MiB" in line]
     assert ratios[-6:] == ["1.00"] * 6                                 # measured / calibrated
-    assert _planner.main(["--fabric", str(_MULTI), "--json"]) == 0
+    assert P.main(["--fabric", str(_MULTI), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["algorithm"] for r in data["fabric"]["predictions"]] == ["ring", "hierarchical"]
 
 
 def test_cli_refuses_a_folder_that_is_not_results(tmp_path, capsys):
-    assert _planner.main(["--results", str(tmp_path)]) == 2
+    assert P.main(["--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: --results {tmp_path}: expected a results folder")
     assert "\n" not in err
-    assert _planner.main(["--fabric", str(tmp_path / "none.yaml")]) == 2
+    assert P.main(["--fabric", str(tmp_path / "none.yaml")]) == 2
     assert "cannot read the fabric file" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_fabric_whose_experiment_section_is_wrong(tmp_path, capsys):
+    yaml = tmp_path / "bad-experiment.yaml"
+    yaml.write_text(_MULTI.read_text() + "experiment:\n  collective: bogus\n")
+    assert P.main(["--fabric", str(yaml)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and err.count("\n") == 1
+    assert "experiment" in err and "collective" in err
 
 
 def test_cli_refuses_results_of_another_fabric_and_old_or_broken_summaries(tmp_path, capsys):
     folder = _synthetic_results(tmp_path / "run", alpha=0.002, kappa=1.25)
     other = Path(__file__).parent.parent / "topologies" / "default.yaml"
-    assert _planner.main(["--results", str(folder), "--fabric", str(other)]) == 2
+    assert P.main(["--results", str(folder), "--fabric", str(other)]) == 2
     assert "not the same fabric" in capsys.readouterr().err
     (folder / "summary.json").write_text("[]")
-    assert _planner.main(["--results", str(folder)]) == 2
+    assert P.main(["--results", str(folder)]) == 2
     assert capsys.readouterr().err.startswith(f"error: --results {folder}: expected a results")
     summary = {"collectives": {"runs": [{"collective": "allreduce", "algorithm": "bogus",
                                          "size_bytes": 65536, "time_s": 1.0, "ranks": 16}]}}
     (folder / "summary.json").write_text(json.dumps(summary))
-    assert _planner.main(["--results", str(folder)]) == 2
+    assert P.main(["--results", str(folder)]) == 2
     assert "cannot be modelled" in capsys.readouterr().err
 
 

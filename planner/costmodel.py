@@ -1,0 +1,167 @@
+"""AllReduce cost models: the time of an AllReduce from per-step latency and
+per-byte cost, flat ring and NCCL-style hierarchical, for a plan's GPUs, and
+the least-squares fit of those two costs to measured times.
+
+AllReduce (alpha-beta model)
+----------------------------
+A step costs alpha seconds of latency, a byte costs beta = 8 / (Gbit/s * 1e9
+* efficiency) seconds.
+
+- ring over n ranks, S bytes: ``2(n-1) alpha + 2(n-1)/n * S * beta``.
+- hierarchical (NCCL-style) over m nodes of g GPUs: intra-node ReduceScatter
+  ``(g-1) a_intra + (g-1)/g * S * b_intra``, then an inter-node ring
+  AllReduce per rail on S/g bytes ``2(m-1) a_inter + 2(m-1)/m * (S/g) *
+  b_inter``, then an intra-node AllGather costing the same as the
+  ReduceScatter. With m = 1 only the intra parts remain; with g = 1 it is the
+  flat ring.
+
+`predict_allreduce` prices the flat ring at the scale-out link for every hop
+(the design without scale-up) and the hierarchical one with NVLink inside the
+server (``NVLINK_GBPS`` unless told otherwise). When a server has fewer NICs
+than GPUs, the g/nics GPUs sharing a NIC share its rate: b_inter is multiplied
+by g/nics.
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner import inputs as check
+from planner.inputs import PlanError
+
+# H100 SXM: 18 NVLink-4 links x 25 GB/s per direction = 450 GB/s = 3,600 Gbit/s.
+NVLINK_GBPS = 3600.0
+
+
+def ring_allreduce_seconds(n, size_bytes, alpha_s, beta_s_per_byte) -> float:
+    """Ring AllReduce of `size_bytes` over `n` ranks: 2(n-1)a + 2(n-1)/n * S * b."""
+    n = check.whole("n", n, 1, 10 ** 12, "a whole number of at least 1")
+    S = check.non_negative("size_bytes", size_bytes)
+    a = check.non_negative("alpha_s", alpha_s)
+    b = check.non_negative("beta_s_per_byte", beta_s_per_byte)
+    return 2 * (n - 1) * a + 2 * (n - 1) / n * S * b
+
+
+def hierarchical_allreduce_seconds(nodes, gpus_per_node, size_bytes, alpha_intra, beta_intra,
+                                   alpha_inter, beta_inter) -> float:
+    """NCCL-style hierarchical AllReduce: intra-node ReduceScatter, an inter-node
+    ring AllReduce per rail on S/g bytes, intra-node AllGather."""
+    m = check.whole("nodes", nodes, 1, 10 ** 12, "a whole number of at least 1")
+    g = check.whole("gpus_per_node", gpus_per_node, 1, 10 ** 6, "a whole number of at least 1")
+    S = check.non_negative("size_bytes", size_bytes)
+    intra = (g - 1) * check.non_negative("alpha_intra", alpha_intra) \
+        + (g - 1) / g * S * check.non_negative("beta_intra", beta_intra)
+    inter = ring_allreduce_seconds(m, S / g, check.non_negative("alpha_inter", alpha_inter),
+                                   check.non_negative("beta_inter", beta_inter))
+    return intra + inter + intra
+
+
+def _fit_points(points) -> list:
+    """(steps, bytes, seconds) as floats, each checked."""
+    pts = []
+    for i, p in enumerate(points or ()):
+        try:
+            s, B, t = p
+        except (TypeError, ValueError):
+            raise PlanError(f"points[{i}] must be a (steps, bytes, seconds) triple, got {p!r}") from None
+        pts.append((float(check.non_negative(f"points[{i}] steps", s)),
+                    float(check.non_negative(f"points[{i}] bytes", B)),
+                    float(check.non_negative(f"points[{i}] seconds", t))))
+    if not pts:
+        raise PlanError("points must hold at least one (steps, bytes, seconds) triple")
+    return pts
+
+
+def fit_alpha_beta(points) -> tuple:
+    """(alpha, beta) >= 0 minimising sum (seconds - steps*alpha - bytes*beta)^2
+    over (steps, bytes, seconds) points.
+
+    The 2x2 normal equations are solved on unit-norm columns; if that solution
+    has a negative coefficient, the fit is redone with it at 0 (the best of
+    the feasible candidates wins, which is the exact non-negative solution for
+    two unknowns). When steps and bytes are proportional (one point, say) only
+    their combination is determined and alpha = 0 is chosen."""
+    pts = _fit_points(points)
+    ss = sum(s * s for s, _, _ in pts)
+    bb = sum(B * B for _, B, _ in pts)
+    if ss == 0 and bb == 0:
+        raise PlanError("points must have at least one point with steps or bytes above 0")
+    sb = sum(s * B for s, B, _ in pts)
+    st = sum(s * t for s, _, t in pts)
+    bt = sum(B * t for _, B, t in pts)
+
+    def sse(a, b):
+        return sum((t - s * a - B * b) ** 2 for s, B, t in pts)
+
+    if ss > 0 and bb > 0:
+        ns, nb = math.sqrt(ss), math.sqrt(bb)
+        c = sb / (ns * nb)                      # cosine between the two columns
+        det = 1.0 - c * c
+        if det > 1e-12:                         # columns not (nearly) proportional
+            ys, yb = st / ns, bt / nb
+            x = (ys - c * yb) / det
+            y = (yb - c * ys) / det
+            a, b = x / ns, y / nb
+            if a >= 0 and b >= 0:
+                return a, b
+    candidates = [(0.0, max(0.0, bt / bb) if bb > 0 else 0.0),       # alpha = 0 wins ties
+                  (max(0.0, st / ss) if ss > 0 else 0.0, 0.0)]
+    tolerance = 1e-12 * sum(t * t for _, _, t in pts)     # rounding, not a better fit
+    best, best_err = None, None
+    for a, b in candidates:
+        err = sse(a, b)
+        if best is None or err < best_err - tolerance:
+            best, best_err = (a, b), err
+    return best
+
+
+def predict_allreduce(plan_or_gpus, gradient_bytes, alpha_s=5e-6, link_gbps=None, intra_gbps=None,
+                      efficiency=1.0, *, gpus_per_server=None, nics_per_server=None,
+                      intra_alpha_s=None) -> dict:
+    """Flat-ring and hierarchical AllReduce times of `gradient_bytes` over the GPUs
+    of a plan (the dict `plan` returns) or over a GPU count.
+
+    beta = 8 / (link_gbps * 1e9 * efficiency) for the scale-out link and
+    8 / (intra_gbps * 1e9 * efficiency) inside a server (NVLINK_GBPS when not
+    given); intra_alpha_s defaults to alpha_s. Arguments given explicitly win
+    over the plan's inputs; without a plan, 8 GPUs and 8 NICs per server at
+    400 Gbit/s."""
+    if isinstance(plan_or_gpus, dict):
+        inputs = plan_or_gpus.get("inputs", plan_or_gpus)
+        gpus = inputs.get("gpus")
+        if gpus_per_server is None:
+            gpus_per_server = inputs.get("gpus_per_server")
+        if nics_per_server is None:
+            nics_per_server = inputs.get("nics_per_server")
+        if link_gbps is None:
+            link_gbps = inputs.get("link_gbps")
+    else:
+        gpus = plan_or_gpus
+    gpus = check.whole("gpus", gpus, 1, check.MAX_GPUS)
+    g = check.whole("gpus_per_server", 8 if gpus_per_server is None else gpus_per_server,
+                    1, check.MAX_GPUS_PER_SERVER)
+    nics = check.nics_per_server(g if nics_per_server is None else nics_per_server, g)
+    link_gbps = check.positive("link_gbps", 400.0 if link_gbps is None else link_gbps)
+    intra_gbps = check.positive("intra_gbps", NVLINK_GBPS if intra_gbps is None else intra_gbps)
+    efficiency = check.fraction("efficiency", efficiency)
+    S = check.non_negative("gradient_bytes", gradient_bytes)
+    alpha = float(check.non_negative("alpha_s", alpha_s))
+    intra_alpha = float(check.non_negative("intra_alpha_s",
+                                           alpha if intra_alpha_s is None else intra_alpha_s))
+
+    nodes = math.ceil(gpus / g)
+    per_node = min(g, gpus)
+    beta = 8.0 / (link_gbps * 1e9 * efficiency)
+    beta_intra = 8.0 / (intra_gbps * 1e9 * efficiency)
+    beta_inter = beta * per_node / min(nics, per_node)     # GPUs sharing a NIC share its rate
+    ring = ring_allreduce_seconds(gpus, S, alpha, beta)
+    hier = hierarchical_allreduce_seconds(nodes, per_node, S, intra_alpha, beta_intra, alpha, beta_inter)
+    return {
+        "gpus": gpus, "nodes": nodes, "gpus_per_node": per_node, "nics_per_node": min(nics, per_node),
+        "gradient_bytes": S, "alpha_s": alpha, "intra_alpha_s": intra_alpha,
+        "link_gbps": link_gbps, "intra_gbps": intra_gbps, "efficiency": efficiency,
+        "beta_s_per_byte": beta, "intra_beta_s_per_byte": beta_intra,
+        "inter_beta_s_per_byte": beta_inter,
+        "ring_seconds": ring, "hierarchical_seconds": hier,
+        "speedup": ring / hier if hier > 0 else 1.0,
+    }

@@ -1,0 +1,169 @@
+"""The planner's report: a plan (what plan() returns, or its JSON) and the
+AllReduce predictions on a fabric as text, and the formatters of counts,
+numbers, ratios, durations and byte sizes they use."""
+
+from __future__ import annotations
+
+from planner.training import DAYS_PER_YEAR, SECONDS_PER_DAY
+
+
+def _count(n):
+    return f"{int(n):,}"
+
+
+def _num(x):
+    """2.0e10 for big or tiny values, 40,000 or 12.5 otherwise."""
+    x = float(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e7 or abs(x) < 1e-3:
+        mantissa, exponent = f"{x:.1e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    if x == int(x):
+        return f"{int(x):,}"
+    return f"{x:,.3g}" if abs(x) < 100 else f"{x:,.1f}"
+
+
+def ratio_text(x):
+    """3:1 for a downlink:uplink ratio of 3."""
+    return f"{x:.3g}:1"
+
+
+def _duration(seconds):
+    s = float(seconds)
+    if s < 1e-3:
+        return f"{s * 1e6:.3g} us"
+    if s < 1:
+        return f"{s * 1e3:.3g} ms"
+    if s < 120:
+        return f"{s:.3g} s"
+    if s < 2 * 3600:
+        return f"{s / 60:.3g} minutes"
+    if s < 2 * SECONDS_PER_DAY:
+        return f"{s / 3600:.3g} hours"
+    days = s / SECONDS_PER_DAY
+    if days < 2 * DAYS_PER_YEAR:
+        return f"{days:,.1f} days"
+    return f"{days / DAYS_PER_YEAR:,.1f} years ({days:,.0f} days)"
+
+
+def _bytes(n):
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def _design_fields(d):
+    """A Design (from plan()) or its JSON form, as the JSON form."""
+    return d.to_dict() if hasattr(d, "to_dict") else d
+
+
+def format_plan(plan_dict) -> str:
+    """A human-readable report of what `plan` (or its JSON) returned."""
+    inp = plan_dict["inputs"]
+    designs = [_design_fields(d) for d in plan_dict["designs"]]
+    lines = [
+        f"Plan for {_count(inp['gpus'])} GPUs: {_count(plan_dict['servers'])} servers x "
+        f"{inp['gpus_per_server']} GPUs, {inp['nics_per_server']} scale-out NIC(s) per server "
+        f"= {_count(plan_dict['endpoints'])} endpoints",
+        f"Switch radix {inp['radix']}, links {_num(inp['link_gbps'])} Gbit/s, "
+        f"requested oversubscription {ratio_text(inp['oversubscription'])}",
+        "",
+    ]
+    lines += _design_table(designs) + [""] + _design_notes(designs, inp["radix"])
+    lines += _training_lines(plan_dict["training"])
+    if plan_dict.get("allreduce"):
+        lines += _allreduce_lines(plan_dict["allreduce"])
+    return "\n".join(lines)
+
+
+def _design_table(designs) -> list:
+    """One row per design, names left-aligned and counts right-aligned."""
+    header = ("design", "fits", "switches", "switch ports", "cables", "ports/endpoint",
+              "max hops", "bisection Tbit/s", "oversub")
+    rows = [header] + [
+        (d["name"], "yes" if d["fits"] else "no", _count(d["switches"]),
+         _count(d["switch_ports"]), _count(d["cables"]), _count(d["ports_per_endpoint"]),
+         str(d["max_hops"]), _num(d["bisection_gbps"] / 1000.0), ratio_text(d["oversubscription"]))
+        for d in designs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+        cells += [cell.rjust(w) for cell, w in zip(row[2:], widths[2:])]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _design_notes(designs, radix) -> list:
+    """Per design: how many endpoints it holds, its switches by tier, and why
+    it does not fit when it does not."""
+    lines = []
+    for d in designs:
+        tiers = " + ".join(f"{_count(n)} {tier}" for tier, n in d["switches_by_tier"].items())
+        what = f"{d['name']}: holds up to {_count(d['max_endpoints'])} endpoints at radix {radix}"
+        if tiers:
+            what += f"; switches: {tiers}"
+        if d["name"] == "full-mesh":
+            what += f"; {_num(d['cables'])} cables"
+        if d["fits"] and d["needed_radix"]:
+            what += f"; radix {_count(d['needed_radix'])} would do"
+        lines.append(what)
+        if not d["fits"]:
+            lines.append(f"    does not fit: {d['reason']}")
+    return lines
+
+
+def _training_lines(t) -> list:
+    return [
+        "",
+        f"Training {_num(t['total_flops'])} FLOPs:",
+        f"  FLOP/s per GPU      {_num(t['gpu_flops'])}",
+        f"  FLOPs per GPU-day   {_num(t['flops_per_day'])}",
+        f"  on one GPU          {_duration(t['seconds_one_gpu'])}",
+        f"  on {_count(t['gpus'])} GPUs".ljust(22) + f"{_duration(t['seconds_all_gpus'])} "
+        f"({t['days_all_gpus']:.3g} days; ideal scaling at {t['utilisation']:.0%} utilisation)",
+    ]
+
+
+def _allreduce_lines(ar) -> list:
+    return [
+        "",
+        f"AllReduce of {_bytes(ar['gradient_bytes'])} (alpha {_num(ar['alpha_s'] * 1e6)} us, "
+        f"scale-out {_num(ar['link_gbps'])} Gbit/s, in-server {_num(ar['intra_gbps'])} Gbit/s):",
+        f"  flat ring over {_count(ar['gpus'])} GPUs: {_duration(ar['ring_seconds'])}",
+        f"  hierarchical, {_count(ar['nodes'])} servers x {ar['gpus_per_node']} GPUs: "
+        f"{_duration(ar['hierarchical_seconds'])} ({ar['speedup']:.3g}x faster)",
+    ]
+
+
+def format_fabric(fabric, rows, calibration=None, source="") -> str:
+    """The AllReduce predictions on `fabric` (fabric_predictions' rows), with
+    the calibration and measured times when there are some."""
+    f = fabric
+    intra = f.spec["links"].get("intra_node")
+    lines = [f"AllReduce on {f.name} ({f.shape()})",
+             f"  NIC links {f.spec['links']['server_leaf']['rate_mbit']:g} Mbit/s"
+             + (f", NVLink-class links {intra['rate_mbit']:g} Mbit/s" if intra else "")
+             + f", MTU {f.mtu}"]
+    if calibration:
+        lines.append(f"  calibrated from {source or 'an emulated run'} over "
+                     f"{len(calibration['points'])} size(s): alpha {calibration['alpha_s'] * 1e3:.2f} ms "
+                     f"per step, bandwidth term x{calibration['kappa']:.2f}"
+                     + (f" (efficiency {1 / calibration['kappa']:.0%})"
+                        if calibration["kappa"] else ""))
+    head = f"  {'size':>10}  {'algorithm':<13} {'steps':>5}  {'model s':>9}"
+    if calibration:
+        head += f"  {'calibrated s':>12}  {'measured s':>10}  {'meas/cal':>8}"
+    lines.append(head)
+    for r in rows:
+        line = (f"  {_bytes(r['size_bytes']):>10}  {r['algorithm']:<13} {r['steps']:>5}  "
+                f"{r['model_s']:9.3f}")
+        if calibration:
+            meas = r.get("measured_s")
+            line += (f"  {r['calibrated_s']:12.3f}  "
+                     + (f"{meas:10.3f}  {meas / r['calibrated_s']:8.2f}" if meas else
+                        f"{'-':>10}  {'-':>8}"))
+        lines.append(line)
+    return "\n".join(lines)

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 from topologies.fabric import Fabric
-from traffic import plots
+from traffic.report import plots
 
 TIER = {"node": 1, "nvswitch": 1, "leaf": 2, "spine": 3, "agg": 3, "core": 4}
 
 
 def fabric_nodes(fabric: Fabric) -> List[Tuple[str, int]]:
-    return ([(h.name, 0) for h in fabric.servers]
+    return ([(h.name, 0) for h in fabric.endpoints]
             + [(s.name, TIER[s.role]) for s in fabric.switches])
 
 

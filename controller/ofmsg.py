@@ -84,7 +84,7 @@ def group_mod(dp, gid: int, ports, command: str = "add"):
 
 def route_flow_mod(dp, ip: str, action, delete: bool = False):
     """IPv4 traffic to one server: out of a port or into an ECMP group."""
-    ofp, parser = dp.ofproto, dp.ofproto_parser
+    parser = dp.ofproto_parser
     match = parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=ip)
     if delete:
         return _delete_flow(dp, PRIORITY_ROUTE, match)

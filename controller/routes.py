@@ -75,7 +75,7 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
             nic_leaf[(link.a, link.a_port)] = (link.b, link.b_port)
     inner = [s for s in fabric.switches if s.role not in ("node", "nvswitch")]
     dists = {}
-    for server in fabric.servers:
+    for server in fabric.endpoints:
         if server.nvswitch and (server.nvswitch, server.nv_port) not in down:
             plans[server.nvswitch].routes[server.nv_ip] = ("output", server.nv_port)
         if server.node:
@@ -113,35 +113,3 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
                 plan.routes[server.ip] = ("group", gid)
     return plans
 
-
-def trace(fabric: Fabric, plans: Dict[str, SwitchPlan], src: str, dst_ip: str,
-          max_hops: int = 16) -> Tuple[Tuple[str, ...], ...]:
-    """Every path a packet from server `src` to `dst_ip` can take under `plans`
-    (all buckets of every group), as tuples of node names. A path that ends
-    anywhere but at the destination server means the plan is broken."""
-    peer = {}
-    for link in fabric.links:
-        peer[(link.a, link.a_port)] = (link.b, link.b_port)
-        peer[(link.b, link.b_port)] = (link.a, link.a_port)
-    servers = {h.name for h in fabric.servers}
-    first = peer[(src, 0)]
-    paths, stack = [], [((src, first[0]), first[1])]
-    while stack:
-        path, in_port = stack.pop()
-        node = path[-1]
-        if node in servers or len(path) > max_hops:
-            paths.append(path)
-            continue
-        plan = plans[node]
-        route = plan.routes.get(dst_ip)
-        if route is None and in_port in plan.uplinks:
-            route = ("output", plan.uplinks[in_port])
-        if route is None:
-            paths.append(path + ("<drop>",))
-            continue
-        kind, value = route
-        ports = plan.groups[value] if kind == "group" else (value,)
-        for port in ports:
-            far, far_port = peer[(node, port)]
-            stack.append((path + (far,), far_port))
-    return tuple(sorted(paths))

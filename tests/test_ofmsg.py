@@ -11,7 +11,8 @@ from os_ken.ofproto import ofproto_parser, ofproto_protocol, ofproto_v1_3, ofpro
 
 from controller import ofmsg
 from controller.routes import SwitchPlan, compute_plan
-from tests.fabrics import leaf_spine
+from tests.helpers import leaf_spine
+from tests.flowtable import FlowTable
 
 OF13 = ofproto_protocol.ProtocolDesc(ofproto_v1_3.OFP_VERSION)
 OF15 = ofproto_protocol.ProtocolDesc(ofproto_v1_5.OFP_VERSION)
@@ -90,7 +91,7 @@ def test_a_fresh_switch_is_cleared_then_fully_programmed(shape):
     uplinks = tuple(l.a_port for l in f.uplinks("leaf1"))
     assert all([b.actions[0].port for b in g.buckets] == list(uplinks) for g in groups)
     flows = [m for m in msgs[2:] if type(m).__name__ == "OFPFlowMod"]
-    assert len(flows) == len(f.servers) + 1                    # a route per server + ARP
+    assert len(flows) == len(f.endpoints) + 1                    # a route per server + ARP
     # groups come before the first route that uses one
     assert kinds.index("OFPGroupMod", 2) < max(i for i, k in enumerate(kinds) if k == "OFPFlowMod")
 
@@ -109,6 +110,23 @@ def test_a_change_sends_only_the_difference():
     back = ofmsg.plan_messages(OF15, new, old)
     assert [(type(m).__name__, m.command) for m in back] == [
         ("OFPGroupMod", ofp.OFPGC_ADD), ("OFPFlowMod", ofp.OFPFC_ADD)]
+
+
+@pytest.mark.parametrize("dp", [OF13, OF15], ids=["of13", "of15"])
+@pytest.mark.parametrize("down", [{("leaf2", 2)}, {("leaf1", 1)}, {("leaf1", 3), ("leaf3", 2)}],
+                         ids=str)
+def test_a_switch_replaying_the_messages_holds_the_plan(dp, down):
+    """Read back from the wire by a fake flow table, a fresh switch's messages
+    leave it holding the plan, and so do the differences there and back."""
+    f = leaf_spine(2, 3, 2)
+    before, after = compute_plan(f), compute_plan(f, frozenset(down))
+    for name in before:
+        table = FlowTable()
+        for old, new in ((None, before[name]), (before[name], after[name]),
+                         (after[name], before[name])):
+            for msg in ofmsg.plan_messages(dp, old, new):
+                table.apply(msg)
+            assert table.plan() == new, name
 
 
 def test_removed_groups_go_after_their_routes():

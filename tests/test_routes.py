@@ -2,8 +2,9 @@
 
 import pytest
 
-from controller.routes import compute_plan, trace
-from tests.fabrics import leaf_spine
+from controller.routes import compute_plan
+from tests.helpers import leaf_spine
+from tests.flowtable import trace
 
 SHAPES = [(2, 2, 2, 1), (4, 8, 4, 1), (2, 3, 2, 2), (3, 2, 1, 3)]
 
@@ -13,8 +14,8 @@ SHAPES = [(2, 2, 2, 1), (4, 8, 4, 1), (2, 3, 2, 2), (3, 2, 1, 3)]
 def test_ecmp_uses_every_shortest_path(spines, leaves, servers, parallel):
     f = leaf_spine(spines, leaves, servers, parallel)
     plans = compute_plan(f)
-    for src in f.servers:
-        for dst in f.servers:
+    for src in f.endpoints:
+        for dst in f.endpoints:
             if src is dst:
                 continue
             paths = trace(f, plans, src.name, dst.ip)
@@ -42,11 +43,11 @@ def test_single_path_pins_each_destination_leaf_to_one_spine():
     f = leaf_spine(4, 8, 2, policy="single-path")
     plans = compute_plan(f)
     assert all(not p.groups for p in plans.values())
-    for dst in f.servers:
-        spines = {trace(f, plans, src.name, dst.ip)[0][2] for src in f.servers
+    for dst in f.endpoints:
+        spines = {trace(f, plans, src.name, dst.ip)[0][2] for src in f.endpoints
                   if src.leaf != dst.leaf}
         assert len(spines) == 1
-    used = {trace(f, plans, "h1", d.ip)[0][2] for d in f.servers if d.leaf != "leaf1"}
+    used = {trace(f, plans, "h1", d.ip)[0][2] for d in f.endpoints if d.leaf != "leaf1"}
     assert used == {"spine1", "spine2", "spine3", "spine4"}   # leaves spread over spines
 
 
@@ -56,8 +57,8 @@ def test_a_dead_uplink_is_avoided_everywhere():
     plans = compute_plan(f, frozenset({("leaf2", 2)}))
     assert plans["leaf1"].routes["10.0.2.1"] == ("output", 3)    # only via spine2
     assert plans["leaf1"].groups.get(3) == (2, 3)                # leaf3 still has both
-    for src in f.servers:
-        for dst in f.servers:
+    for src in f.endpoints:
+        for dst in f.endpoints:
             if src is not dst:
                 for p in trace(f, plans, src.name, dst.ip):
                     assert p[-1] == dst.name and ("leaf2" not in (p[0], p[-1]) or "spine1" not in p)

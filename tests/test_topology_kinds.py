@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.routes import compute_plan, trace
+from controller.routes import compute_plan
+from tests.flowtable import trace
 from topologies.fabric import load_fabric, parse_fabric
 
 TOPOLOGIES = Path(__file__).parent.parent / "topologies"
@@ -30,7 +31,7 @@ def roles(fabric):
 
 def test_superpod_scalable_unit():
     f = load_fabric(TOPOLOGIES / "superpod-su.yaml")
-    assert len(f.servers) == 256                                  # 32 nodes x 8 GPUs
+    assert len(f.endpoints) == 256                                  # 32 nodes x 8 GPUs
     assert roles(f) == {"nvswitch": 32, "leaf": 8, "spine": 4}
     kinds = Counter(l.kind for l in f.links)
     assert kinds == {"intra_node": 256, "server_leaf": 256, "leaf_spine": 32}
@@ -38,7 +39,7 @@ def test_superpod_scalable_unit():
     assert all(p[f"leaf{r}"] == 32 + 4 for r in range(1, 9))      # 32 NICs down, 4 spines up
     assert all(p[f"spine{j}"] == 8 for j in range(1, 5))
     assert all(p[f"h{s}nv"] == 8 for s in range(1, 33))           # 8 GPUs on each NVSwitch
-    gpu = f.server("h7g3")                                        # two interfaces, as a DGX GPU
+    gpu = f.endpoint("h7g3")                                        # two interfaces, as a DGX GPU
     assert (gpu.intf, gpu.nv_intf, gpu.nvswitch, gpu.server) == ("h7g3-eth0", "h7g3-eth1",
                                                                    "h7nv", "h7")
     assert gpu.ip == "10.0.3.7" and gpu.nv_ip == "172.31.0.51"
@@ -47,12 +48,12 @@ def test_superpod_scalable_unit():
 
 def test_rail_wiring_puts_gpu_i_on_rail_leaf_i():
     f = load_fabric(TOPOLOGIES / "superpod-su.yaml")
-    for gpu in f.servers:
+    for gpu in f.endpoints:
         assert gpu.leaf == f"leaf{gpu.gpu}"
         link = next(l for l in f.links if (l.a, l.a_port) == (gpu.name, 0))
         assert link.kind == "server_leaf" and (link.b, link.b_port) == (gpu.leaf, gpu.port)
     # every server has exactly one NIC on each rail leaf
-    nics = Counter((f.server(l.a).server, l.b) for l in f.links if l.kind == "server_leaf")
+    nics = Counter((f.endpoint(l.a).server, l.b) for l in f.links if l.kind == "server_leaf")
     assert set(nics.values()) == {1} and len(nics) == 32 * 8
 
 
@@ -62,7 +63,7 @@ fabric: {kind: rail-optimized, units: 2, servers_per_unit: 2, spines: 2}
 server: {gpus: 2, nics: 2}
 links: {server_leaf: {rate_mbit: 1}, leaf_spine: {rate_mbit: 1}, intra_node: {rate_mbit: 8}}
 """, "t.yaml")
-    assert [(g.name, g.leaf) for g in f.servers] == [
+    assert [(g.name, g.leaf) for g in f.endpoints] == [
         ("h1g1", "leaf1"), ("h1g2", "leaf2"), ("h2g1", "leaf1"), ("h2g2", "leaf2"),
         ("h3g1", "leaf3"), ("h3g2", "leaf4"), ("h4g1", "leaf3"), ("h4g2", "leaf4")]
 
@@ -80,10 +81,10 @@ links: {server_leaf: {rate_mbit: 1}, leaf_spine: {rate_mbit: 1}, intra_node: {ra
 def test_counts_of_each_kind(name, switches, links, endpoints):
     f = load_fabric(TOPOLOGIES / name)
     assert roles(f) == switches
-    assert len(f.links) == links and len(f.servers) == endpoints
+    assert len(f.links) == links and len(f.endpoints) == endpoints
     assert len({s.dpid for s in f.switches}) == len(f.switches)
-    assert len({h.ip for h in f.servers}) == len(f.servers)
-    nv = [h.nv_ip for h in f.servers if h.nv_ip]
+    assert len({h.ip for h in f.endpoints}) == len(f.endpoints)
+    nv = [h.nv_ip for h in f.endpoints if h.nv_ip]
     assert len(set(nv)) == len(nv)
 
 
@@ -114,7 +115,7 @@ def test_every_endpoint_reaches_every_other_and_no_server_is_transit(name):
     f = load_fabric(TOPOLOGIES / name)
     plans = compute_plan(f)
     nodes = {s.name for s in f.nodes}
-    for src, dst in itertools.permutations(f.servers, 2):
+    for src, dst in itertools.permutations(f.endpoints, 2):
         for path in trace(f, plans, src.name, dst.ip):
             assert path[-1] == dst.name, path
             inner = set(path[1:-1]) & nodes
@@ -127,16 +128,16 @@ def test_every_endpoint_reaches_every_other_and_no_server_is_transit(name):
 def test_gpus_of_a_server_reach_each_other_over_the_nvswitch(name):
     f = load_fabric(TOPOLOGIES / name)
     plans = compute_plan(f)
-    for gpu in f.servers:
+    for gpu in f.endpoints:
         plan = plans[gpu.nvswitch]
         assert plan.routes[gpu.nv_ip] == ("output", gpu.nv_port)
-        assert set(plan.routes) == {h.nv_ip for h in f.servers if h.server == gpu.server}
+        assert set(plan.routes) == {h.nv_ip for h in f.endpoints if h.server == gpu.server}
         assert not plan.groups and not plan.uplinks           # nothing leaves the server
 
 
 def test_fat_tree_spreads_over_all_cores_between_pods():
     f = load_fabric(TOPOLOGIES / "fat-tree-k4.yaml")
-    paths = trace(f, compute_plan(f), "h1", f.server("h16").ip)
+    paths = trace(f, compute_plan(f), "h1", f.endpoint("h16").ip)
     assert len(paths) == 4                           # (k/2)^2 equal-cost paths
     assert {p[3] for p in paths} == {"core1", "core2", "core3", "core4"}
 
@@ -144,9 +145,9 @@ def test_fat_tree_spreads_over_all_cores_between_pods():
 def test_rail_traffic_stays_on_its_rail_leaf():
     f = load_fabric(TOPOLOGIES / "superpod-su.yaml")
     plans = compute_plan(f)
-    same_rail = trace(f, plans, "h1g3", f.server("h32g3").ip)
+    same_rail = trace(f, plans, "h1g3", f.endpoint("h32g3").ip)
     assert same_rail == (("h1g3", "leaf3", "h32g3"),)
-    cross_rail = trace(f, plans, "h1g3", f.server("h32g5").ip)
+    cross_rail = trace(f, plans, "h1g3", f.endpoint("h32g5").ip)
     assert {p[2] for p in cross_rail} == {"spine1", "spine2", "spine3", "spine4"}
     assert all(p[1] == "leaf3" and p[3] == "leaf5" for p in cross_rail)
 
@@ -157,16 +158,16 @@ fabric: {spines: 2, leaves: 2, servers_per_leaf: 2}
 server: {gpus: 4, nics: 2}
 links: {server_leaf: {rate_mbit: 1}, leaf_spine: {rate_mbit: 1}, intra_node: {rate_mbit: 8}}
 """, "t.yaml")
-    gpu = f.server("h1g1")
+    gpu = f.endpoint("h1g1")
     plans = compute_plan(f, frozenset({(gpu.node, gpu.nic_port)}))
     assert plans["h1"].uplinks[gpu.node_port] != gpu.nic_port
-    for path in trace(f, plans, "h1g1", f.server("h4g2").ip):
+    for path in trace(f, plans, "h1g1", f.endpoint("h4g2").ip):
         assert path[-1] == "h4g2"
 
 
 def test_calibration_rates_keep_every_link_class_in_proportion():
     """--calibrate changes the NIC rate; the rest follows in proportion."""
-    from traffic.calibrate import at_rate
+    from traffic.rate_calibration import at_rate
     topologies = TOPOLOGIES
     single = at_rate(load_fabric(topologies / "single-switch.yaml"), 40)   # no uplinks at all
     assert single.spec["links"]["server_leaf"]["rate_mbit"] == 40

@@ -20,30 +20,38 @@ SIGTERM at any point tears down what was built and nothing else.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent
 VENV = REPO / ".venv"
 
-# `sudo python run_topology.py` starts the system Python: hand over to the
-# project's environment, which scripts/setup.sh builds.
-if Path(sys.prefix).resolve() != VENV.resolve() and (VENV / "bin" / "python").exists() \
-        and "FABRIC_LAB_NO_REEXEC" not in os.environ:
-    os.execv(str(VENV / "bin" / "python"), [str(VENV / "bin" / "python"), __file__, *sys.argv[1:]])
 
-import argparse   # noqa: E402
-import json       # noqa: E402
-import signal     # noqa: E402
-import subprocess  # noqa: E402
-import time       # noqa: E402
-from dataclasses import replace  # noqa: E402
+def _reexec_into_venv() -> None:
+    """`sudo python run_topology.py` starts the system Python: hand over to the
+    project's environment, which scripts/setup.sh builds."""
+    if Path(sys.prefix).resolve() != VENV.resolve() and (VENV / "bin" / "python").exists() \
+            and "FABRIC_LAB_NO_REEXEC" not in os.environ:
+        os.execv(str(VENV / "bin" / "python"),
+                 [str(VENV / "bin" / "python"), __file__, *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    _reexec_into_venv()
 
 try:
-    from topologies.fabric import (DEFAULT_FABRIC, POLICIES, FabricError, check_policy,
-                                   describe_links, load_fabric, parse_size)
-    from traffic import schedules
+    from topologies.fabric import (DEFAULT_FABRIC, FabricError, check_policy, describe_links,
+                                   load_fabric)
+    from topologies.schema import POLICIES, parse_size
+    from traffic import registry
+    from traffic.experiment import FIELDS, experiment_from
+    from traffic.report import console
 except ImportError as exc:  # pragma: no cover - only without the environment
     sys.exit(f"error: {exc.name} is not installed: run `sudo scripts/lab setup` first")
 
@@ -62,6 +70,8 @@ def _interrupt(signum, _frame):
         signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signal.Signals(signum).name)
 
+
+# --- flags -------------------------------------------------------------------------
 
 def _positive_int(text):
     if not text.isdigit() or int(text) < 1:
@@ -111,20 +121,25 @@ def parse_args(argv):
     p.add_argument("--datapath", choices=("auto", "kernel", "user"), default="auto",
                    help="Open vSwitch datapath: the kernel module when present (auto), "
                         "else the userspace one")
-    g = p.add_argument_group("collectives (override the YAML's experiment section)")
-    g.add_argument("-c", "--collective", choices=schedules.COLLECTIVES,
+    _collective_flags(p.add_argument_group(
+        "collectives (override the YAML's experiment section)"))
+    _run_flags(p)
+    return p.parse_args(argv)
+
+
+def _collective_flags(g) -> None:
+    g.add_argument("-c", "--collective", choices=registry.COLLECTIVES,
                    help="the NCCL collective to replay (default allreduce)")
-    g.add_argument("-a", "--algorithm",
-                   choices=sorted({a for al in schedules.ALGORITHMS.values() for a in al}),
+    g.add_argument("-a", "--algorithm", choices=registry.ALL_ALGORITHMS,
                    help="ring (default), rhd (recursive halving-doubling), tree or hierarchical "
                         "(multi-GPU servers) for AllReduce; pairwise for AllToAll; ring otherwise")
     g.add_argument("--compare", metavar="ALG[,ALG]", type=lambda v: [a for a in v.split(",") if a],
                    default=[],
                    help="then replay these algorithms of the same collective in the same lab, "
                         "each with its tables; busbw.png draws every one")
-    g.add_argument("--engine", choices=("agents", "iperf3", "scapy"),
-                   help="agents: rank processes with real, checked data (default); iperf3: the "
-                        "same transfers as iperf3 flows; scapy: as RoCEv2 packets")
+    g.add_argument("--engine", choices=tuple(registry.ENGINES),
+                   help="; ".join(f"{name}: {info.help}" for name, info in
+                                  registry.ENGINES.items()))
     g.add_argument("-b", "--minbytes", type=_size, help="smallest size (default 32K)")
     g.add_argument("-e", "--maxbytes", type=_size, help="largest size (default 2M)")
     g.add_argument("-f", "--stepfactor", type=float, help="size multiplier (default 4)")
@@ -150,6 +165,9 @@ def parse_args(argv):
                    help="length of the iperf3 check, whole seconds (default 3)")
     g.add_argument("--streams", type=_positive_int, default=4,
                    help="parallel TCP flows per server pair in the iperf3 check (default 4)")
+
+
+def _run_flags(p) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="measure which link rates this host can emulate for this fabric "
                         "(ring AllReduce at rising rates) and recommend one")
@@ -164,48 +182,9 @@ def parse_args(argv):
                    help="remove what labs killed without teardown (SIGKILL) left behind, "
                         "from their records in /run/fabric-lab; touches nothing else")
     p.add_argument("-v", "--verbose", action="store_true", help="Mininet and controller detail")
-    return p.parse_args(argv)
 
 
-EXPERIMENT_FLAGS = ("collective", "algorithm", "engine", "minbytes", "maxbytes", "stepfactor",
-                    "iters", "warmup", "root", "channels", "piece_bytes", "probe", "cross")
-
-
-def experiment_from(fabric, args):
-    """The YAML's experiment section, checked, then overridden by flags, checked
-    again; each error names where the mistake is. None for a fabric with one
-    server, which has nothing to replay."""
-    from traffic.experiment import Experiment
-    values = {k: v for k, v in fabric.spec["experiment"].items() if v is not None}
-    n = len(fabric.servers)
-    if n < 2:
-        if values:
-            raise FabricError(fabric.source, "experiment", "a collective needs at least 2 "
-                              "servers, and this fabric has one")
-        return None
-    if "collective" in values and "algorithm" not in values:
-        values["algorithm"] = schedules.ALGORITHMS[values["collective"]][0]
-    try:
-        Experiment(**values).check(n, fabric.gpus_per_server)
-    except ValueError as exc:
-        raise FabricError(fabric.source, "experiment", str(exc)) from None
-    flags = {k: getattr(args, k) for k in EXPERIMENT_FLAGS if getattr(args, k) is not None}
-    if "collective" in flags and "algorithm" not in flags:
-        flags["algorithm"] = schedules.ALGORITHMS[flags["collective"]][0]
-    exp = Experiment(**{**values, **flags})
-    exp.check(n, fabric.gpus_per_server)
-    servers = {h.name for h in fabric.servers}
-    for flag, pair in (("--probe", exp.probe), ("--cross", exp.cross)):
-        if pair and not set(pair) <= servers:
-            raise ValueError(f"{flag} {','.join(pair)}: not servers of this fabric "
-                             f"({fabric.servers[0].name}..{fabric.servers[-1].name})")
-    for algorithm in args.compare:
-        try:
-            replace(exp, algorithm=algorithm).check(n, fabric.gpus_per_server)
-        except ValueError as exc:
-            raise ValueError(f"--compare {algorithm}: {exc}") from None
-    return exp
-
+# --- the command -------------------------------------------------------------------
 
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -216,11 +195,8 @@ def main(argv=None) -> int:
         if args.policy:
             fabric = fabric.with_policy(args.policy)
             check_policy(fabric)
-        exp = experiment_from(fabric, args)
-    except FabricError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:                       # from the command-line flags
+        exp = experiment_from(fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
+    except (FabricError, ValueError) as exc:        # the YAML, or the command-line flags
         print(f"error: {exc}", file=sys.stderr)
         return 2
     problem = _output_problem(args)
@@ -247,8 +223,8 @@ def _output_problem(args):
 
 def _guarded(job) -> int:
     """Run a job that builds labs; every way it can fail ends in one sentence."""
-    from topologies.system import LabError
-    from traffic.checks import CheckError
+    from lab.host import LabError
+    from lab.processes import CheckError
     try:
         return job()
     except LabError as exc:
@@ -264,8 +240,7 @@ def _guarded(job) -> int:
 
 
 def _run(fabric, exp, args) -> int:
-    from topologies.lab import Lab
-    from traffic import checks
+    from lab.lifecycle import Lab
 
     run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}"
     say = (lambda *a: None) if args.json else print
@@ -273,42 +248,11 @@ def _run(fabric, exp, args) -> int:
                "links": describe_links(fabric), "policy": fabric.policy}
     say(f"fabric   {fabric.name}: {fabric.shape()}")
     with Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose) as lab:
-        status = lab.status
-        summary.update(datapath=lab.datapath, openflow=sorted(set(status["versions"].values())),
-                       timings=dict(lab.timings), results=str(run_dir))
-        control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
-        say(f"lab      datapath {lab.datapath}, {control}, policy {fabric.policy}; "
-            f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
-        t0 = time.monotonic()
-        reach = checks.all_pairs_reachability(lab)
-        summary["reachability"] = {"ok": reach.ok, "total": reach.total,
-                                   "failures": reach.failures,
-                                   "seconds": round(time.monotonic() - t0, 2)}
-        say(f"reach    {reach.ok}/{reach.total} server pairs reach each other"
-            + ("" if reach.complete else f"; failing: {_pairs(reach.failures)}"))
-        if reach.complete and not args.no_traffic and exp is not None:
-            summary["collectives"] = _collectives(lab, exp, run_dir, args, say)
-            compared = {}
-            for algorithm in args.compare:
-                say(f"compare  the same sweep with algorithm {algorithm}")
-                compared[algorithm] = _collectives(lab, replace(exp, algorithm=algorithm),
-                                                   run_dir / algorithm, args, say)
-            if compared:
-                summary["compared"] = compared
-            summary["collectives"]["figures"] = _figures(lab.fabric, summary["collectives"],
-                                                         compared, run_dir, say)
-            pairs = checks.cross_leaf_pairs(fabric)
-            if args.iperf_check and pairs:
-                summary["traffic"] = checks.iperf3_check(lab, pairs, args.seconds, args.streams)
-                if not args.json:
-                    _print_traffic(fabric, summary["traffic"])
+        _lab_summary(lab, summary, say)
+        if _reachability(lab, summary, say) and not args.no_traffic and exp is not None:
+            _traffic(lab, exp, run_dir, args, summary, say)
         if args.cli:
-            from mininet.cli import CLI
-            # Inside the CLI, Ctrl-C interrupts the running command, as in
-            # Mininet; `exit`, Ctrl-D or SIGTERM leave and tear down.
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            CLI(lab.net)
-            signal.signal(signal.SIGINT, _interrupt)
+            _mininet_cli(lab)
     summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -322,9 +266,60 @@ def _run(fabric, exp, args) -> int:
     return 0 if ok and not any(wrong) else 1
 
 
+def _lab_summary(lab, summary, say) -> None:
+    status = lab.status
+    summary.update(datapath=lab.datapath, openflow=sorted(set(status["versions"].values())),
+                   timings=dict(lab.timings), results=str(lab.run_dir))
+    control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
+    say(f"lab      datapath {lab.datapath}, {control}, policy {lab.fabric.policy}; "
+        f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
+
+
+def _reachability(lab, summary, say) -> bool:
+    from lab.reachability import all_pairs_reachability
+    t0 = time.monotonic()
+    reach = all_pairs_reachability(lab)
+    summary["reachability"] = {"ok": reach.ok, "total": reach.total, "failures": reach.failures,
+                               "seconds": round(time.monotonic() - t0, 2)}
+    say(f"reach    {reach.ok}/{reach.total} server pairs reach each other"
+        + ("" if reach.complete else f"; failing: {console.pairs_text(reach.failures)}"))
+    return reach.complete
+
+
+def _traffic(lab, exp, run_dir, args, summary, say) -> None:
+    """The sweep, the algorithms to compare, the figures, the iperf3 check."""
+    from dataclasses import replace
+
+    from traffic.measure.iperf3_check import cross_leaf_pairs, iperf3_check
+    summary["collectives"] = _collectives(lab, exp, run_dir, args, say)
+    compared = {}
+    for algorithm in args.compare:
+        say(f"compare  the same sweep with algorithm {algorithm}")
+        compared[algorithm] = _collectives(lab, replace(exp, algorithm=algorithm),
+                                           run_dir / algorithm, args, say)
+    if compared:
+        summary["compared"] = compared
+    summary["collectives"]["figures"] = _figures(lab.fabric, summary["collectives"],
+                                                 compared, run_dir, say)
+    pairs = cross_leaf_pairs(lab.fabric)
+    if args.iperf_check and pairs:
+        summary["traffic"] = iperf3_check(lab, pairs, args.seconds, args.streams)
+        if not args.json:
+            print(console.iperf3_check_text(lab.fabric, summary["traffic"]))
+
+
+def _mininet_cli(lab) -> None:
+    from mininet.cli import CLI
+    # Inside the CLI, Ctrl-C interrupts the running command, as in
+    # Mininet; `exit`, Ctrl-D or SIGTERM leave and tear down.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    CLI(lab.net)
+    signal.signal(signal.SIGINT, _interrupt)
+
+
 def _collectives(lab, exp, run_dir, args, say) -> dict:
-    from traffic.experiment import run_experiment
-    from traffic.report import csv_text, fabric_table, nccl_table
+    from traffic.report.tables import csv_text, fabric_table, nccl_table
+    from traffic.sweep import run_experiment
     rate = lab.fabric.spec["links"]["server_leaf"]["rate_mbit"]
     result = run_experiment(lab, exp, run_dir, progress=_progress(args.json))
     (run_dir / "results.csv").write_text(csv_text(result))
@@ -332,22 +327,21 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
         args.csv.write_text(csv_text(result))
     say(nccl_table(result, rate))
     say(fabric_table(result, rate))
-    cross = result["cross_traffic"]
-    if cross:
-        say(f"# Cross traffic {cross['src']} -> {cross['dst']} (iperf3 TCP, whole sweep): "
-            + (f"{cross['mbit_s']:.1f} Mbit/s sent over {cross['seconds']:.0f} s, "
-               f"{cross['retransmits']} retransmits"
-               if "mbit_s" in cross else cross["error"]))
+    if result["cross_traffic"]:
+        say(console.cross_text(result["cross_traffic"]))
     if not args.json:
-        _print_uplinks(lab.fabric, result["uplink_tx_bytes"], "during the collectives")
-        _print_split(result)
+        print(console.uplinks_text(lab.fabric, result["uplink_tx_bytes"],
+                                   "during the collectives"))
+        split = console.split_text(result)
+        if split:
+            print(split)
     return result
 
 
 def _figures(fabric, result, compared, run_dir, say) -> list:
     """The PNGs of the run; busbw.png has a curve per algorithm replayed."""
     try:
-        from traffic.figures import write_figures
+        from traffic.report.figures import write_figures
         curves = None
         if compared:
             curves = {f"{r['experiment']['collective']} ({alg})":
@@ -360,20 +354,6 @@ def _figures(fabric, result, compared, run_dir, say) -> list:
     except Exception as exc:          # noqa: BLE001 (a picture is never worth the run)
         say(f"figures  none: drawing failed ({type(exc).__name__}: {exc})")
         return []
-
-
-def _print_split(result):
-    """Intra-node (NVLink-class) against inter-node (network) traffic."""
-    if result.get("gpus_per_server", 1) == 1 and not any(
-            r["wire_bytes"]["intra_node"] for r in result["runs"]):
-        return
-    print("traffic  per size: payload the schedule sends inside servers / between servers; "
-          "bytes put on NVLink-class links / on links into servers")
-    for r in result["runs"]:
-        p, w = r["payload_bytes"], r["wire_bytes"]
-        print(f"         {r['size_bytes']:>10}  payload {p['intra'] / 1e6:8.2f} / "
-              f"{p['inter'] / 1e6:8.2f} MB   wire {w['intra_node'] / 1e6:8.2f} / "
-              f"{w['network_to_servers'] / 1e6:8.2f} MB")
 
 
 def _progress(quiet):
@@ -390,43 +370,16 @@ def _progress(quiet):
 
 
 def _calibrate(fabric, args) -> int:
-    from traffic.calibrate import calibrate, calibration_table
+    from traffic.rate_calibration import calibrate_rates, calibration_table
     run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}-calibration"
-    rows = calibrate(fabric, run_dir, args.datapath, progress=_progress(args.json))
+    rows = calibrate_rates(fabric, run_dir, args.datapath, progress=_progress(args.json))
     (run_dir / "calibration.json").write_text(json.dumps(rows, indent=1))
     print(json.dumps(rows, indent=1) if args.json else calibration_table(fabric, rows))
     return 0
 
 
-def _pairs(pairs, limit=5):
-    text = ", ".join(f"{a}->{b}" for a, b in pairs[:limit])
-    return text + (f" and {len(pairs) - limit} more" if len(pairs) > limit else "")
-
-
-def _print_traffic(fabric, traffic):
-    n = len(traffic["pairs"])
-    share = traffic["total_mbit_s"] / traffic["server_links_mbit_s"]
-    print(f"traffic  {n} iperf3 TCP tests x {traffic['streams_per_pair']} flows for "
-          f"{traffic['seconds']:g} s: {traffic['total_mbit_s']:.1f} Mbit/s in total, "
-          f"{share:.0%} of the {traffic['server_links_mbit_s']:g} Mbit/s the senders' links allow")
-    for flow in traffic["pairs"]:
-        err = f"  ({flow['error']})" if "error" in flow else ""
-        print(f"         {flow['src']:>6} -> {flow['dst']:<6} {flow['mbit_s']:8.1f} Mbit/s"
-              f"  {flow['retransmits']} retransmits{err}")
-    _print_uplinks(fabric, traffic["uplink_tx_bytes"], "during the check")
-
-
-def _print_uplinks(fabric, uplink_bytes, when):
-    from traffic.metrics import imbalance
-    spine_of = {l.a_intf: l.b for l in fabric.links if l.kind == "leaf_spine"}
-    print(f"uplinks  bytes each leaf sent towards each spine {when}")
-    for leaf, counters in uplink_bytes.items():
-        cells = "  ".join(f"{spine_of[i]}:{v / 1e6:7.2f} MB" for i, v in counters.items())
-        print(f"         {leaf:>7}  {cells}  (max/mean {imbalance(list(counters.values())):.2f})")
-
-
 def _check(fabric, exp, args) -> int:
-    from topologies.system import LabError, check_netem
+    from lab.host import LabError, check_netem
     if any(l.spec.needs_netem for l in fabric.links):
         if os.geteuid() != 0:
             print("note: delay and loss need the kernel's sch_netem qdisc; "
@@ -437,18 +390,7 @@ def _check(fabric, exp, args) -> int:
             except LabError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
-    print(f"{fabric.source}: valid")
-    print(f"  {fabric.shape()}")
-    for kind, text in describe_links(fabric).items():
-        print(f"  {kind.replace('_', '-')} links: {text}")
-    print(f"  routing: {fabric.policy}; servers {fabric.servers[0].ip} .. {fabric.servers[-1].ip}")
-    if exp is None:
-        print("  experiment: none (one server has no peer to exchange with)")
-        return 0
-    print(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
-          f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} iterations "
-          f"after {exp.warmup} warm-up, {exp.channels} connection(s) per peer"
-          + (f"; then the same with {', '.join(args.compare)}" if args.compare else ""))
+    print(console.check_summary(fabric, exp, args.compare))
     return 0
 
 
@@ -456,7 +398,7 @@ def _cleanup() -> int:
     if os.geteuid() != 0:
         print("error: --cleanup needs root: run it with sudo", file=sys.stderr)
         return 2
-    from topologies.system import cleanup_dead_labs
+    from lab.records import cleanup_dead_labs
     if not cleanup_dead_labs():
         print("nothing to clean up: no records of dead labs in /run/fabric-lab")
     return 0

@@ -1,23 +1,18 @@
-"""What the lab needs from the host, checked before anything is built, and the
-record of what a running lab owns (so an interrupted one can be cleaned up
-exactly, never by process name).
+"""What the lab needs from the host, checked before anything is built, and
+the host operations the lab runs: commands, Open vSwitch, the datapath, netem,
+which names are taken.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 from typing import Iterable, List
 
 from topologies.fabric import Fabric
 
-RECORDS = Path("/run/fabric-lab")
 TOOLS = ("mnexec", "ovs-vsctl", "ovs-ofctl", "tc", "ip", "ethtool", "ping", "iperf3")
 
 
@@ -62,8 +57,8 @@ def netem_available() -> bool:
 
 def check_netem(fabric: Fabric) -> None:
     """Delay and loss need sch_netem: say so, naming the key, where it is missing."""
-    needs_netem = [k for k in ("server_leaf", "leaf_spine")
-                   if any(l.spec.needs_netem for l in fabric.links if l.kind == k)]
+    needs_netem = [k for k, link in fabric.spec["links"].items()
+                   if link and (link["delay_ms"] > 0 or link["loss_percent"] > 0)]
     if needs_netem and not netem_available():
         raise LabError(
             f"{fabric.source}: links.{needs_netem[0]} asks for delay or loss, which needs "
@@ -117,57 +112,6 @@ def preflight(fabric: Fabric, datapath: str) -> str:
     return datapath
 
 
-# --- the record of what a lab owns ----------------------------------------------
-#
-# /run/fabric-lab/<pid>-<n>.json, rewritten as the lab grows: its bridges (also
-# tagged in OVSDB with external_ids:fabric_lab=<pid>-<n>), its root-namespace
-# interfaces, and every process it started as (pid, start time), so a pid reused
-# by an unrelated process is never signalled. A lock serialises the window from
-# the name check to the record that claims the names.
-
-def write_json(path: Path, data) -> None:
-    """Write JSON so that readers never see half a file."""
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
-def start_time(pid: int) -> int:
-    """The kernel's start time of a process (clock ticks after boot), 0 if gone."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-@contextlib.contextmanager
-def names_lock():
-    RECORDS.mkdir(parents=True, exist_ok=True)
-    with open(RECORDS / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def pid_alive(pid: int) -> bool:
-    """True for a running process; a zombie (killed, not yet reaped) is dead."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def records() -> List[Path]:
-    return sorted(RECORDS.glob("*-*.json")) if RECORDS.is_dir() else []
-
-
-def record_owner(path: Path) -> int:
-    return int(path.stem.split("-")[0])
-
-
 def remove_network(bridges: Iterable[str], interfaces: Iterable[str]) -> None:
     """Delete bridges, then whichever of `interfaces` still exist (deleting one
     end of a veth deletes its peer, in a server's namespace or not)."""
@@ -188,39 +132,3 @@ def tagged_bridges(tag: str) -> List[str]:
     out = run(["ovs-vsctl", "--timeout=5", "--bare", "--columns=name", "find", "Bridge",
                f"external_ids:fabric_lab={tag}"], check=False).stdout
     return out.split()
-
-
-def cleanup_dead_labs(log=print) -> int:
-    """Remove what labs that died without teardown left, from their records:
-    their processes (same pid and start time), the bridges tagged with their
-    record, and their interfaces unless a live lab has claimed the names since."""
-    live, dead = [], []
-    for path in records():
-        (live if pid_alive(record_owner(path)) else dead).append(path)
-    claimed = set()
-    for path in live:
-        try:
-            claimed.update(json.loads(path.read_text()).get("interfaces", []))
-        except (OSError, ValueError):
-            pass
-    for tmp in RECORDS.glob("*.json.tmp") if RECORDS.is_dir() else []:
-        if not pid_alive(int(tmp.name.split("-")[0])):
-            tmp.unlink(missing_ok=True)          # a record write cut short by SIGKILL
-    for path in dead:
-        record = json.loads(path.read_text())
-        killed = 0
-        for pid, started in record.get("processes", []):
-            if start_time(pid) == started:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except ProcessLookupError:
-                    pass
-        bridges = tagged_bridges(path.stem)
-        present = existing_interfaces()
-        interfaces = [n for n in record.get("interfaces", []) if n not in claimed and n in present]
-        remove_network(bridges, interfaces)
-        log(f"cleaned up after lab {path.stem} ({record.get('fabric')}): {killed} processes, "
-            f"{len(bridges)} bridges, {len(interfaces)} interfaces")
-        path.unlink()
-    return len(dead)

@@ -31,10 +31,11 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from topologies import system
-from topologies.build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
+from lab import host, records
+from lab.host import LabError
+from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
+from lab.processes import is_mininet_shell, stop_process, stop_process_group
 from topologies.fabric import Fabric
-from topologies.system import LabError
 
 REPO = Path(__file__).resolve().parent.parent
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -85,7 +86,7 @@ class Lab:
         self.processes: List[subprocess.Popen] = []   # every one Mininet started for us
         self.timings: Dict[str, float] = {}
         self.tag = f"{os.getpid()}-{next(_LAB_NUMBERS)}"
-        self.record_path = system.RECORDS / f"{self.tag}.json"
+        self.record_path = records.RECORDS / f"{self.tag}.json"
         self._stopped = False
 
     # --- start --------------------------------------------------------------------
@@ -104,8 +105,8 @@ class Lab:
 
     def start(self) -> None:
         t0 = time.monotonic()
-        with system.names_lock():
-            self.datapath = system.preflight(self.fabric, self.requested_datapath)
+        with records.names_lock():
+            self.datapath = host.preflight(self.fabric, self.requested_datapath)
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._write_record()            # claims the names before the lock goes
         if self.fabric.policy != "stp":
@@ -174,35 +175,39 @@ class Lab:
         self._shape()
 
     def _shape(self) -> None:
+        """Switch-side interfaces in two batches (MTU, then tc), then each
+        endpoint's own interfaces from inside its namespace."""
         plan = shaping_plan(self.fabric)
-        servers = {h.name for h in self.fabric.servers}
+        names = {h.name for h in self.fabric.endpoints}
         root_intfs = [intf for link in self.fabric.links
                       for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf))
-                      if node not in servers]
-        system.run(["ip", "-batch", "-"], timeout=120, input="".join(
+                      if node not in names]
+        host.run(["ip", "-batch", "-"], timeout=120, input="".join(
             f"link set dev {intf} mtu {self.fabric.mtu}\n" for intf in root_intfs))
-        system.run(["tc", "-batch", "-"], timeout=120, input="".join(
+        host.run(["tc", "-batch", "-"], timeout=120, input="".join(
             f"{cmd}\n" for intf in root_intfs for cmd in plan[intf]))
-        for name in system.lab_names(self.fabric):      # no IPv6 chatter on the counters
+        for name in host.lab_names(self.fabric):      # no IPv6 chatter on the counters
             knob = Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6")
             if knob.exists():
                 knob.write_text("1")
-        static = len(self.fabric.servers) > STATIC_NEIGHBOURS_ABOVE
-        for host in self.fabric.servers:
-            intfs = [host.intf] + ([host.nv_intf] if host.nv_ip else [])
-            script = host_setup_script({i: plan[i] for i in intfs}, self.fabric.mtu)
-            if static:
-                table = self.run_dir / f"neighbours-{host.name}"
-                table.write_text("".join(
-                    f"neigh replace {h.ip} lladdr {h.mac} dev {host.intf} nud permanent\n"
-                    for h in self.fabric.servers if h is not host) + "".join(
-                    f"neigh replace {h.nv_ip} lladdr {h.nv_mac} dev {host.nv_intf} "
-                    "nud permanent\n" for h in self.fabric.servers
-                    if h is not host and h.nv_ip and h.nvswitch == host.nvswitch))
-                script = f"ip -batch {table} && {script}"
-            out = self.net.get(host.name).cmd(script)
-            if "lab-host-ok" not in out:
-                raise LabError(f"configuring {host.intf} failed: {out.strip()[-200:]}")
+        for ep in self.fabric.endpoints:
+            self._configure_endpoint(ep, plan)
+
+    def _configure_endpoint(self, ep, plan) -> None:
+        intfs = [ep.intf] + ([ep.nv_intf] if ep.nv_ip else [])
+        script = host_setup_script({i: plan[i] for i in intfs}, self.fabric.mtu)
+        if len(self.fabric.endpoints) > STATIC_NEIGHBOURS_ABOVE:
+            table = self.run_dir / f"neighbours-{ep.name}"
+            table.write_text("".join(
+                f"neigh replace {h.ip} lladdr {h.mac} dev {ep.intf} nud permanent\n"
+                for h in self.fabric.endpoints if h is not ep) + "".join(
+                f"neigh replace {h.nv_ip} lladdr {h.nv_mac} dev {ep.nv_intf} "
+                "nud permanent\n" for h in self.fabric.endpoints
+                if h is not ep and h.nv_ip and h.nvswitch == ep.nvswitch))
+            script = f"ip -batch {table} && {script}"
+        out = self.net.get(ep.name).cmd(script)
+        if "lab-host-ok" not in out:
+            raise LabError(f"configuring {ep.intf} failed: {out.strip()[-200:]}")
 
     def controller_status(self) -> dict:
         try:
@@ -232,13 +237,13 @@ class Lab:
     def wait_stp_converged(self, timeout: float = 90) -> dict:
         """The STP baseline has no controller to ask: it is ready once the
         first server reaches every other one through the spanning tree."""
-        first, *others = self.fabric.servers
-        host = self.host(first.name)
+        first, *others = self.fabric.endpoints
+        node = self.host(first.name)
         pending = [h.ip for h in others]
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
             pending = [ip for ip in pending
-                       if "1 received" not in host.cmd(f"ping -n -c1 -W1 {ip}")]
+                       if "1 received" not in node.cmd(f"ping -n -c1 -W1 {ip}")]
         if pending:
             raise LabError(f"spanning tree had not converged after {timeout:.0f} s "
                            f"({first.name} cannot reach {pending[0]})")
@@ -286,17 +291,17 @@ class Lab:
     def _teardown(self) -> None:
         """Each step runs whatever the one before it hit; the first error is
         raised at the end, and the record is kept for --cleanup."""
-        shells = [p for p in self.processes if _is_shell(p)]
-        others = [p for p in self.processes if not _is_shell(p) and p is not self.controller]
-        steps = [lambda: [_stop_process(p) for p in others]]
+        shells = [p for p in self.processes if is_mininet_shell(p)]
+        others = [p for p in self.processes if not is_mininet_shell(p) and p is not self.controller]
+        steps = [lambda: [stop_process(p) for p in others]]
         if self.net is not None or shells:
-            steps.append(lambda: system.remove_network(system.tagged_bridges(self.tag),
-                                                       system.lab_names(self.fabric)))
-        steps.append(lambda: [_stop_shell(p) for p in shells])
+            steps.append(lambda: host.remove_network(host.tagged_bridges(self.tag),
+                                                       host.lab_names(self.fabric)))
+        steps.append(lambda: [stop_process_group(p) for p in shells])
         if self.net is not None:
             steps.append(lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches])
         if self.controller is not None:
-            steps.append(lambda: _stop_process(self.controller))
+            steps.append(lambda: stop_process(self.controller))
         errors = []
         for step in steps:
             try:
@@ -314,43 +319,11 @@ class Lab:
 
     def _write_record(self) -> None:
         self.processes = [p for p in self.processes if p.poll() is None]
-        system.write_json(self.record_path, {
+        records.write_json(self.record_path, {
             "fabric": self.fabric.source,
-            "interfaces": system.lab_names(self.fabric),
-            "processes": [(p.pid, system.start_time(p.pid)) for p in self.processes],
+            "interfaces": host.lab_names(self.fabric),
+            "processes": [(p.pid, records.start_time(p.pid)) for p in self.processes],
         })
-
-
-def _stop_process(proc: subprocess.Popen, grace: float = 3.0) -> None:
-    if proc.poll() is None:
-        try:
-            proc.terminate()
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        except ProcessLookupError:
-            pass
-    for stream in (proc.stdout, proc.stderr, proc.stdin):
-        if stream:
-            stream.close()
-
-
-def _is_shell(proc: subprocess.Popen) -> bool:
-    return any(str(a).startswith("mininet:") for a in proc.args)
-
-
-def _stop_shell(shell: subprocess.Popen) -> None:
-    """Kill a Mininet node's shell (its own process group) and reap it."""
-    if shell.poll() is None:
-        try:
-            os.killpg(shell.pid, signal.SIGHUP)
-            shell.wait(3)
-        except subprocess.TimeoutExpired:
-            os.killpg(shell.pid, signal.SIGKILL)
-            shell.wait(5)
-        except ProcessLookupError:
-            pass
 
 
 def _close_pty(node) -> None:

@@ -27,8 +27,8 @@ class FabricTopo(Topo):
     def build(self, fabric: Fabric):          # noqa: D102 (Mininet's hook)
         for sw in fabric.switches:
             self.addSwitch(sw.name, dpid=f"{sw.dpid:016x}")
-        nv = {h.name: h for h in fabric.servers if h.nv_ip}
-        for h in fabric.servers:
+        nv = {h.name: h for h in fabric.endpoints if h.nv_ip}
+        for h in fabric.endpoints:
             self.addHost(h.name, ip=f"{h.ip}/{fabric.prefixlen}", mac=h.mac)
         for link in fabric.links:
             opts = {}

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Callable, List, Sequence
 
 from topologies.fabric import Fabric
-from topologies.lab import Lab
-from traffic.experiment import Experiment, run_experiment
+from lab.lifecycle import Lab
+from traffic.experiment import Experiment
+from traffic.sweep import run_experiment
 
 RATES = (5, 10, 20, 40, 80)
 GOOD_BUSBW = 0.85          # of the link rate; 0.96 is the TCP/IP ceiling
@@ -34,11 +35,11 @@ def at_rate(fabric: Fabric, rate: float) -> Fabric:
     return fabric.edited(edit)
 
 
-def calibrate(fabric: Fabric, run_dir: Path, datapath: str = "auto",
+def calibrate_rates(fabric: Fabric, run_dir: Path, datapath: str = "auto",
               rates: Sequence[float] = RATES,
               progress: Callable[[str], None] = lambda m: None) -> List[dict]:
     rows = []
-    n = len(fabric.servers)
+    n = len(fabric.endpoints)
     for rate in rates:
         progress(f"calibrating at {rate:g} Mbit/s")
         # about 2 s of ring AllReduce: 2(n-1)/n x size at the link rate
@@ -67,7 +68,7 @@ def recommended(rows: List[dict]):
 
 def calibration_table(fabric: Fabric, rows: List[dict]) -> str:
     lines = [f"# Calibration of {fabric.name} ({fabric.shape()}): ring AllReduce over all "
-             f"{len(fabric.servers)} servers, every link at each rate",
+             f"{len(fabric.endpoints)} servers, every link at each rate",
              "#  rate (Mbit/s)  busbw/link  host kept up  CPU busy  ovs-vswitchd  p99 latency (us)"]
     for r in rows:
         lines.append(f"{r['rate_mbit']:15g}  {r['busbw_over_link']:10.2f}  "

@@ -5,57 +5,27 @@ bytes sent (/sys/class/net), the backlog and drops of its egress queue (one
 ``tc -s -j qdisc show`` for all of them), and the host's CPU (/proc/stat) and
 ovs-vswitchd's CPU time. `window(t0, t1)` turns the samples of a time span into
 per-link bytes, peak utilisation, queue peak and drops, ECMP imbalance per
-leaf, CPU use, and the fidelity verdict:
+leaf, CPU use, and the shortfalls the fidelity verdict (fidelity.py) reads:
 
 the bytes already queued on a link at the start of a sample interval can leave
 at the link's configured rate whatever happens next, so a link that sent less
-than min(queued, rate x interval) was held back by the host, not by its rate:
-the run is then marked untrustworthy.
+than min(queued, rate x interval) was held back by the host, not by its rate.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Dict, List
 
 from topologies.fabric import Fabric
+from traffic.measure.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds, tx_bytes
 from traffic.metrics import imbalance
 
 KEEP_UP = 0.90          # a link must send >= 90% of what it owes (see summarise)
 MIN_OWED_FRAMES = 8     # below that, timing noise would decide
-OVS_BUSY = 95.0         # % of a core: the forwarding thread is saturated
-CPU_BUSY_WARN = 95.0
-
-
-def _cpu() -> tuple:
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return fields[3] + fields[4], sum(fields)
-
-
-def _ovs_cpu_seconds() -> float:
-    try:
-        pid = Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip()
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-def _tx_bytes() -> Dict[str, int]:
-    """tx_bytes of every root-namespace interface, from one read of
-    /proc/net/dev (a SuperPOD unit has 800 switch ports: one file, not 800)."""
-    out = {}
-    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
-        name, _, fields = line.partition(":")
-        values = fields.split()
-        if len(values) >= 9:
-            out[name.strip()] = int(values[8])
-    return out
 
 
 def _queues() -> Dict[str, dict]:
@@ -91,9 +61,9 @@ class Monitor:
     def sample(self) -> dict:
         """Counters first, timestamped as they are read; then the queues (a tc
         process, tens of milliseconds on a busy host, would skew the time)."""
-        every = _tx_bytes()
+        every = tx_bytes()
         tx = {intf: every[intf] for intf in self.rate if intf in every}
-        s = {"t": time.monotonic(), "cpu": _cpu(), "ovs_cpu_s": _ovs_cpu_seconds(), "tx": tx}
+        s = {"t": time.monotonic(), "cpu": cpu_times(), "ovs_cpu_s": ovs_cpu_seconds(), "tx": tx}
         s["queues"] = _queues()
         return s
 
@@ -159,34 +129,8 @@ def summarise(mon: Monitor, span: List[dict]) -> dict:
                        "peak_util": peak, "peak_backlog_bytes": peak_backlog, "drops": drops}
     uplinks = {leaf.name: [links[l.a_intf]["tx_bytes"] for l in mon.fabric.uplinks(leaf.name)]
                for leaf in mon.fabric.leaves}
-    idle = last["cpu"][0] - first["cpu"][0]
-    total = last["cpu"][1] - first["cpu"][1]
-    cpu = 100.0 * (1 - idle / total) if total else 0.0
+    cpu = cpu_busy_pct(first["cpu"], last["cpu"])
     ovs = 100.0 * (last["ovs_cpu_s"] - first["ovs_cpu_s"]) / dt
     return {"seconds": dt, "links": links,
             "ecmp_imbalance": {leaf: imbalance(v) for leaf, v in uplinks.items() if sum(v) > 0},
             "cpu_busy_pct": cpu, "ovs_core_pct": ovs, "shortfalls": shortfalls}
-
-
-def fidelity(summaries: List[dict], fabric: Fabric) -> dict:
-    """Trustworthy unless a saturated link ran below its rate; high CPU is
-    reported as the likely cause, with a lower rate to try."""
-    shortfalls = [s for w in summaries for s in w["shortfalls"]]
-    cpu = max((w["cpu_busy_pct"] for w in summaries), default=0.0)
-    ovs = max((w["ovs_core_pct"] for w in summaries), default=0.0)
-    rate = min(l.spec.rate_mbit for l in fabric.links)
-    verdict = {"trustworthy": not shortfalls, "saturated_intervals_below_rate": len(shortfalls),
-               "worst": sorted(shortfalls, key=lambda s: s[1])[:5],
-               "max_cpu_busy_pct": round(cpu, 1), "max_ovs_core_pct": round(ovs, 1)}
-    if shortfalls:
-        worst = min(s[1] for s in shortfalls)
-        verdict["advice"] = (f"the host could not keep queued links at their rate (worst: "
-                             f"{worst:.0%} of what was owed; CPU {cpu:.0f}%, ovs-vswitchd {ovs:.0f}% of a "
-                             f"core): try link rates of {max(rate * worst * 0.8, 0.1):.3g} "
-                             f"Mbit/s or less, or `run_topology.py --calibrate`")
-    elif cpu > CPU_BUSY_WARN or ovs > OVS_BUSY:
-        verdict["advice"] = (f"links kept their rates, but the CPU was {cpu:.0f}% busy and "
-                             f"ovs-vswitchd used {ovs:.0f}% of its core: when forwarding is "
-                             "the bottleneck, packets wait before the link queues, where this "
-                             "check cannot see them; lower rates would be safer")
-    return verdict

@@ -2,7 +2,7 @@
 
 Runs inside a server's namespace, one process per rank:
 
-    python -m traffic.agent --rank R --addresses IP0,IP1,... [--port 7000]
+    python -m traffic.programs.agent --rank R --addresses IP0,IP1,... [--port 7000]
 
 The lab drives it with JSON lines on stdin and reads JSON lines on stdout:
 
@@ -33,7 +33,7 @@ import numpy as np
 
 from traffic import schedules as S
 from traffic.executor import RankExecutor
-from traffic.lines import serve
+from traffic.programs.jsonlines import serve
 
 HEADER = struct.Struct("!IIII")          # iteration, sequence number, elements, sender rank
 HELLO = struct.Struct("!II")             # rank, channel
@@ -180,7 +180,7 @@ class Agent:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m traffic.agent", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m traffic.programs.agent", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--addresses", required=True, help="IP of every rank, in rank order")

@@ -3,9 +3,9 @@
 ECMP decides a flow's path from its 5-tuple, so tests that check spreading
 need flows whose ports they choose: iperf3 picks ephemeral source ports.
 
-    python -m traffic.flows udp  --dst IP --dport P --sports 40000:40015 --packets N
-    python -m traffic.flows tcp  --dst IP --dport P --sports 40000:40015 --bytes N
-    python -m traffic.flows sink --port P --connections K
+    python -m traffic.programs.flows udp  --dst IP --dport P --sports 40000:40015 --packets N
+    python -m traffic.programs.flows tcp  --dst IP --dport P --sports 40000:40015 --bytes N
+    python -m traffic.programs.flows sink --port P --connections K
 
 Each prints one JSON line with what it did.
 """
@@ -109,7 +109,7 @@ def sink(port: int, connections: int, timeout: float) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m traffic.flows", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m traffic.programs.flows", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("udp")

@@ -1,7 +1,7 @@
 """Latency probes: small timestamped UDP packets between two servers.
 
-    python -m traffic.probe echo --port 9000                 # in the far server
-    python -m traffic.probe ping --dst IP --port 9000        # in the near one
+    python -m traffic.programs.probe echo --port 9000                 # in the far server
+    python -m traffic.programs.probe ping --dst IP --port 9000        # in the near one
 
 The pinger sends a probe every `--interval` seconds and prints one JSON line
 per probe: {"t": send time, "rtt": seconds} or {"t": ..., "lost": true} after
@@ -62,7 +62,7 @@ def ping(dst: str, port: int, interval: float, timeout: float, size: int) -> Non
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m traffic.probe", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m traffic.programs.probe", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("echo")

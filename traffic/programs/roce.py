@@ -8,7 +8,8 @@ engine builds every frame of a rank's sends with it before the clock starts,
 then sends them on a raw socket, paced at the server link's rate, as RDMA NICs
 pace. It moves no real data and does no retransmission: it is for packet-level
 detail (what the fabric does with RoCE-shaped flows, what a capture shows),
-not for bulk transfer; see `RATE_NOTE`.
+not for bulk transfer: Scapy builds about 1,000 frames per second on a
+2-core host (each with its invariant CRC).
 
 One process per rank, driven like the rank agents with JSON lines:
 
@@ -31,13 +32,10 @@ import sys
 import threading
 import time
 
-from traffic.lines import serve
+from traffic.programs.jsonlines import serve
 
 ROCE_PORT = 4791
 MTU_PAYLOAD = 1024                 # RoCE path MTU
-RATE_NOTE = ("Scapy builds about 1,000 frames per second on this project's 2-core host "
-             "(each with its invariant CRC), before the clock starts; sending is then paced "
-             "at the server link rate")
 OP_SEND_FIRST, OP_SEND_MIDDLE, OP_SEND_LAST, OP_SEND_ONLY = 0x00, 0x01, 0x02, 0x04
 ETH_P_ALL = 0x0003
 
@@ -169,7 +167,7 @@ class RoceRank:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m traffic.roce", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m traffic.programs.roce", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--intf", required=True)

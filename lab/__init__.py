@@ -1,0 +1,8 @@
+"""The running lab: a fabric built for real on this host.
+
+Everything here needs root and Open vSwitch: the life cycle of a lab (start,
+readiness, teardown), the Mininet build (topology, switch class, link
+shaping), the host operations (preflight, the record of what a lab owns, the
+clean-up after a lab that died), and the checks made on a live lab (all-pairs
+reachability). The fabric itself comes from `topologies`, as plain data.
+"""

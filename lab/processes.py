@@ -1,0 +1,54 @@
+"""Stopping what the lab started: one way, with a grace period.
+
+A process the lab started (a rank agent, an iperf3, a probe, the controller)
+is asked to stop, given `grace` seconds, then killed, and its pipes are
+closed, so nothing outlives the lab and no file descriptor leaks. A Mininet
+node's shell is its own process group and gets the same treatment as a group.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+
+class CheckError(Exception):
+    """A process the lab started to check or replay something failed, said
+    something unexpected, or did not finish in time."""
+
+
+def stop_process(proc: subprocess.Popen, grace: float = 3.0, ask: bool = True) -> None:
+    """SIGTERM (unless `ask` is False: the process was already told to quit),
+    up to `grace` seconds to exit, then SIGKILL; then close its pipes."""
+    if proc.poll() is None:
+        try:
+            if ask:
+                proc.terminate()
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        except ProcessLookupError:
+            pass
+    for stream in (proc.stdout, proc.stderr, proc.stdin):
+        if stream:
+            stream.close()
+
+
+def stop_process_group(leader: subprocess.Popen, grace: float = 3.0) -> None:
+    """SIGHUP to the group `leader` heads (a Mininet node's shell), then
+    SIGKILL after `grace` seconds; reap the leader."""
+    if leader.poll() is None:
+        try:
+            os.killpg(leader.pid, signal.SIGHUP)
+            leader.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(leader.pid, signal.SIGKILL)
+            leader.wait(5)
+        except ProcessLookupError:
+            pass
+
+
+def is_mininet_shell(proc: subprocess.Popen) -> bool:
+    return any(str(a).startswith("mininet:") for a in proc.args)

@@ -1,0 +1,131 @@
+"""The record of what a running lab owns, so that a lab killed without its
+teardown (SIGKILL) can be cleaned up exactly, never by process name.
+
+/run/fabric-lab/<pid>-<n>.json, rewritten as the lab grows: its bridges (also
+tagged in OVSDB with external_ids:fabric_lab=<pid>-<n>), its root-namespace
+interfaces, and every process it started as (pid, start time), so a pid reused
+by an unrelated process is never signalled. A lock serialises the window from
+the name check to the record that claims the names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import List
+
+from lab.host import existing_interfaces, remove_network, tagged_bridges
+
+RECORDS = Path("/run/fabric-lab")
+
+
+def write_json(path: Path, data) -> None:
+    """Write JSON so that readers never see half a file."""
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def start_time(pid: int) -> int:
+    """The kernel's start time of a process (clock ticks after boot), 0 if gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+@contextlib.contextmanager
+def names_lock():
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    with open(RECORDS / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def pid_alive(pid: int) -> bool:
+    """True for a running process; a zombie (killed, not yet reaped) is dead."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def records() -> List[Path]:
+    return sorted(RECORDS.glob("*-*.json")) if RECORDS.is_dir() else []
+
+
+def record_owner(path: Path) -> int:
+    return int(path.stem.split("-")[0])
+
+
+def cleanup_dead_labs(log=print) -> int:
+    """Remove what labs that died without teardown left, from their records:
+    their processes (same pid and start time), the bridges tagged with their
+    record, and their interfaces unless a live lab has claimed the names since."""
+    live, dead = [], []
+    for path in records():
+        (live if pid_alive(record_owner(path)) else dead).append(path)
+    claimed = set()
+    for path in live:
+        try:
+            claimed.update(json.loads(path.read_text()).get("interfaces", []))
+        except (OSError, ValueError):
+            pass
+    for tmp in RECORDS.glob("*.json.tmp") if RECORDS.is_dir() else []:
+        if not pid_alive(int(tmp.name.split("-")[0])):
+            tmp.unlink(missing_ok=True)          # a record write cut short by SIGKILL
+    for path in dead:
+        record = json.loads(path.read_text())
+        killed = 0
+        for pid, started in record.get("processes", []):
+            if start_time(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+        bridges = tagged_bridges(path.stem)
+        present = existing_interfaces()
+        interfaces = [n for n in record.get("interfaces", []) if n not in claimed and n in present]
+        remove_network(bridges, interfaces)
+        log(f"cleaned up after lab {path.stem} ({record.get('fabric')}): {killed} processes, "
+            f"{len(bridges)} bridges, {len(interfaces)} interfaces")
+        path.unlink()
+    return len(dead)
+
+
+LAB_PROCESS = re.compile(r"mininet:|-m controller|traffic\.programs|iperf3? |mnexec")
+
+
+def host_state() -> dict:
+    """What a lab could leave behind on this host: bridges, veths, named
+    namespaces and lab-like processes. Tests and benchmarks compare it before
+    and after a lab to show that the teardown left nothing; it only looks."""
+    bridges = []
+    if shutil.which("ovs-vsctl"):
+        bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
+                                 text=True).stdout.split()
+    veths = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
+                           text=True).stdout.splitlines()
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    procs = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if LAB_PROCESS.search(cmd) and int(pid) != os.getpid():
+            procs.append(f"{pid} {cmd.strip()}")
+    return {"bridges": sorted(bridges), "veths": len(veths), "netns": sorted(netns),
+            "processes": sorted(procs)}

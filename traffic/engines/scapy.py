@@ -1,0 +1,50 @@
+"""The Scapy engine (traffic/programs/roce.py): the schedule's transfers as
+RoCEv2 frames, paced at the link rate, a barrier per step. It moves no real
+data: it counts frames sent and lost."""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from traffic import schedules as S
+from traffic.engines import Engine, Job
+from traffic.engines.processes import AgentProcesses
+from traffic.metrics import TYPE_SIZE
+
+
+class RoceAgents(AgentProcesses, Engine):
+    EXTRAS = ("frames_sent", "frames_lost")
+
+    def __init__(self, fabric, ranks: Sequence[str], lab):
+        self.fabric = fabric
+        ips = ",".join(fabric.endpoint(s).ip for s in ranks)
+        macs = ",".join(fabric.endpoint(s).mac for s in ranks)
+        super().__init__(lab, ranks, lambda r, s: [
+            sys.executable, "-m", "traffic.programs.roce", "--rank", str(r), "--intf",
+            fabric.endpoint(s).intf, "--addresses", ips, "--macs", macs])
+
+    def prepare(self, job: Job) -> None:
+        sched = S.build(job.collective, job.algorithm, self.n, job.count, job.root,
+                        local=job.local)
+        transfers = [(step, src, dst, n * TYPE_SIZE) for step, src, dst, n in S.transfers(sched)]
+        self.steps = sorted({t[0] for t in transfers})
+        rate = self.fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        self.send({"cmd": "setup", "transfers": transfers, "channels": job.channels,
+                   "rate_mbit": rate})
+        self.frames = sum(r["frames"] for r in self.collect("setup_done", timeout=600))
+
+    def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:
+        self.send({"cmd": "reset"})
+        self.collect("reset_done")
+        t0, expected, received, sent = None, 0, 0, 0
+        for step in self.steps:
+            self.send({"cmd": "step", "step": step})
+            ranks = self.collect("step_done", timeout)
+            t0 = min(r["t0"] for r in ranks) if t0 is None else t0
+            t1 = max(r["t1"] for r in ranks)
+            expected += sum(r["expected"] for r in ranks)
+            received += sum(r["received"] for r in ranks)
+            sent += sum(r["sent"] for r in ranks)
+        return {"t0": t0, "t1": t1, "seconds": t1 - t0, "wrong": None, "bad_chunk_elements": None,
+                "frames_sent": sent, "frames_expected": expected, "frames_lost": expected - received}

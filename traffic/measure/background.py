@@ -1,0 +1,80 @@
+"""What runs beside the collective for the whole sweep: a latency probe
+between two endpoints, and optional cross traffic (an iperf3 TCP flow the
+collective must share the fabric with, as in a cluster running other jobs)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from typing import List
+
+from lab.processes import stop_process
+from lab.reachability import wait_listening
+from traffic import metrics as M
+
+PROBE_PORT = 9000
+CROSS_PORT = 5999
+
+
+class CrossTraffic:
+    """A background iperf3 TCP flow between two endpoints."""
+
+    def __init__(self, lab, src: str, dst: str):
+        self.src, self.dst = src, dst
+        self.server = lab.popen(dst, ["iperf3", "-s", "-1", "-p", str(CROSS_PORT)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_listening(lab, dst, CROSS_PORT)
+        self.client = lab.popen(src, ["iperf3", "-c", lab.fabric.endpoint(dst).ip, "-p",
+                                      str(CROSS_PORT), "-t", "86400", "-J"], text=True)
+
+    def stop(self) -> dict:
+        """Stop the flow (iperf3 reports what it did when interrupted)."""
+        try:
+            self.client.send_signal(signal.SIGINT)
+            out, _ = self.client.communicate(timeout=15)
+            self.server.wait(timeout=15)
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            return {"src": self.src, "dst": self.dst, "error": str(exc)}
+        try:
+            # an interrupted iperf3 has only the sender's side of the summary
+            sent = json.loads(out)["end"]["sum_sent"]
+            return {"src": self.src, "dst": self.dst, "mbit_s": sent["bits_per_second"] / 1e6,
+                    "seconds": sent["seconds"], "retransmits": sent.get("retransmits", 0)}
+        except (ValueError, KeyError):
+            return {"src": self.src, "dst": self.dst, "error": "iperf3 gave no summary"}
+
+
+class Prober:
+    """A latency probe from one endpoint to another, read in the background."""
+
+    def __init__(self, lab, src: str, dst: str, interval: float = 0.01):
+        self.src, self.dst = src, dst
+        self.echo = lab.popen(dst, [sys.executable, "-m", "traffic.programs.probe", "echo",
+                                    "--port", str(PROBE_PORT)], text=True)
+        self.echo.stdout.readline()                         # {"listening": ...}
+        self.ping = lab.popen(src, [sys.executable, "-m", "traffic.programs.probe", "ping",
+                                    "--dst", lab.fabric.endpoint(dst).ip,
+                                    "--port", str(PROBE_PORT), "--interval", str(interval)],
+                              text=True)
+        self.samples: List[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.ping.stdout:
+            self.samples.append(json.loads(line))
+
+    def between(self, t0: float, t1: float) -> List[dict]:
+        return [s for s in list(self.samples) if t0 <= s["t"] <= t1]
+
+    def summary(self, t0: float, t1: float) -> dict:
+        span = self.between(t0, t1)
+        out = M.latency_summary(s["rtt"] for s in span if "rtt" in s)
+        out["lost"] = sum(1 for s in span if s.get("lost"))
+        return out
+
+    def stop(self) -> None:
+        for proc in (self.ping, self.echo):
+            stop_process(proc, grace=5)

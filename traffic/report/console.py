@@ -1,0 +1,80 @@
+"""The lines a run prints besides the nccl-tests and fabric tables: what
+--check found, the uplink bytes per leaf, the intra-/inter-node split, the
+iperf3 check and the cross traffic. Each function returns text."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+from topologies.fabric import describe_links
+from traffic.metrics import imbalance
+
+
+def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
+    """What `run_topology.py --check` prints for a valid fabric."""
+    lines = [f"{fabric.source}: valid", f"  {fabric.shape()}"]
+    for kind, text in describe_links(fabric).items():
+        lines.append(f"  {kind.replace('_', '-')} links: {text}")
+    lines.append(f"  routing: {fabric.policy}; servers {fabric.endpoints[0].ip} .. "
+                 f"{fabric.endpoints[-1].ip}")
+    if exp is None:
+        lines.append("  experiment: none (one server has no peer to exchange with)")
+        return "\n".join(lines)
+    lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
+                 f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} "
+                 f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) per peer"
+                 + (f"; then the same with {', '.join(compare)}" if compare else ""))
+    return "\n".join(lines)
+
+
+def pairs_text(pairs: List[Tuple[str, str]], limit: int = 5) -> str:
+    text = ", ".join(f"{a}->{b}" for a, b in pairs[:limit])
+    return text + (f" and {len(pairs) - limit} more" if len(pairs) > limit else "")
+
+
+def uplinks_text(fabric, uplink_bytes: Dict[str, Dict[str, int]], when: str) -> str:
+    spine_of = {l.a_intf: l.b for l in fabric.links if l.kind == "leaf_spine"}
+    lines = [f"uplinks  bytes each leaf sent towards each spine {when}"]
+    for leaf, counters in uplink_bytes.items():
+        cells = "  ".join(f"{spine_of[i]}:{v / 1e6:7.2f} MB" for i, v in counters.items())
+        lines.append(f"         {leaf:>7}  {cells}  "
+                     f"(max/mean {imbalance(list(counters.values())):.2f})")
+    return "\n".join(lines)
+
+
+def split_text(result: dict) -> str:
+    """Intra-node (NVLink-class) against inter-node (network) traffic; ""
+    for one-GPU servers that sent nothing over NVLink-class links."""
+    if result.get("gpus_per_server", 1) == 1 and not any(
+            r["wire_bytes"]["intra_node"] for r in result["runs"]):
+        return ""
+    lines = ["traffic  per size: payload the schedule sends inside servers / between servers; "
+             "bytes put on NVLink-class links / on links into servers"]
+    for r in result["runs"]:
+        p, w = r["payload_bytes"], r["wire_bytes"]
+        lines.append(f"         {r['size_bytes']:>10}  payload {p['intra'] / 1e6:8.2f} / "
+                     f"{p['inter'] / 1e6:8.2f} MB   wire {w['intra_node'] / 1e6:8.2f} / "
+                     f"{w['network_to_servers'] / 1e6:8.2f} MB")
+    return "\n".join(lines)
+
+
+def cross_text(cross: dict) -> str:
+    return (f"# Cross traffic {cross['src']} -> {cross['dst']} (iperf3 TCP, whole sweep): "
+            + (f"{cross['mbit_s']:.1f} Mbit/s sent over {cross['seconds']:.0f} s, "
+               f"{cross['retransmits']} retransmits"
+               if "mbit_s" in cross else cross["error"]))
+
+
+def iperf3_check_text(fabric, traffic: dict) -> str:
+    n = len(traffic["pairs"])
+    share = traffic["total_mbit_s"] / traffic["server_links_mbit_s"]
+    lines = [f"traffic  {n} iperf3 TCP tests x {traffic['streams_per_pair']} flows for "
+             f"{traffic['seconds']:g} s: {traffic['total_mbit_s']:.1f} Mbit/s in total, "
+             f"{share:.0%} of the {traffic['server_links_mbit_s']:g} Mbit/s the senders' "
+             "links allow"]
+    for flow in traffic["pairs"]:
+        err = f"  ({flow['error']})" if "error" in flow else ""
+        lines.append(f"         {flow['src']:>6} -> {flow['dst']:<6} {flow['mbit_s']:8.1f} "
+                     f"Mbit/s  {flow['retransmits']} retransmits{err}")
+    lines.append(uplinks_text(fabric, traffic["uplink_tx_bytes"], "during the check"))
+    return "\n".join(lines)

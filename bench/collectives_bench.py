@@ -29,8 +29,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
-from topologies.lab import Lab  # noqa: E402
-from traffic.experiment import Experiment, run_experiment  # noqa: E402
+from topologies.schema import parse_size  # noqa: E402
+from lab.lifecycle import Lab  # noqa: E402
+from traffic.experiment import Experiment  # noqa: E402
+from traffic.sweep import run_experiment  # noqa: E402
 
 
 def with_rate(fabric, rate):
@@ -42,8 +44,8 @@ def with_rate(fabric, rate):
 
 def interleaved(fabric):
     """Ranks alternating between leaf 1 and leaf 2: every ring hop crosses the spines."""
-    a = [h.name for h in fabric.servers if h.leaf == "leaf1"]
-    b = [h.name for h in fabric.servers if h.leaf == "leaf2"]
+    a = [h.name for h in fabric.endpoints if h.leaf == "leaf1"]
+    b = [h.name for h in fabric.endpoints if h.leaf == "leaf2"]
     return [x for pair in zip(a, b) for x in pair]
 
 
@@ -70,11 +72,18 @@ def main(argv=None) -> int:
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    from topologies.fabric import parse_size
     size = parse_size(args.size)
     workdir = REPO / "results" / f"bench-collectives-{time.strftime('%Y%m%d-%H%M%S')}"
     out = {}
+    part_nonblocking(args, size, workdir, out)
+    part_crossing(args, size, workdir, out)
+    part_imbalance(args, size, workdir, out)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
 
+
+def part_nonblocking(args, size, workdir, out) -> None:
     base = with_rate(load_fabric(), args.rate)
     r = run(base, Experiment(minbytes=size, maxbytes=size, iters=args.iters, idle_seconds=3),
             workdir, "nonblocking")
@@ -95,6 +104,8 @@ def main(argv=None) -> int:
     print(f"   host: CPU {x['cpu_busy_pct']:.0f}%, ovs-vswitchd {x['ovs_core_pct']:.0f}% of a core; "
           f"fidelity {'trustworthy' if r['fidelity']['trustworthy'] else 'UNTRUSTWORTHY'}")
 
+
+def part_crossing(args, size, workdir, out) -> None:
     cross = crossing_fabric(2, args.rate)
     ranks = interleaved(cross)
     times = {}
@@ -116,6 +127,8 @@ def main(argv=None) -> int:
     out["single_path_over_ecmp_time"] = ratio
     print(f"   time single-path / ecmp    {ratio:.2f}")
 
+
+def part_imbalance(args, size, workdir, out) -> None:
     wide = crossing_fabric(4, args.rate)
     print(f"\n3. ECMP imbalance on {wide.shape()}, same placement, ring AllReduce {size // 4} B")
     out["imbalance"] = {}
@@ -130,9 +143,6 @@ def main(argv=None) -> int:
         print(f"   {channels:2d} connection(s) per peer: uplink max/mean "
               + "  ".join(f"{leaf} {v:.2f}" for leaf, v in sorted(imb.items()))
               + f"   busbw/link {z['busbw_over_link']:.2f}")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

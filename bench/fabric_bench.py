@@ -30,31 +30,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from topologies.fabric import load_fabric  # noqa: E402
-from topologies.lab import Lab  # noqa: E402
-from traffic import checks  # noqa: E402
+from lab.lifecycle import Lab  # noqa: E402
+from lab.reachability import all_pairs_reachability  # noqa: E402
+from traffic.measure.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds  # noqa: E402
+from traffic.measure.iperf3_check import iperf3_check  # noqa: E402
 
 FABRIC = REPO / "topologies" / "leaf-spine-4x8.yaml"
-
-
-def cpu_times():
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return idle, sum(fields)
-
-
-def cpu_busy(before, after) -> float:
-    idle = after[0] - before[0]
-    total = after[1] - before[1]
-    return 100.0 * (1 - idle / total) if total else 0.0
-
-
-def ovs_cpu_seconds() -> float:
-    """CPU time of ovs-vswitchd so far. With the userspace datapath one thread
-    forwards every packet of every bridge: at 100% of a core the host, not the
-    fabric, sets the pace."""
-    pid = Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def with_rate(fabric, rate):
@@ -71,7 +52,7 @@ def lifecycle(fabric, cycles, workdir):
         lab = Lab(fabric, workdir / f"cycle{i}")
         with lab:
             ready = time.monotonic() - t0
-            reach = checks.all_pairs_reachability(lab)
+            reach = all_pairs_reachability(lab)
             reached = time.monotonic() - t0
             assert reach.complete, reach.failures
         rows.append({"build_s": lab.timings["build_s"], "ready_s": ready,
@@ -83,7 +64,7 @@ def lifecycle(fabric, cycles, workdir):
 def flow_pairs(fabric):
     """Server k of leaf l (l = 1..4) to server k of leaf l+4: 16 flows."""
     half = len(fabric.leaves) // 2
-    by_leaf = {leaf.index: [h.name for h in fabric.servers if h.leaf == leaf.name]
+    by_leaf = {leaf.index: [h.name for h in fabric.endpoints if h.leaf == leaf.name]
                for leaf in fabric.leaves}
     return [(a, b) for l in range(1, half + 1) for a, b in zip(by_leaf[l], by_leaf[l + half])]
 
@@ -96,8 +77,8 @@ def throughput(fabric, policy, seconds, repeat, workdir):
         ready = lab.timings["start_s"]
         for _ in range(repeat):
             c0, o0, t0 = cpu_times(), ovs_cpu_seconds(), time.monotonic()
-            result = checks.iperf3_check(lab, pairs, seconds=seconds, streams=1)
-            busy = cpu_busy(c0, cpu_times())
+            result = iperf3_check(lab, pairs, seconds=seconds, streams=1)
+            busy = cpu_busy_pct(c0, cpu_times())
             ovs = 100 * (ovs_cpu_seconds() - o0) / (time.monotonic() - t0)
             senders = [leaf.name for leaf in fabric.leaves][: len(fabric.leaves) // 2]
             up = [list(result["uplink_tx_bytes"][leaf].values()) for leaf in senders]

@@ -32,11 +32,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from topologies import planner  # noqa: E402
+import planner  # noqa: E402
 from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
-from topologies.lab import Lab  # noqa: E402
-from traffic import checks  # noqa: E402
-from traffic.experiment import Experiment, run_experiment  # noqa: E402
+from lab.lifecycle import Lab  # noqa: E402
+from lab.reachability import all_pairs_reachability  # noqa: E402
+from lab.records import host_state  # noqa: E402
+from traffic.experiment import Experiment  # noqa: E402
+from traffic.sweep import run_experiment  # noqa: E402
 
 TOPOLOGIES = REPO / "topologies"
 PARTS = ("hier", "rail", "largest", "planner", "predict")
@@ -66,7 +68,7 @@ links:
 
 
 def part_hier(workdir, out):
-    from traffic.plots import plot_busbw
+    from traffic.report.plots import plot_busbw
     fabric = dgx_like()
     sizes = [64 * 1024, 256 * 1024, 1024 * 1024]
     results = {}
@@ -134,14 +136,13 @@ def part_rail(workdir, out):
 
 
 def part_largest(workdir, out):
-    from tests.conftest import host_state
     fabric = load_fabric(TOPOLOGIES / "superpod-su.yaml")
     before = host_state()
     t = {}
     lab = Lab(fabric, workdir / "superpod")
     with lab:
         t0 = time.monotonic()
-        reach = checks.all_pairs_reachability(lab)
+        reach = all_pairs_reachability(lab)
         t["reach_s"] = time.monotonic() - t0
         t0 = time.monotonic()
         r = run_experiment(lab, experiment([64 * 1024], "hierarchical", iters=1, warmup=1),
@@ -151,7 +152,7 @@ def part_largest(workdir, out):
              teardown_s=lab.timings["teardown_s"])
     left = host_state() != before
     run = r["runs"][0]
-    out["largest"] = {"fabric": fabric.shape(), "endpoints": len(fabric.servers),
+    out["largest"] = {"fabric": fabric.shape(), "endpoints": len(fabric.endpoints),
                       "switches": len(fabric.switches), "links": len(fabric.links),
                       "pairs_ok": reach.ok, "pairs": reach.total, "allreduce_s": run["time_s"],
                       "wrong": run["wrong"], "cpu_pct": run["cpu_busy_pct"],
@@ -189,7 +190,7 @@ def part_predict(workdir, out):
             r = run_experiment(lab, experiment(sizes, algorithm), workdir / "predict" / algorithm)
             runs += r["runs"]
     held_out = [r for r in runs if r["size_bytes"] == sizes[-1]]
-    cal = planner.calibrate(fabric, [r for r in runs if r["size_bytes"] != sizes[-1]])
+    cal = planner.calibrate_from_run(fabric, [r for r in runs if r["size_bytes"] != sizes[-1]])
     rows = []
     for r in held_out:
         model = planner.fabric_model(fabric, r["algorithm"], r["size_bytes"])

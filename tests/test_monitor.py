@@ -1,8 +1,9 @@
 """The fidelity rule on hand-made samples: a link that had bytes queued and
 sent less than they allowed was held back by the host."""
 
-from tests.fabrics import leaf_spine
-from traffic.monitor import Monitor, fidelity, summarise
+from tests.helpers import leaf_spine
+from traffic.measure.fidelity import fidelity
+from traffic.measure.monitor import Monitor, summarise
 
 FABRIC = leaf_spine(2, 2, 1, rate=8)          # 8 Mbit/s = 1 MB/s
 LINK = "leaf1-eth2"                           # leaf1 -> spine1

@@ -4,13 +4,12 @@ checked data, and the iperf3 and Scapy engines."""
 
 import pytest
 
-from tests.fabrics import leaf_spine
-from tests.test_lab import built
+from tests.helpers import built, leaf_spine
 from traffic import metrics as M
 from traffic import schedules as S
-from traffic.experiment import Experiment, run_experiment
+from traffic.experiment import Experiment
+from traffic.sweep import run_experiment
 
-pytestmark = pytest.mark.privileged
 # (hierarchical needs multi-GPU servers: tests/test_multi_gpu.py)
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs if a != "hierarchical"]
 
@@ -37,7 +36,9 @@ def test_every_collective_is_right_through_the_rank_agents(lab6, tmp_path, colle
     assert run["ranks"] == 6 and run["root"] == (4 if collective in S.ROOTED else -1)
     assert run["time_s"] > 0
     assert run["busbw_gbps"] == pytest.approx(run["algbw_gbps"] * M.bus_factor(collective, 6))
-    assert run["latency"]["samples"] >= 0 and "trustworthy" in result["fidelity"]
+    assert result["idle_latency"]["samples"] > 0                 # the probe ran
+    verdict = result["fidelity"]                                 # a verdict, explained if bad
+    assert verdict["trustworthy"] in (True, False) and (verdict["trustworthy"] or verdict["advice"])
 
 
 def test_iperf3_engine_replays_the_schedule_and_reports(lab6, tmp_path):
@@ -45,7 +46,7 @@ def test_iperf3_engine_replays_the_schedule_and_reports(lab6, tmp_path):
                                         minbytes=256 * 1024, maxbytes=256 * 1024), tmp_path)
     run = result["runs"][0]
     assert run["engine"] == "iperf3" and run["wrong"] is None and run["time_s"] > 0
-    assert "retransmits" in run
+    assert isinstance(run["retransmits"], int) and run["retransmits"] >= 0
     # AllGather moves (n-1)/n of the buffer out of every rank: it crossed the fabric
     moved = sum(l["tx_bytes"] for i, l in run["links"].items() if i.startswith("leaf"))
     assert moved >= 6 * 5 / 6 * 256 * 1024

@@ -1,15 +1,14 @@
 """Every kind of fabric in topologies/ built for real: run_topology.py builds
 it, every endpoint reaches every other, and the teardown leaves nothing.
-(A module of its own: these labs reuse the switch names of other modules'.)"""
+Each lab is torn down before the next one is built."""
 
 import json
 
 import pytest
 
-from tests.conftest import REPO
-from tests.test_run_topology import run
+from tests.helpers import TOPOLOGIES, built, flows_command, read_counter, run
+from topologies.fabric import load_fabric
 
-pytestmark = pytest.mark.privileged
 
 
 @pytest.mark.parametrize("name,endpoints", [
@@ -17,7 +16,7 @@ pytestmark = pytest.mark.privileged
     ("leaf-spine-4gpu", 32), ("oversubscribed", 12)])
 def test_each_kind_builds_and_every_endpoint_reaches_every_other(tmp_path, clean_host,
                                                                    name, endpoints):
-    proc = run(str(REPO / "topologies" / f"{name}.yaml"), "--no-traffic", "--json",
+    proc = run(str(TOPOLOGIES / f"{name}.yaml"), "--no-traffic", "--json",
                "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
     reach = json.loads(proc.stdout)["reachability"]
@@ -29,21 +28,17 @@ def test_udp_flows_between_pods_spread_over_every_core(tmp_path_factory):
     UDP flows (distinct source ports) from a server of pod 1 to one of pod 4
     put traffic through all of them: every switch hashes with its own basis,
     so the edge's choice does not fix the aggregation switch's."""
-    from tests.test_lab import built
-    from topologies.fabric import load_fabric
-    from traffic import checks
-
-    fabric = load_fabric(REPO / "topologies" / "fat-tree-k4.yaml")
+    fabric = load_fabric(TOPOLOGIES / "fat-tree-k4.yaml")
     cores = [l for l in fabric.links if l.kind == "spine_core"]
     with built(fabric, tmp_path_factory) as lab:
-        before = {l.b_intf: checks.read_counter(l.b_intf, "rx_bytes") for l in cores}
-        proc = lab.popen("h1", checks.flows_command(
-            "udp", "--dst", fabric.server("h16").ip, "--sports", "40000:40063",
+        before = {l.b_intf: read_counter(l.b_intf, "rx_bytes") for l in cores}
+        proc = lab.popen("h1", flows_command(
+            "udp", "--dst", fabric.endpoint("h16").ip, "--sports", "40000:40063",
             "--packets", "20", "--pps", "200"), text=True)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         assert json.loads(out)["packets_sent"] == 64 * 20
-        after = {l.b_intf: checks.read_counter(l.b_intf, "rx_bytes") for l in cores}
+        after = {l.b_intf: read_counter(l.b_intf, "rx_bytes") for l in cores}
     per_core = {}
     for l in cores:
         per_core[l.b] = per_core.get(l.b, 0) + after[l.b_intf] - before[l.b_intf]

@@ -5,14 +5,13 @@ server stays on the NVSwitch, and the hierarchical AllReduce is right."""
 
 import pytest
 
-from tests.conftest import REPO
-from tests.test_lab import built
+from lab.reachability import all_pairs_reachability
+from tests.helpers import TOPOLOGIES, built, read_counter
 from topologies.fabric import load_fabric
-from traffic import checks
-from traffic.experiment import Experiment, run_experiment
+from traffic.experiment import Experiment
+from traffic.sweep import run_experiment
 
-pytestmark = pytest.mark.privileged
-MULTI_GPU = REPO / "topologies" / "multi-gpu.yaml"
+MULTI_GPU = TOPOLOGIES / "multi-gpu.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +21,11 @@ def lab16(tmp_path_factory):
 
 
 def counters(intfs):
-    return {i: checks.read_counter(i) for i in intfs}
+    return {i: read_counter(i) for i in intfs}
 
 
 def test_every_gpu_reaches_every_other(lab16):
-    reach = checks.all_pairs_reachability(lab16)
+    reach = all_pairs_reachability(lab16)
     assert reach.complete and reach.total == 16 * 15
 
 
@@ -37,7 +36,7 @@ def test_traffic_inside_a_server_stays_on_nvlink(lab16):
     gpu2 = next(l.b_intf for l in fabric.links if l.kind == "intra_node" and l.a == "h1g2")
     before = counters(nic + pcie + [gpu2])
     proc = lab16.popen("h1g1", ["ping", "-n", "-q", "-c", "20", "-i", "0.01", "-s", "1000",
-                                fabric.server("h1g2").nv_ip], text=True)
+                                fabric.endpoint("h1g2").nv_ip], text=True)
     proc.communicate(timeout=30)
     assert proc.returncode == 0
     after = counters(nic + pcie + [gpu2])

@@ -1,0 +1,130 @@
+"""What the tests share: small fabrics written inline as a user would write
+them, a real lab that must leave nothing behind, run_topology.py as a user
+runs it, and flow generators and counters for checking where traffic went."""
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+from lab.records import host_state
+from topologies.fabric import parse_fabric
+
+REPO = Path(__file__).resolve().parent.parent
+TOPOLOGIES = REPO / "topologies"
+CMD = [sys.executable, "-u", str(REPO / "run_topology.py")]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+# --- fabrics -------------------------------------------------------------------------
+
+def leaf_spine(spines, leaves, servers, parallel=1, policy="ecmp", rate=50, prefix="",
+               **extra_links):
+    """A leaf-spine fabric. `prefix` (a few letters) goes before every node's
+    name, so that two labs of a module can exist at once: names are unique
+    on a host."""
+    link = {"rate_mbit": rate, **extra_links}
+    names = (f"names: {{spine: {prefix}spine, leaf: {prefix}leaf, server: {prefix}h}}\n"
+             if prefix else "")
+    text = f"""
+name: {prefix}t{spines}x{leaves}
+fabric: {{spines: {spines}, leaves: {leaves}, servers_per_leaf: {servers}, uplinks_per_spine: {parallel}}}
+links:
+  server_leaf: {link}
+  leaf_spine: {link}
+routing: {{policy: {policy}}}
+{names}"""
+    return parse_fabric(text, f"{prefix}t{spines}x{leaves}.yaml")
+
+
+# An experiment section as a user writes it: 4 servers, a small AllGather.
+EXPERIMENT_YAML = """
+fabric: {spines: 2, leaves: 2, servers_per_leaf: 2}
+links:
+  server_leaf: {rate_mbit: 20, queue_packets: 32}
+  leaf_spine: {rate_mbit: 20, queue_packets: 32}
+experiment: {collective: allgather, minbytes: 16K, maxbytes: 16K, iters: 3, warmup: 0,
+             channels: 2, probe: [h2, h3]}
+"""
+
+
+# --- labs ----------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def built(fabric, tmp_path_factory):
+    """A real lab of `fabric`; afterwards the host must be as it was."""
+    from lab.lifecycle import Lab
+    before = host_state()
+    with Lab(fabric, tmp_path_factory.mktemp(fabric.name)) as lab:
+        yield lab
+    assert host_state() == before, "the lab left something behind"
+
+
+def run(*args, timeout=120):
+    """run_topology.py with these arguments, as a user runs it."""
+    return subprocess.run(CMD + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=ENV, cwd=REPO)
+
+
+def start(*args):
+    """run_topology.py started in the background (to interrupt it)."""
+    return subprocess.Popen(CMD + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+
+
+# --- traffic and counters ----------------------------------------------------------------
+
+def flows_command(*args: str) -> List[str]:
+    """The command line of traffic/programs/flows.py for a server's namespace."""
+    return [sys.executable, "-m", "traffic.programs.flows", *args]
+
+
+def read_counter(intf: str, name: str = "tx_bytes") -> int:
+    return int(Path(f"/sys/class/net/{intf}/statistics/{name}").read_text())
+
+
+def uplink_bytes(lab, leaf, run_traffic) -> Dict[str, int]:
+    """Bytes `leaf` sent to each spine while `run_traffic()` ran."""
+    spine_of = {l.a_intf: l.b for l in lab.fabric.uplinks(leaf)}
+    before = {i: read_counter(i) for i in spine_of}
+    run_traffic()
+    return {spine_of[i]: read_counter(i) - before[i] for i in spine_of}
+
+
+def udp_flows(lab, src, dst, sports="40000:40015", packets=60):
+    """16 UDP flows, paced so the sender's shaped link does not drop them."""
+    ip = lab.fabric.endpoint(dst).ip
+    proc = lab.popen(src, flows_command("udp", "--dst", ip, "--sports", sports,
+                                        "--packets", str(packets), "--pps", "200"), text=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["packets_sent"] == 16 * packets
+
+
+def tcp_flows(lab, src, dst, sports="41000:41015", nbytes=200_000):
+    """16 TCP flows of `nbytes` each, every byte checked at the sink."""
+    ip = lab.fabric.endpoint(dst).ip
+    sink = lab.popen(dst, flows_command("sink", "--port", "5001", "--connections", "16"),
+                     text=True)
+    assert json.loads(sink.stdout.readline()) == {"listening": 5001}
+    sender = lab.popen(src, flows_command("tcp", "--dst", ip, "--sports", sports,
+                                          "--bytes", str(nbytes)), text=True)
+    _, err = sender.communicate(timeout=60)
+    assert sender.returncode == 0, err
+    received = json.loads(sink.communicate(timeout=60)[0])["received"]
+    lo, hi = (int(p) for p in sports.split(":"))
+    assert received == {str(p): nbytes for p in range(lo, hi + 1)}
+
+
+def group_bucket_packets(switch: str, group_id: int) -> List[int]:
+    """Packets per bucket of one select group, from Open vSwitch."""
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-group-stats", switch],
+                         capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if f"group_id={group_id}," in line:
+            return [int(n) for n in re.findall(r"bucket\d+:packet_count=(\d+)", line)]
+    return []

@@ -1,1 +1,9 @@
-"""Example fabrics (*.yaml), the fabric model, and the Mininet lab built from it."""
+"""The fabric, as data: example fabrics (*.yaml), the schema that checks a
+fabric file (schema.py) and the model derived from it (fabric.py: switches,
+endpoints, links, names, DPIDs, ports and addresses). Nothing here touches the
+system or imports from traffic/: the lab, the controller, the engines and the
+planner all read the fabric from here.
+
+(planner.py is only an alias, kept so that `python -m topologies.planner`
+still works: the planner is the package `planner`.)
+"""

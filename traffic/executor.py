@@ -2,7 +2,7 @@
 
 `RankExecutor` runs one rank's operations in dependency order, whatever moves
 the bytes: the in-process `simulate` below (tests), or the rank agents'
-sockets (traffic/agent.py). A send hands a copy of its region to the
+sockets (traffic/programs/agent.py). A send hands a copy of its region to the
 transport and is done; a receive completes when its data has arrived and its
 dependencies are done, is checked against the sum of its contributors' inputs,
 and is added or copied into the buffer. At the end the buffer is checked

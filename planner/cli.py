@@ -131,13 +131,13 @@ def _fabric_inputs(args):
     the calibration from --results, and its source. The fabric also sets the
     servers' GPUs and NICs and the link rates of the plan."""
     from topologies.fabric import FabricError, load_fabric
-    from traffic.experiment import experiment_from
+    from traffic.experiment import experiment_section
     fabric = calibration = None
     source = ""
     try:
         if args.fabric:
             fabric = load_fabric(args.fabric)
-            experiment_from(fabric)     # its experiment: section too, as a lab run would
+            experiment_section(fabric)     # its experiment: keys too, as the loader always did
         if args.results:
             folder = Path(args.results)
             fabric, calibration = _results_calibration(folder, fabric)
@@ -158,14 +158,14 @@ def _results_calibration(folder: Path, fabric):
     """The fabric (`fabric`, else the one the run built) and the calibration
     from a results folder of run_topology.py."""
     from topologies.fabric import parse_fabric
-    from traffic.experiment import experiment_from
+    from traffic.experiment import experiment_section
     try:
         summary = json.loads((folder / "summary.json").read_text())
         runs = (summary.get("collectives") or {}).get("runs") or []
         if fabric is None:          # the fabric the run built, checked as a YAML is
             fabric = parse_fabric((folder / "fabric.json").read_text(),
                                   str(folder / "fabric.json"))
-            experiment_from(fabric)
+            experiment_section(fabric)
     except (OSError, ValueError, AttributeError) as exc:
         raise PlanError(f"--results {folder}: expected a results folder of "
                         f"run_topology.py with summary.json and fabric.json ({exc})") from None

@@ -77,9 +77,9 @@ def parse_bytes(text) -> int:
     """'1G' -> 1073741824, '512M', '64K', '1.5K', '1048576' (K/M/G/T are powers
     of 1024; a trailing B or iB is allowed: 1GiB), from 1 byte to 1 PiB. The
     project's one size syntax: topologies.schema.parse_size."""
-    value = parse_size(text if isinstance(text, (int, str)) else str(text))
+    value = parse_size(text if isinstance(text, (int, str)) else str(text), whole=False)
     if value is None:
         raise PlanError(f"gradient bytes must be a size such as 1048576, 512M or 1G, got {text!r}")
     if not 1 <= value <= MAX_GRADIENT_BYTES:
         raise PlanError(f"gradient bytes must be from 1 byte to 1 PiB, got {text!r}")
-    return value
+    return int(round(value))

@@ -348,12 +348,13 @@ def test_cli_report(capsys):
 
 @pytest.mark.parametrize("text,value", [("1G", 1 << 30), ("512M", 512 << 20), ("1048576", 1 << 20),
                                         ("64K", 1 << 16), ("1GiB", 1 << 30), ("2t", 2 << 40),
-                                        ("1.5K", 1536), (65536, 65536)])
+                                        ("1.5K", 1536), (65536, 65536),
+                                        ("1.2G", 1288490189), ("1.5", 2)])   # rounded to bytes
 def test_parse_bytes(text, value):
     assert P.parse_bytes(text) == value
 
 
-@pytest.mark.parametrize("text,words", [("1X", "a size such as"), ("1.5", "a size such as"),
+@pytest.mark.parametrize("text,words", [("1X", "a size such as"), ("0.4", "from 1 byte to 1 PiB"),
                                         ("-1", "a size such as"), ("0", "from 1 byte to 1 PiB"),
                                         ("2000T", "from 1 byte to 1 PiB")])
 def test_parse_bytes_refuses_what_is_not_a_size_in_range(text, words):

@@ -22,7 +22,7 @@ import difflib
 import ipaddress
 import re
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 import yaml
 
@@ -53,7 +53,8 @@ OPTIONAL_SECTION = None     # a sub-schema that may be absent (a link class some
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PREFIX = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 _ENDPOINT = re.compile(r"^[a-z][a-z0-9]{0,14}$")
-_SIZE = re.compile(r"^(\d{1,20}(?:\.\d{1,20})?)\s*(?:([KMGT])(?:i?B)?|B)?$", re.IGNORECASE)
+_SIZE = re.compile(r"^(\d{1,20}(?:\.\d{0,20})?|\.\d{1,20})\s*(?:([KMGT])(?:i?B)?|B)?$",
+                   re.IGNORECASE)
 
 
 def _is_number(v: Any) -> bool:
@@ -112,19 +113,23 @@ def subnet(v, fail):
     return str(net)
 
 
-def parse_size(v) -> Optional[int]:
+def parse_size(v, whole: bool = True):
     """Bytes from 65536, "64K", "2M", "1G", "1GiB" or "1.5T" (powers of 1024, as
-    nccl-tests); None if not a size, or not a whole number of bytes."""
+    nccl-tests); None if not a size. With `whole`, None too for a fraction of
+    a byte; without, the exact value as a float where it is not whole (the
+    planner rounds gradient sizes such as 1.2G)."""
     if isinstance(v, int) and not isinstance(v, bool):
         return v
     m = _SIZE.match(v.strip()) if isinstance(v, str) else None
     if not m:
         return None
     unit = 1024 ** " KMGT".index((m.group(2) or " ").upper())
-    whole, _, fraction = m.group(1).partition(".")
-    numerator = int(whole + fraction) * unit
+    integral, _, fraction = m.group(1).partition(".")
+    numerator = int((integral + fraction) or "0") * unit
     denominator = 10 ** len(fraction)
-    return numerator // denominator if numerator % denominator == 0 else None
+    if numerator % denominator == 0:
+        return numerator // denominator
+    return None if whole else numerator / denominator
 
 
 def size(lo: int, hi: int) -> Callable:

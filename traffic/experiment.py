@@ -102,10 +102,7 @@ def experiment_from(fabric, flags: Optional[dict] = None,
     (field -> value; None means not given) and checked again. A mistake in the
     YAML is a FabricError naming file and key; one in the flags a ValueError
     naming the flag. None for a fabric with one endpoint: nothing to replay."""
-    raw = fabric.spec.get("experiment")
-    section = normalise(raw, SCHEMA, "experiment", fabric.source)
-    values = {k: v for k, v in section.items() if v is not None}
-    _check_endpoints(fabric, values)
+    values = experiment_section(fabric)
     n, local = len(fabric.endpoints), fabric.gpus_per_server
     if n < 2:
         if values:
@@ -130,6 +127,16 @@ def experiment_from(fabric, flags: Optional[dict] = None,
         except ValueError as exc:
             raise ValueError(f"--compare {algorithm}: {exc}") from None
     return exp
+
+
+def experiment_section(fabric) -> dict:
+    """The keys the fabric's experiment section sets, each checked against
+    the schema and its endpoints against the fabric: what a fabric file must
+    get right even where no experiment runs (the planner reads such files)."""
+    section = normalise(fabric.spec.get("experiment"), SCHEMA, "experiment", fabric.source)
+    values = {k: v for k, v in section.items() if v is not None}
+    _check_endpoints(fabric, values)
+    return values
 
 
 def _check_endpoints(fabric, values: dict) -> None:

@@ -57,6 +57,10 @@ def run_experiment(lab, exp: Experiment, results: Path,
     fabric = lab.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     model = Model.of(fabric, ranks)
+    # experiment_from checked what a user asked for; this holds callers that
+    # build an Experiment themselves (benchmarks) to the same contract, on the
+    # ranks actually chosen, before anything starts
+    exp.check(model.n, model.local)
     probe = exp.probe or [ranks[0], ranks[-1]]
     monitor = Monitor(fabric).start()
     prober = Prober(lab, probe[0], probe[1])

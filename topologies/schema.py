@@ -46,6 +46,39 @@ class FabricError(Exception):
         super().__init__(f"{where}: {message}")
 
 
+# --- how a user's value is shown in a message ------------------------------------------
+
+SHOWN_MAX = 40
+
+
+def shown(value: Any, limit: int = SHOWN_MAX) -> str:
+    """`value` as a message quotes it: printable (control characters and
+    escape codes as \\x.. escapes), on one line,
+    at most `limit` characters (longer ones end with '...'), so no input can
+    turn a one-sentence message into a screenful or drive the terminal."""
+    if isinstance(value, (dict, list, tuple, set)):
+        text_ = _brief_container(value, limit)
+    else:
+        text_ = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                        for c in (repr(value) if isinstance(value, str) else str(value)))
+    return text_ if len(text_) <= limit else text_[:limit - 3] + "..."
+
+
+def _brief_container(value, limit: int) -> str:
+    """A list or mapping shown by its first few items only (never walked whole:
+    an alias bomb nests a billion of them)."""
+    if isinstance(value, dict):
+        items = [f"{shown(k, 16)}: {shown(v, 16) if not isinstance(v, (dict, list)) else '...'}"
+                 for k, _v in zip(value, range(3)) for v in (value[k],)]
+        opening, closing = "{", "}"
+    else:
+        items = [shown(v, 16) if not isinstance(v, (dict, list)) else "[...]"
+                 for v, _ in zip(value, range(3))]
+        opening, closing = "[", "]"
+    more = ", ..." if len(value) > 3 else ""
+    return (opening + ", ".join(items) + more + closing)[:limit]
+
+
 # --- validators -------------------------------------------------------------------
 
 REQUIRED = object()

@@ -309,12 +309,8 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
 
 
 def _mininet_cli(lab) -> None:
-    from mininet.cli import CLI
-    # Inside the CLI, Ctrl-C interrupts the running command, as in
-    # Mininet; `exit`, Ctrl-D or SIGTERM leave and tear down.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    CLI(lab.net)
-    signal.signal(signal.SIGINT, _interrupt)
+    from lab.cli import open_cli
+    open_cli(lab)
 
 
 def _collectives(lab, exp, run_dir, args, say) -> dict:

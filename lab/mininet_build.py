@@ -16,7 +16,8 @@ from typing import Callable, Dict, List
 from mininet.node import OVSSwitch
 from mininet.topo import Topo
 
-from topologies.fabric import Fabric, LinkSpec
+from lab.shaping import tc_commands
+from topologies.fabric import Fabric
 
 OPENFLOW_VERSIONS = "OpenFlow13,OpenFlow15"
 
@@ -78,25 +79,6 @@ def switch_class(datapath: str, lab_tag: str, on_process: Callable, stp: bool = 
                        stp=True, batch=True)
     return partial(cls, lab_tag=lab_tag, datapath=datapath, failMode="secure",
                    protocols=OPENFLOW_VERSIONS, batch=True, reconnectms=1000)
-
-
-def tc_commands(intf: str, spec: LinkSpec, mtu: int) -> List[str]:
-    """tc commands (without the leading 'tc') that shape one interface's egress."""
-    rate = f"{spec.rate_mbit:g}mbit"
-    frame = mtu + 14                       # the largest frame HTB will see
-    # A burst of ~1 ms at line rate, never below one full frame: small enough
-    # to keep the rate honest, large enough not to starve on timer granularity.
-    burst = max(frame, int(spec.rate_mbit * 1e6 / 8 / 1000))
-    cmds = [f"qdisc replace dev {intf} root handle 1: htb default 1",
-            f"class add dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
-            f"burst {burst}b cburst {burst}b quantum {frame}"]
-    if spec.needs_netem:
-        cmds.append(f"qdisc add dev {intf} parent 1:1 handle 10: netem "
-                    f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "
-                    f"loss {spec.loss_percent:g}%")
-    else:
-        cmds.append(f"qdisc add dev {intf} parent 1:1 handle 10: pfifo limit {spec.queue_packets}")
-    return cmds
 
 
 def shaping_plan(fabric: Fabric) -> Dict[str, List[str]]:

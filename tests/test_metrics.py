@@ -89,3 +89,17 @@ def test_csv_has_a_row_per_size():
     assert text[0].startswith("collective,algorithm,engine,ranks,size_bytes")
     assert text[1].startswith("allreduce,ring,agents,4,1048576,262144,float,sum,-1,0.5,")
     assert ",2," in text[1]                              # drops summed
+
+
+@pytest.mark.parametrize("n, p", [(5, 4), (6, 4), (12, 8)])
+def test_rhd_prices_the_fold_in_and_out_in_sequence(n, p):
+    # the folding rank receives S, exchanges 2(p-1)/p S, hands S back: in sequence
+    count = 4096 * 16
+    cost = M.schedule_cost(S.build("allreduce", "rhd", n, count), "rhd")
+    assert cost["max_rank_elements"] == pytest.approx((2 + 2 * (p - 1) / p) * count)
+
+
+def test_rhd_over_a_power_of_two_is_the_textbook_cost():
+    count = 4096 * 16
+    cost = M.schedule_cost(S.build("allreduce", "rhd", 8, count), "rhd")
+    assert cost["max_rank_elements"] == 2 * 7 / 8 * count

@@ -1,8 +1,9 @@
 """The fidelity rule on hand-made samples: a link that had bytes queued and
 sent less than they allowed was held back by the host."""
 
+from lab.shaping import unpaid_bytes
 from tests.helpers import leaf_spine
-from traffic.measure.fidelity import fidelity
+from traffic.measure.fidelity import fidelity, mark_unresolved, size_flags
 from traffic.measure.monitor import Monitor, summarise
 
 FABRIC = leaf_spine(2, 2, 1, rate=8)          # 8 Mbit/s = 1 MB/s
@@ -41,3 +42,42 @@ def test_an_idle_link_owes_nothing():
     window = summarise(mon, samples(sent_in_100ms=1_000, queued_bytes=0))
     assert window["shortfalls"] == [] and fidelity([window], FABRIC)["trustworthy"]
     assert window["cpu_busy_pct"] == 90.0 and window["ovs_core_pct"] == 50.0
+
+
+def test_a_reading_above_the_rate_within_the_shapers_burst_is_a_saturated_link():
+    # 8 Mbit/s for 100 ms is 100 kB; HTB may pass its bucket and a frame more
+    mon = Monitor(FABRIC)
+    extra = unpaid_bytes(8, FABRIC.mtu)
+    within = summarise(mon, samples(sent_in_100ms=100_000 + extra, queued_bytes=0))
+    assert within["links"][LINK]["peak_util"] == 1.0
+    beyond = summarise(mon, samples(sent_in_100ms=100_000 + extra + 10_000, queued_bytes=0))
+    assert beyond["links"][LINK]["peak_util"] > 1.0       # a real excess stays visible
+
+
+# --- which sizes are figures to quote --------------------------------------------------
+
+def run(size, busbw_over_link, steps=6, serialisation_s=1.0, rate=20, mtu=9000):
+    flags = size_flags(busbw_over_link, steps, serialisation_s, rate, mtu)
+    return {"size_bytes": size, "busbw_over_link": busbw_over_link, **flags}
+
+
+def test_a_size_faster_than_its_link_is_flagged_whatever_else():
+    assert "over-rate" in run(1 << 20, 1.01)["flags"]
+    assert run(1 << 20, 1.0)["flags"] == []
+
+
+def test_a_size_whose_unpaid_frames_are_a_fifth_of_its_time_is_below_resolution():
+    # 20 Mbit/s, MTU 9000: an idle bucket passes 2 x 9014 B = 7.2 ms unpaid per step
+    unpaid = 6 * 2 * 9014 * 8 / 20e6
+    assert run(1 << 15, 0.9, serialisation_s=unpaid / 0.21)["flags"] == ["below-resolution"]
+    assert run(1 << 15, 0.9, serialisation_s=unpaid / 0.19)["flags"] == []
+
+
+def test_the_verdict_names_flagged_sizes_and_is_not_trustworthy():
+    runs = [run(32768, 1.3, serialisation_s=0.02), run(2 << 20, 0.9, serialisation_s=1.0)]
+    verdict = mark_unresolved({"trustworthy": True, "host_kept_up": True}, runs, 20, 9000)
+    assert verdict["flagged_sizes"] == [32768] and not verdict["trustworthy"]
+    assert "32768 B are too small to measure at 20 Mbit/s" in verdict["advice"]
+    assert "busbw beat the link rate at 32768 B" in verdict["advice"]
+    clean = mark_unresolved({"trustworthy": True, "host_kept_up": True}, runs[1:], 20, 9000)
+    assert clean["trustworthy"] and clean["flagged_sizes"] == []

@@ -62,16 +62,34 @@ def beta_for_rate(rate_mbit: float, mtu: int = 1500) -> float:
     return 1 / payload_share(mtu) / (rate_mbit * 1e6 / 8)
 
 
-def schedule_cost(sched: S.Schedule) -> Dict[str, int]:
+def schedule_cost(sched: S.Schedule, algorithm: str = "") -> Dict[str, int]:
     """The algorithm's steps (each waits on the one before), and the most
-    elements any rank sends or receives."""
+    elements any rank sends or receives. Sending and receiving overlap, and
+    so do the steps of a pipelined algorithm; phases that cannot overlap
+    (`serial_phase`) add up instead: in rhd over a rank count that is not a
+    power of two, a rank that folds in a neighbour receives its whole buffer,
+    then exchanges, then hands the result back, one after the other."""
     steps = len({op.step for ops in sched.values() for op in ops})
+    phase_of = serial_phase(algorithm, sched)
     most = 0
     for rank, ops in sched.items():
-        sent = sum(op.length for op in ops if op.kind == "send")
-        got = sum(op.length for op in ops if op.kind == "recv")
-        most = max(most, sent, got)
+        per_phase: Dict[int, List[int]] = {}
+        for op in ops:
+            if op.kind in ("send", "recv"):
+                way = per_phase.setdefault(phase_of(op.step), [0, 0])
+                way[op.kind == "recv"] += op.length
+        most = max(most, sum(max(ways) for ways in per_phase.values()))
     return {"steps": steps, "max_rank_elements": most}
+
+
+def serial_phase(algorithm: str, sched: S.Schedule) -> Callable[[int], int]:
+    """The phase of a step, for phases that run one after the other: rhd's
+    fold-in (its first step), exchange, and fold-out (its last step)."""
+    used = {op.step for ops in sched.values() for op in ops}
+    if algorithm != "rhd" or 0 not in used:          # a power of two: no fold
+        return lambda step: 0
+    last = max(used)
+    return lambda step: 0 if step == 0 else 2 if step == last else 1
 
 
 def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: float,
@@ -84,7 +102,7 @@ def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: 
     counting every rank that shares the NIC (`nic_of(rank)`); the phases of a
     rank add up, and the slowest rank sets the time."""
     sched = S.build(collective, algorithm, n, count, root, local=local)
-    cost = schedule_cost(sched)
+    cost = schedule_cost(sched, algorithm)
     if local == 1 or beta_intra is None:
         return alpha * cost["steps"] + beta * cost["max_rank_elements"] * TYPE_SIZE
     nic_of = nic_of or (lambda r: r)

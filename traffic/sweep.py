@@ -23,7 +23,7 @@ from traffic import schedules as S
 from traffic.engines import Job, make_engine
 from traffic.experiment import Experiment
 from traffic.measure.background import CrossTraffic, Prober
-from traffic.measure.fidelity import fidelity, mark_host_bound
+from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved, size_flags
 from traffic.measure.monitor import Monitor
 from traffic.registry import EQUAL_BLOCKS, REDUCING, ROOTED
 
@@ -88,6 +88,7 @@ def run_experiment(lab, exp: Experiment, results: Path,
     (results / "samples.json").write_text(json.dumps(monitor.samples))
     (results / "probes.json").write_text(json.dumps(prober.samples))
     verdict = mark_host_bound(fidelity([r.pop("_window") for r in runs], fabric), runs)
+    verdict = mark_unresolved(verdict, runs, model.rate, fabric.mtu)
     progress("done")
     return {"experiment": asdict(exp), "ranks": ranks, "gpus_per_server": model.local,
             "probe": probe, "idle_latency": idle, "alpha_s": alpha,
@@ -114,8 +115,9 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
     predicted = M.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, model.beta,
                                   exp.root, model.local, model.beta_intra,
                                   model.nic_of.__getitem__)
-    split = M.traffic_split(S.build(exp.collective, exp.algorithm, n, count, exp.root,
-                                    local=model.local), model.server_of.__getitem__)
+    sched = S.build(exp.collective, exp.algorithm, n, count, exp.root, local=model.local)
+    split = M.traffic_split(sched, model.server_of.__getitem__)
+    steps = M.schedule_cost(sched, exp.algorithm)["steps"]
     label = f"{label} {count * M.TYPE_SIZE} B"
     progress(f"{label}: setting up")
     engine.prepare(Job(exp.collective, exp.algorithm, count, exp.root, exp.piece_bytes,
@@ -134,6 +136,8 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
     monitor.wait_past(iters[-1]["t1"])
     record = _run_record(exp, n, count, iters[exp.warmup:], predicted, model.rate,
                          monitor, prober)
+    record.update(size_flags(record["busbw_over_link"], steps, predicted - alpha * steps,
+                             model.rate, monitor.fabric.mtu))
     record["payload_bytes"] = {k: v * exp.iters for k, v in split.items()}
     record["wire_bytes"] = wire_split(monitor.fabric, record["links"])
     return record, timeline

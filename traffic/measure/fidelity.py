@@ -5,15 +5,26 @@ the link's rate (traffic/measure/monitor.py finds those shortfalls). High CPU
 is reported as the likely cause, with a lower rate to try. HOST-BOUND: the
 links kept their rates, but a size took far longer than the alpha-beta model
 with the CPU busy, so the rank processes, not the links, set the pace.
+
+Per size, two flags say a figure is not one to quote, whatever the host did
+(`size_flags`, `mark_unresolved`): *over-rate*, busbw beat the link rate,
+which no real link allows; *below-resolution*, what the shaper may pass
+unpaid (lab/shaping.py: an idle HTB bucket plus one frame, per dependent
+step) is more than a fifth of the time the size's bytes need at the link
+rate, so the shaping, not the fabric, shapes the figure. Either makes the
+run's verdict say which sizes to read.
 """
 
 from __future__ import annotations
 
 from typing import List
 
+from lab.shaping import unpaid_bytes
+
 OVS_BUSY = 95.0         # % of a core: the forwarding thread is saturated
 CPU_BUSY_WARN = 95.0
 HOST_BOUND_RATIO, HOST_BOUND_CPU = 2.0, 80.0   # slower than the model, with the CPU busy
+UNPAID_SHARE = 0.2      # at most this share of a size's serialisation may go unpaid
 
 
 def fidelity(summaries: List[dict], fabric) -> dict:
@@ -23,7 +34,7 @@ def fidelity(summaries: List[dict], fabric) -> dict:
     cpu = max((w["cpu_busy_pct"] for w in summaries), default=0.0)
     ovs = max((w["ovs_core_pct"] for w in summaries), default=0.0)
     rate = min(l.spec.rate_mbit for l in fabric.links)
-    verdict = {"trustworthy": not shortfalls, "saturated_intervals_below_rate": len(shortfalls),
+    verdict = {"trustworthy": not shortfalls, "host_kept_up": not shortfalls, "saturated_intervals_below_rate": len(shortfalls),
                "worst": sorted(shortfalls, key=lambda s: s[1])[:5],
                "max_cpu_busy_pct": round(cpu, 1), "max_ovs_core_pct": round(ovs, 1)}
     if shortfalls:
@@ -51,3 +62,45 @@ def mark_host_bound(verdict: dict, runs: List[dict]) -> dict:
             f"{verdict['max_cpu_busy_pct']:.0f}% busy: the rank processes, not the links, "
             "set the pace; lower link rates or fewer ranks measure the fabric instead")]))
     return verdict
+
+
+def size_flags(busbw_over_link: float, steps: int, serialisation_s: float,
+               rate_mbit: float, mtu: int) -> dict:
+    """Whether one size's figures can be quoted: the flags (over-rate,
+    below-resolution) and the unpaid time they were judged by."""
+    unpaid_s = steps * unpaid_bytes(rate_mbit, mtu) * 8 / (rate_mbit * 1e6)
+    flags = []
+    if busbw_over_link > 1.0:
+        flags.append("over-rate")
+    if unpaid_s > UNPAID_SHARE * serialisation_s:
+        flags.append("below-resolution")
+    return {"flags": flags, "shaper_unpaid_bound_s": unpaid_s,
+            "serialisation_s": serialisation_s}
+
+
+def mark_unresolved(verdict: dict, runs: List[dict], rate_mbit: float, mtu: int) -> dict:
+    """Flagged sizes are not trustworthy figures: the verdict lists them,
+    with the smallest size this rate resolves and what would resolve more."""
+    flagged = [r for r in runs if r["flags"]]
+    verdict["flagged_sizes"] = [r["size_bytes"] for r in flagged]
+    if not flagged:
+        return verdict
+    verdict["trustworthy"] = False
+    frame_ms = (mtu + 14) * 8 / (rate_mbit * 1e3)
+    over = [r["size_bytes"] for r in flagged if "over-rate" in r["flags"]]
+    # serialisation grows with the size, the unpaid bound does not
+    need = max(r["size_bytes"] * r["shaper_unpaid_bound_s"] / (UNPAID_SHARE * r["serialisation_s"])
+               for r in flagged if r["serialisation_s"] > 0) if any(
+        r["serialisation_s"] > 0 for r in flagged) else None
+    why = (f"{_sizes(verdict['flagged_sizes'])} B are too small to measure at {rate_mbit:g} "
+           f"Mbit/s: an idle shaped link lets its first frames out unpaid ({frame_ms:.2g} ms "
+           f"per {mtu + 14}-byte frame), which a real link charges"
+           + (f"; busbw beat the link rate at {_sizes(over)} B" if over else "")
+           + (f"; quote sizes from about {need / 1024:.0f} KB up, or lower the MTU"
+              if need else ""))
+    verdict["advice"] = "; ".join(filter(None, [verdict.get("advice"), why]))
+    return verdict
+
+
+def _sizes(sizes: List[int]) -> str:
+    return ", ".join(str(s) for s in sizes)

@@ -20,12 +20,14 @@ import threading
 import time
 from typing import Dict, List
 
+from lab.shaping import unpaid_bytes
 from topologies.fabric import Fabric
 from traffic.measure.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds, tx_bytes
 from traffic.metrics import imbalance
 
 KEEP_UP = 0.90          # a link must send >= 90% of what it owes (see summarise)
 MIN_OWED_FRAMES = 8     # below that, timing noise would decide
+COUNTER_SKEW_S = 0.005  # how far a counter's reading may be from its timestamp
 
 
 def _queues() -> Dict[str, dict]:
@@ -100,6 +102,20 @@ class Monitor:
         return summarise(self, span)
 
 
+def _utilisation(sent: int, step: float, rate_mbit: float, mtu: int) -> float:
+    """The share of an interval a link was busy. A token bucket may pass its
+    burst and one frame more than the rate in any interval, and a counter is
+    read up to a few milliseconds from its timestamp: within that allowance a
+    reading above 1 is a saturated link (1.0), not one faster than its rate."""
+    if step <= 0:
+        return 0.0
+    per_second = rate_mbit * 1e6 / 8
+    util = sent / (per_second * step)
+    if 1.0 < util and sent <= per_second * (step + COUNTER_SKEW_S) + unpaid_bytes(rate_mbit, mtu):
+        return 1.0
+    return util
+
+
 def summarise(mon: Monitor, span: List[dict]) -> dict:
     first, last = span[0], span[-1]
     dt = max(last["t"] - first["t"], 1e-9)
@@ -111,8 +127,7 @@ def summarise(mon: Monitor, span: List[dict]) -> dict:
         for a, b in zip(span, span[1:]):
             step = b["t"] - a["t"]
             sent = b["tx"].get(intf, 0) - a["tx"].get(intf, 0)
-            util = sent * 8 / step / (rate * 1e6) if step > 0 else 0.0
-            peak = max(peak, util)
+            peak = max(peak, _utilisation(sent, step, rate, mon.fabric.mtu))
             queued = a["queues"].get(intf, {}).get("backlog", 0)
             peak_backlog = max(peak_backlog, b["queues"].get(intf, {}).get("backlog", 0))
             # What was already queued at the start of the interval could leave

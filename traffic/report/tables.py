@@ -41,7 +41,7 @@ def fabric_table(result: dict, link_rate_mbit: float) -> str:
     lines = [f"# Fabric during each size (latency probe {result['probe'][0]} -> {result['probe'][1]}; "
              f"idle p50 {_num(idle['p50_us'], '.0f')} us, p99 {_num(idle['p99_us'], '.0f')} us)",
              "#       size  busbw/link  meas/pred  peak util  max queue  drops  ECMP max/mean"
-             "  lat p50  lat p99  lat max   CPU"]
+             "  lat p50  lat p99  lat max   CPU  note"]
     for r in result["runs"]:
         links = r["links"].values()
         peak = max((l["peak_util"] for l in links), default=0)
@@ -53,16 +53,30 @@ def fabric_table(result: dict, link_rate_mbit: float) -> str:
                      f"{_num(r['measured_over_predicted'], '9.2f')}  {peak:9.0%}  "
                      f"{queue / 1024:7.0f} KB  {drops:5d}  {_num(imb, '13.2f')}  "
                      f"{_num(lat['p50_us'], '7.0f')}  {_num(lat['p99_us'], '7.0f')}  "
-                     f"{_num(lat['max_us'], '7.0f')}  {r['cpu_busy_pct']:3.0f}%")
-    verdict = result["fidelity"]
-    if verdict.get("host_bound"):
-        lines.append(f"# Fidelity: HOST-BOUND - links kept their rates, but {verdict['advice']}")
-    elif verdict["trustworthy"]:
-        lines.append("# Fidelity: trustworthy - every saturated link ran at its configured rate"
-                     + (f"; {verdict['advice']}" if verdict.get("advice") else ""))
-    else:
-        lines.append(f"# Fidelity: UNTRUSTWORTHY - {verdict['advice']}")
+                     f"{_num(lat['max_us'], '7.0f')}  {r['cpu_busy_pct']:3.0f}%  "
+                     f"{_note(r.get('flags', []))}".rstrip())
+    lines.append(_verdict_line(result["fidelity"]))
     return "\n".join(lines)
+
+
+NOTES = {"over-rate": "faster than its link!", "below-resolution": "too small at this rate"}
+
+
+def _note(flags) -> str:
+    return "; ".join(NOTES[f] for f in flags)
+
+
+def _verdict_line(verdict: dict) -> str:
+    """The fidelity verdict in one line: the host's, then the sizes'."""
+    if verdict.get("host_bound"):
+        return f"# Fidelity: HOST-BOUND - links kept their rates, but {verdict['advice']}"
+    if not verdict.get("host_kept_up", verdict["trustworthy"]):
+        return f"# Fidelity: UNTRUSTWORTHY - {verdict['advice']}"
+    if verdict.get("flagged_sizes"):
+        return ("# Fidelity: links kept their rates, but NOT every size is a figure to quote: "
+                + verdict["advice"])
+    return ("# Fidelity: trustworthy - every saturated link ran at its configured rate"
+            + (f"; {verdict['advice']}" if verdict.get("advice") else ""))
 
 
 CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count", "type", "redop",
@@ -70,7 +84,7 @@ CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count
               "measured_over_predicted", "lat_p50_us", "lat_p99_us", "lat_max_us",
               "peak_util", "drops", "ecmp_imbalance_max", "cpu_busy_pct",
               "payload_intra_node_bytes", "payload_inter_node_bytes",
-              "wire_intra_node_bytes", "wire_network_to_servers_bytes"]
+              "wire_intra_node_bytes", "wire_network_to_servers_bytes", "flags"]
 
 
 def csv_text(result: dict) -> str:
@@ -89,5 +103,6 @@ def csv_text(result: dict) -> str:
                     "payload_inter_node_bytes": r.get("payload_bytes", {}).get("inter", ""),
                     "wire_intra_node_bytes": r.get("wire_bytes", {}).get("intra_node", ""),
                     "wire_network_to_servers_bytes":
-                        r.get("wire_bytes", {}).get("network_to_servers", "")})
+                        r.get("wire_bytes", {}).get("network_to_servers", ""),
+                    "flags": " ".join(r.get("flags", []))})
     return out.getvalue()

@@ -55,6 +55,14 @@ class FabricSwitch(OVSSwitch):
         return (super().bridgeOpts() + f" external_ids:fabric_lab={self.lab_tag}"
                 + (self.STP_TIMERS if self.stp else ""))
 
+    def dpctl(self, *args):
+        """ovs-ofctl speaking the newest OpenFlow the bridge offers (Mininet's
+        asks for 1.0, which these bridges refuse), so `dpctl dump-flows` and
+        `dpctl dump-groups` work in the CLI."""
+        versions = [v for v in (self.protocols or "").split(",") if v]
+        flag = ["-O", versions[-1]] if versions else []
+        return self.cmd("ovs-ofctl", *flag, args[0], self, *args[1:])
+
 
 def tracking(node_class, on_process: Callable):
     """A subclass of a Mininet node class that reports each process it starts,

@@ -64,10 +64,11 @@ def built(fabric, tmp_path_factory):
     assert host_state() == before, "the lab left something behind"
 
 
-def run(*args, timeout=120):
-    """run_topology.py with these arguments, as a user runs it."""
+def run(*args, timeout=120, input=None):
+    """run_topology.py with these arguments (and what a user types, if
+    `input`), as a user runs it."""
     return subprocess.run(CMD + list(args), capture_output=True, text=True, timeout=timeout,
-                          env=ENV, cwd=REPO)
+                          env=ENV, cwd=REPO, input=input)
 
 
 def start(*args):

@@ -31,6 +31,12 @@ def test_default_fabric_end_to_end(tmp_path, clean_host):
         assert all({"tx_bytes", "drops", "peak_util"} <= set(l) for l in r["links"].values())
     verdict = result["fidelity"]                 # a verdict, and advice when it is bad
     assert verdict["trustworthy"] in (True, False) and (verdict["trustworthy"] or verdict["advice"])
+    for r in runs:                               # no link faster than its rate, unless flagged
+        assert r["busbw_over_link"] <= 1.0 or "over-rate" in r["flags"], r["size_bytes"]
+        assert max(l["peak_util"] for l in r["links"].values()) <= 1.0, r["size_bytes"]
+        assert (r["size_bytes"] in verdict["flagged_sizes"]) == bool(r["flags"])
+    if verdict["flagged_sizes"]:
+        assert not verdict["trustworthy"] and "too small to measure" in verdict["advice"]
     folder = tmp_path / os.path.basename(summary["results"])
     assert json.loads((folder / "summary.json").read_text())["reachability"] == summary["reachability"]
     assert len((folder / "results.csv").read_text().splitlines()) == 1 + len(runs)

@@ -27,7 +27,7 @@ from traffic.metrics import imbalance
 
 KEEP_UP = 0.90          # a link must send >= 90% of what it owes (see summarise)
 MIN_OWED_FRAMES = 8     # below that, timing noise would decide
-COUNTER_SKEW_S = 0.005  # how far a counter's reading may be from its timestamp
+COUNTER_SKEW_S = 0.005  # a sample's timing error when it does not record its own
 
 
 def _queues() -> Dict[str, dict]:
@@ -63,9 +63,13 @@ class Monitor:
     def sample(self) -> dict:
         """Counters first, timestamped as they are read; then the queues (a tc
         process, tens of milliseconds on a busy host, would skew the time)."""
+        t0 = time.monotonic()
         every = tx_bytes()
+        t1 = time.monotonic()
         tx = {intf: every[intf] for intf in self.rate if intf in every}
-        s = {"t": time.monotonic(), "cpu": cpu_times(), "ovs_cpu_s": ovs_cpu_seconds(), "tx": tx}
+        # every counter was read within t_err of t
+        s = {"t": (t0 + t1) / 2, "t_err": (t1 - t0) / 2, "cpu": cpu_times(),
+             "ovs_cpu_s": ovs_cpu_seconds(), "tx": tx}
         s["queues"] = _queues()
         return s
 
@@ -102,16 +106,16 @@ class Monitor:
         return summarise(self, span)
 
 
-def _utilisation(sent: int, step: float, rate_mbit: float, mtu: int) -> float:
+def _utilisation(sent: int, step: float, skew: float, rate_mbit: float, mtu: int) -> float:
     """The share of an interval a link was busy. A token bucket may pass its
-    burst and one frame more than the rate in any interval, and a counter is
-    read up to a few milliseconds from its timestamp: within that allowance a
+    burst and one frame more than the rate in any interval, and the interval's
+    ends are known to within `skew` seconds together: within that allowance a
     reading above 1 is a saturated link (1.0), not one faster than its rate."""
     if step <= 0:
         return 0.0
     per_second = rate_mbit * 1e6 / 8
     util = sent / (per_second * step)
-    if 1.0 < util and sent <= per_second * (step + COUNTER_SKEW_S) + unpaid_bytes(rate_mbit, mtu):
+    if 1.0 < util and sent <= per_second * (step + skew) + unpaid_bytes(rate_mbit, mtu):
         return 1.0
     return util
 
@@ -127,7 +131,8 @@ def summarise(mon: Monitor, span: List[dict]) -> dict:
         for a, b in zip(span, span[1:]):
             step = b["t"] - a["t"]
             sent = b["tx"].get(intf, 0) - a["tx"].get(intf, 0)
-            peak = max(peak, _utilisation(sent, step, rate, mon.fabric.mtu))
+            skew = a.get("t_err", COUNTER_SKEW_S) + b.get("t_err", COUNTER_SKEW_S)
+            peak = max(peak, _utilisation(sent, step, skew, rate, mon.fabric.mtu))
             queued = a["queues"].get(intf, {}).get("backlog", 0)
             peak_backlog = max(peak_backlog, b["queues"].get(intf, {}).get("backlog", 0))
             # What was already queued at the start of the interval could leave

@@ -1,11 +1,13 @@
 """What this host can emulate: the same fabric at rising link rates.
 
 For each rate the fabric is built with every link at that rate, and a ring
-AllReduce, sized to take about two seconds, runs through the rank agents. A
-rate the host keeps up with gives busbw close to the link rate (TCP/IP headers
-cap it at 1448/1514 = 0.96) and no link held back below its rate. The
-recommendation is the highest such rate; the figures per rate are what to
-quote next to any result.
+AllReduce, sized to take about two seconds (at most MAX_SIZE), runs through
+the rank agents. A rate the host keeps up with gives busbw close to the link
+rate (TCP/IP headers cap it at 1448/1514 = 0.96), no link held back below its
+rate, no size flagged. The rate doubles from 5 Mbit/s until the host stops
+keeping up (or MAX_RATE): the last rate it kept up with is this host's
+ceiling for this fabric, and the figures per rate are what to quote next to
+any result.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from lab.lifecycle import Lab
 from traffic.experiment import Experiment
 from traffic.sweep import run_experiment
 
-RATES = (5, 10, 20, 40, 80)
+FIRST_RATE, MAX_RATE = 5, 2560        # Mbit/s, doubling
+RATES = tuple(FIRST_RATE * 2 ** k for k in range(10))
 GOOD_BUSBW = 0.85          # of the link rate; 0.96 is the TCP/IP ceiling
+MAX_SIZE = 32 << 20        # bytes per rank: four ranks' buffers stay within host memory
 
 
 def at_rate(fabric: Fabric, rate: float) -> Fabric:
@@ -36,34 +40,45 @@ def at_rate(fabric: Fabric, rate: float) -> Fabric:
 
 
 def calibrate_rates(fabric: Fabric, run_dir: Path, datapath: str = "auto",
-              rates: Sequence[float] = RATES,
-              progress: Callable[[str], None] = lambda m: None) -> List[dict]:
+                    rates: Sequence[float] = RATES,
+                    progress: Callable[[str], None] = lambda m: None) -> List[dict]:
+    """One row per rate, up to and including the first the host did not keep up with."""
     rows = []
-    n = len(fabric.endpoints)
     for rate in rates:
         progress(f"calibrating at {rate:g} Mbit/s")
-        # about 2 s of ring AllReduce: 2(n-1)/n x size at the link rate
-        size = int(rate * 1e6 / 8 * 2 / (2 * (n - 1) / n))
-        exp = Experiment(minbytes=size, maxbytes=size, iters=2, warmup=1)
-        with Lab(at_rate(fabric, rate), run_dir / f"{rate:g}mbit", datapath=datapath) as lab:
-            result = run_experiment(lab, exp, run_dir / f"{rate:g}mbit")
-        run = result["runs"][0]
-        verdict = result["fidelity"]
-        rows.append({"rate_mbit": rate, "size_bytes": run["size_bytes"],
-                     "busbw_over_link": run["busbw_over_link"], "wrong": run["wrong"],
-                     "trustworthy": verdict["trustworthy"],
-                     "cpu_busy_pct": round(run["cpu_busy_pct"], 1),
-                     "ovs_core_pct": round(run["ovs_core_pct"], 1),
-                     "latency_p99_us": run["latency"]["p99_us"]})
-        if run["busbw_over_link"] < GOOD_BUSBW / 2:
-            break                                   # far past what the host can do
+        rows.append(_at(fabric, rate, run_dir, datapath))
+        if not rows[-1]["kept_up"]:
+            break
     progress("done")
     return rows
 
 
+def _at(fabric: Fabric, rate: float, run_dir: Path, datapath: str) -> dict:
+    n = len(fabric.endpoints)
+    # about 2 s of ring AllReduce: 2(n-1)/n x size at the link rate
+    size = min(int(rate * 1e6 / 8 * 2 / (2 * (n - 1) / n)), MAX_SIZE)
+    exp = Experiment(minbytes=size, maxbytes=size, iters=2, warmup=1)
+    with Lab(at_rate(fabric, rate), run_dir / f"{rate:g}mbit", datapath=datapath) as lab:
+        result = run_experiment(lab, exp, run_dir / f"{rate:g}mbit")
+    run, verdict = result["runs"][0], result["fidelity"]
+    return {"rate_mbit": rate, "size_bytes": run["size_bytes"],
+            "busbw_over_link": run["busbw_over_link"], "wrong": run["wrong"],
+            "trustworthy": verdict["trustworthy"] and not verdict.get("host_bound"),
+            "kept_up": (verdict["trustworthy"] and not verdict.get("host_bound")
+                        and run["busbw_over_link"] >= GOOD_BUSBW and run["wrong"] == 0),
+            "cpu_busy_pct": round(run["cpu_busy_pct"], 1),
+            "ovs_core_pct": round(run["ovs_core_pct"], 1),
+            "latency_p99_us": run["latency"]["p99_us"]}
+
+
 def recommended(rows: List[dict]):
-    good = [r["rate_mbit"] for r in rows if r["busbw_over_link"] >= GOOD_BUSBW and r["trustworthy"]]
-    return max(good) if good else None
+    """The ceiling: the highest rate the host kept up with, below the first it did not."""
+    best = None
+    for r in rows:
+        if not r["kept_up"]:
+            break
+        best = r["rate_mbit"]
+    return best
 
 
 def calibration_table(fabric: Fabric, rows: List[dict]) -> str:
@@ -72,11 +87,22 @@ def calibration_table(fabric: Fabric, rows: List[dict]) -> str:
              "#  rate (Mbit/s)  busbw/link  host kept up  CPU busy  ovs-vswitchd  p99 latency (us)"]
     for r in rows:
         lines.append(f"{r['rate_mbit']:15g}  {r['busbw_over_link']:10.2f}  "
-                     f"{'yes' if r['trustworthy'] else 'NO':>12}  {r['cpu_busy_pct']:7.0f}%  "
+                     f"{'yes' if r['kept_up'] else 'NO':>12}  {r['cpu_busy_pct']:7.0f}%  "
                      f"{r['ovs_core_pct']:11.0f}%  {r['latency_p99_us']:16.0f}")
     best = recommended(rows)
-    lines.append(f"# Recommended: links of {best:g} Mbit/s or less for this fabric on this host"
-                 if best else f"# No rate tried here reached busbw/link {GOOD_BUSBW} with the "
-                              "host keeping up: try fewer servers, a smaller fabric or jumbo "
-                              "frames (fabric.mtu: 9000)")
+    failed = next((r for r in rows if not r["kept_up"]), None)
+    if best and failed:
+        why = ("busbw/link " f"{failed['busbw_over_link']:.2f}"
+               + ("" if failed["trustworthy"] else ", links held below their rate")
+               + f", CPU {failed['cpu_busy_pct']:.0f}% busy")
+        lines.append(f"# Ceiling: {best:g} Mbit/s per link for this fabric on this host "
+                     f"(at {failed['rate_mbit']:g} Mbit/s it did not keep up: {why}). "
+                     f"Recommended: links of {best:g} Mbit/s or less")
+    elif best:
+        lines.append(f"# Ceiling: above {best:g} Mbit/s, the highest rate tried. Recommended: "
+                     f"links of {best:g} Mbit/s or less")
+    else:
+        lines.append(f"# No rate tried here reached busbw/link {GOOD_BUSBW} with the host "
+                     "keeping up: try fewer servers, a smaller fabric or jumbo frames "
+                     "(fabric.mtu: 9000)")
     return "\n".join(lines)

@@ -86,8 +86,8 @@ def test_policy_override_keeps_everything_else():
 BAD = [
     # (what, yaml text, expected message)
     ("not YAML", "fabric: [1, 2\n", "t.yaml: not valid YAML at line 2, column 1"),
-    ("empty file", "", "t.yaml: expected a mapping with keys name, fabric, server, links, routing, "
-                       "addressing, experiment, names, got nothing"),
+    ("empty file", "", "t.yaml: is empty; expected a mapping with keys name, fabric, server, links, "
+                       "routing, addressing, experiment, names"),
     ("top level is a list", "- 1\n", "t.yaml: expected a mapping with keys"),
     ("duplicate key", "fabric: {}\nfabric: {}\n", "duplicate key 'fabric'"),
     ("unknown top-level key", variant("fabrik", 1), "t.yaml: fabrik: unknown key (did you mean 'fabric'?)"),
@@ -103,7 +103,7 @@ BAD = [
     ("spines is text", variant("fabric.spines", "two"),
      "t.yaml: fabric.spines: expected a whole number from 1 to 64, got 'two'"),
     ("spines is a float", variant("fabric.spines", 2.5), "fabric.spines: expected a whole number"),
-    ("spines is a bool", variant("fabric.spines", True), "got True"),
+    ("spines is a bool", variant("fabric.spines", True), "got true"),
     ("zero leaves", variant("fabric.leaves", 0), "fabric.leaves: expected a whole number from 1 to 128, got 0"),
     ("negative servers", variant("fabric.servers_per_leaf", -1), "fabric.servers_per_leaf: expected a whole number"),
     ("zero rate", variant("links.leaf_spine.rate_mbit", 0),
@@ -115,7 +115,7 @@ BAD = [
      "links.server_leaf.queue_packets: expected a whole number from 1 to 100000, got 0"),
     ("negative delay", variant("links.leaf_spine.delay_ms", -1),
      "links.leaf_spine.delay_ms: expected a number from 0 to 10000 (ms), got -1"),
-    ("loss over 100", variant("links.leaf_spine.loss_percent", 150), "loss_percent: expected a number from 0 to 100 (%)"),
+    ("loss over 100", variant("links.leaf_spine.loss_percent", 150), "loss_percent: expected a number from 0 to below 100 (%; at 100 nothing would arrive)"),
     ("unknown policy", variant("routing.policy", "ospf"),
      "t.yaml: routing.policy: expected one of ecmp, single-path, stp, got 'ospf'"),
     ("missing uplink class", variant("links.leaf_spine", delete=True),
@@ -147,13 +147,13 @@ BAD = [
                                                             "intra_node": {"rate_mbit": 100}}}),
      "t.yaml: addressing.nvlink_subnet: expected a network apart from addressing.subnet"),
     ("unknown kind", variant("fabric.kind", "torus"), "fabric.kind: expected one of leaf-spine, rail-optimized, fat-tree, single-switch, full-mesh, got 'torus'"),
-    ("links not a mapping", variant("links", [1]), "t.yaml: links: expected a mapping with keys server_leaf, leaf_spine, spine_core, intra_node, got list [1]"),
+    ("links not a mapping", variant("links", [1]), "t.yaml: links: expected a mapping with keys server_leaf, leaf_spine, spine_core, intra_node, got a list [1]"),
     ("bad subnet", variant("addressing.subnet", "10.0.0.300/16"), "addressing.subnet: expected an IPv4 network"),
     ("subnet too small", variant("addressing.subnet", "10.0.0.0/24"), "got '10.0.0.0/24'"),
     ("subnet with host bits", variant("addressing.subnet", "10.0.0.1/16"), "addressing.subnet"),
     ("subnet 0/8", variant("addressing.subnet", "0.0.0.0/8"), "got '0.0.0.0/8'"),
     ("reserved subnet", variant("addressing.subnet", "240.0.0.0/8"), "got '240.0.0.0/8'"),
-    ("a list as a key", "? [a, b]\n: 1\n", "t.yaml: not valid YAML at line 1, column 3: a key must be a plain name, not list"),
+    ("a list as a key", "? [a, b]\n: 1\n", "t.yaml: not valid YAML at line 1, column 3: a key must be a plain name, not a list"),
     ("shell-unsafe prefix", variant("names.server", "h;rm -rf /"),
      "t.yaml: names.server: expected a lowercase name prefix such as 'h' (a-z, 0-9), got 'h;rm -rf /'"),
     ("prefix with a dash", variant("names.leaf", "leaf-"), "names.leaf: expected a lowercase name prefix"),
@@ -173,7 +173,7 @@ BAD = [
      "t.yaml: experiment.probe: expected servers of this fabric, but there is no 'h99'"),
     ("probe not a pair", variant("experiment.probe", "h1"), "experiment.probe: expected two server names"),
     ("too large for this host", variant("fabric.leaves", 100).replace("servers_per_leaf: 2", "servers_per_leaf: 64"),
-     "t.yaml: fabric: too large for this host: 6400 servers and 102 switches; at most 512 servers"),
+     "t.yaml: fabric: too large for this host: 6,400 servers; at most 512 servers can be emulated"),
 ]
 
 

@@ -44,11 +44,14 @@ from __future__ import annotations
 import copy
 import ipaddress
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
-from topologies.schema import (FabricError, check_policy, check_whole, load_yaml,  # noqa: F401
-                               multi_gpu, normalise_fabric, read_text)
+from topologies.sanity import (check_physics, check_policy, check_size,  # noqa: F401
+                               check_whole, fabric_warnings)
+from topologies.schema import (FabricError, load_yaml, multi_gpu,  # noqa: F401
+                               name_from_file, normalise_fabric, read_text)
 
 DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
 DPID_BASE = {"leaf": 0x100, "spine": 0x200, "agg": 0x300, "core": 0x400, "node": 0x1000,
@@ -181,18 +184,25 @@ class Fabric:
         """The leaf's links towards the spines, in port order."""
         return tuple(l for l in self.links if l.kind == "leaf_spine" and l.a == leaf)
 
+    @cached_property
+    def warnings(self) -> Tuple[str, ...]:
+        """What is unwise in this fabric though it loads: 'key.path: sentence'
+        each (topologies/sanity.py), for --check and a run to print."""
+        return fabric_warnings(self)
+
     def oversubscription(self) -> float:
         """The busiest leaf's downlink capacity over its uplink capacity
         (1.0: non-blocking; 0 when no leaf has uplinks)."""
-        worst = 0.0
-        for leaf in self.leaves:
-            down = sum(l.spec.rate_mbit for l in self.links
-                       if l.kind == "server_leaf" and l.b == leaf.name)
-            up = sum(l.spec.rate_mbit for l in self.links
-                     if l.kind in ("leaf_spine", "mesh") and leaf.name in (l.a, l.b))
-            if up:
-                worst = max(worst, down / up)
-        return worst
+        leaves = {leaf.name for leaf in self.leaves}
+        down: Dict[str, float] = {}
+        up: Dict[str, float] = {}
+        for l in self.links:
+            if l.kind == "server_leaf" and l.b in leaves:
+                down[l.b] = down.get(l.b, 0) + l.spec.rate_mbit
+            elif l.kind in ("leaf_spine", "mesh"):
+                for end in {l.a, l.b} & leaves:
+                    up[end] = up.get(end, 0) + l.spec.rate_mbit
+        return max((down.get(leaf, 0) / rate for leaf, rate in up.items() if rate), default=0.0)
 
     def shape(self) -> str:
         f, kind = self.spec["fabric"], self.kind
@@ -274,6 +284,23 @@ def _layout(spec: dict):
     return counts, homes, wires
 
 
+def spec_counts(spec: dict) -> Dict[str, int]:
+    """The servers, endpoints, switches and links a normalised spec
+    describes, counted without building it."""
+    counts, homes, wires = _layout(spec)
+    gpus, nics = spec["server"]["gpus"], spec["server"]["nics"]
+    servers = len(homes)
+    if not multi_gpu(spec):
+        return {"servers": servers, "endpoints": servers, "switches": sum(counts.values()),
+                "links": len(wires) + servers}
+    pcie = nics < gpus or gpus == 1
+    inside = pcie + (gpus > 1)                         # PCIe switch, NVSwitch
+    per_server = nics + gpus * pcie + gpus * (gpus > 1)
+    return {"servers": servers, "endpoints": servers * gpus,
+            "switches": sum(counts.values()) + servers * inside,
+            "links": len(wires) + servers * per_server}
+
+
 def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
     """Derive names, DPIDs, ports and addresses from a normalised spec."""
     counts, homes, wires = _layout(spec)
@@ -287,7 +314,7 @@ def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
         a, b = build.by_role[ra][ia - 1], build.by_role[rb][ib - 1]
         build.links.append(Link(kind, a.name, build.port(a.name), b.name, build.port(b.name),
                                 build.link_spec[kind]))
-    name = spec["name"] or Path(source).stem or "fabric"
+    name = spec["name"] or name_from_file(source)
     switches = tuple(sw for role in ("leaf", "spine", "agg", "core")
                      for sw in build.by_role.get(role, ()))
     return Fabric(name, source, spec, spec["routing"]["policy"], build.net.prefixlen,
@@ -380,12 +407,16 @@ class _Builder:
 
 
 def parse_fabric(text_: str, source: str = "<string>") -> Fabric:
-    """A fabric from YAML text: loaded, checked against the schema, derived,
-    and checked whole. FabricError names the first mistake."""
+    """A fabric from YAML text: loaded, checked against the schema, its size
+    checked from the spec, derived, and checked whole (names, and numbers
+    that cannot be meant). FabricError names the first mistake; what is
+    merely unwise is in `Fabric.warnings`."""
     spec = normalise_fabric(load_yaml(text_, source), source)
+    check_size(spec, spec_counts(spec), source)
     fabric = fabric_from_spec(spec, source)
     check_policy(fabric)
     check_whole(fabric)
+    check_physics(fabric)
     return fabric
 
 

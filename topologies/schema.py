@@ -1,17 +1,20 @@
-"""The fabric YAML's schema: field validators, the schema itself, the loader,
-and the one error type every mistake in a fabric file becomes.
+"""The fabric YAML's schema: field validators, the schema itself, and the
+checks of what each kind of fabric takes.
 
 A validator is a function ``check(value, fail)`` that returns the normalised
 value or calls ``fail(message)``; `normalise` walks a schema (a dict of
 ``key: (validator or sub-schema, default)``) over the loaded YAML and turns
 the first mistake into a `FabricError` naming the file, the key and what was
-expected. The same validators check the ``experiment:`` section (its schema
-lives with the experiment, in traffic/experiment.py, which knows the
-collectives and engines) and the planner's fabric inputs.
+expected. Each validator also carries its JSON Schema (``check.json_schema``:
+type, bounds, enum, pattern, description), from which topologies/jsonschema.py
+derives the schema editors read: one schema, two uses. The same validators
+check the ``experiment:`` section (its schema lives with the experiment, in
+traffic/experiment.py, which knows the collectives and engines) and the
+planner's fabric inputs.
 
-Checks that need more than one key (what each kind of fabric takes) or the
-derived fabric (sizes, name lengths, name collisions) are here too, as
-functions of the normalised spec or of the Fabric; nothing in this module
+The error type and how values are quoted live in errors.py, the file reader
+and the YAML loader in yaml_loader.py (both re-exported here); checks of the
+derived fabric (sizes, physics, names) in sanity.py. Nothing in this module
 touches the system.
 """
 
@@ -20,14 +23,17 @@ from __future__ import annotations
 import copy
 import difflib
 import ipaddress
+import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
-import yaml
+from topologies.errors import FabricError, kind_of, printable, shown, shown_key  # noqa: F401
+from topologies.yaml_loader import load_yaml, looks_numeric, read_text  # noqa: F401
 
 IFNAME_MAX = 15          # Linux IFNAMSIZ - 1
-MAX_SERVERS = 512        # beyond this a 2-core host spends minutes building
+MAX_SERVERS = 512        # endpoints (servers, or GPUs): beyond this a 2-core host spends
+                         # minutes building
 MAX_SWITCHES = 128
 MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
 MAX_RATE_MBIT = 100_000
@@ -35,115 +41,122 @@ POLICIES = ("ecmp", "single-path", "stp")
 KINDS = ("leaf-spine", "rail-optimized", "fat-tree", "single-switch", "full-mesh")
 MAX_PER_LEAF = 254          # endpoints homed on one leaf: the last octet of <net>.l.k
 MAX_MESH = 16               # a full mesh of n switches has n(n-1)/2 links
-
-
-class FabricError(Exception):
-    """A fabric the user described wrongly: one sentence naming file and key."""
-
-    def __init__(self, source: str, keypath: str, message: str):
-        self.source, self.keypath, self.message = source, keypath, message
-        where = f"{source}: {keypath}" if keypath else source
-        super().__init__(f"{where}: {message}")
-
-
-# --- how a user's value is shown in a message ------------------------------------------
-
-SHOWN_MAX = 40
-
-
-def shown(value: Any, limit: int = SHOWN_MAX) -> str:
-    """`value` as a message quotes it: printable (control characters and
-    escape codes as \\x.. escapes), on one line,
-    at most `limit` characters (longer ones end with '...'), so no input can
-    turn a one-sentence message into a screenful or drive the terminal."""
-    if isinstance(value, (dict, list, tuple, set)):
-        text_ = _brief_container(value, limit)
-    else:
-        text_ = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                        for c in (repr(value) if isinstance(value, str) else str(value)))
-    return text_ if len(text_) <= limit else text_[:limit - 3] + "..."
-
-
-def _brief_container(value, limit: int) -> str:
-    """A list or mapping shown by its first few items only (never walked whole:
-    an alias bomb nests a billion of them)."""
-    if isinstance(value, dict):
-        items = [f"{shown(k, 16)}: {shown(v, 16) if not isinstance(v, (dict, list)) else '...'}"
-                 for k, _v in zip(value, range(3)) for v in (value[k],)]
-        opening, closing = "{", "}"
-    else:
-        items = [shown(v, 16) if not isinstance(v, (dict, list)) else "[...]"
-                 for v, _ in zip(value, range(3))]
-        opening, closing = "[", "]"
-    more = ", ..." if len(value) > 3 else ""
-    return (opening + ", ".join(items) + more + closing)[:limit]
+SUBNET_PREFIXES = (8, 16)   # /8 .. /16: <net>.l.k needs 16 host bits; shorter is not meant
 
 
 # --- validators -------------------------------------------------------------------
 
 REQUIRED = object()
 OPTIONAL_SECTION = None     # a sub-schema that may be absent (a link class some kinds lack)
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_PREFIX = re.compile(r"^[a-z][a-z0-9]{0,9}$")
-_ENDPOINT = re.compile(r"^[a-z][a-z0-9]{0,14}$")
-_SIZE = re.compile(r"^(\d{1,20}(?:\.\d{0,20})?|\.\d{1,20})\s*(?:([KMGT])(?:i?B)?|B)?$",
-                   re.IGNORECASE)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_PREFIX = re.compile(r"[a-z][a-z0-9]{0,9}")
+_ENDPOINT = re.compile(r"[a-z][a-z0-9]{0,14}")
+_SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20}) ?"
+                   r"(?:([KMGTkmgt])(?:[iI]?[bB])?|[bB])?")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_SUBNET = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}/(?:[0-9]{{1,2}})")
+_SUBNET_JSON = rf"^{_OCTET}(?:\.{_OCTET}){{3}}/(?:[89]|1[0-6])$"
+
+
+class Section(dict):
+    """A sub-schema, with what it is for (for the JSON Schema)."""
+
+    def __init__(self, description: str, keys: dict):
+        super().__init__(keys)
+        self.description = description
+
+
+def _meta(check: Callable, **json_schema) -> Callable:
+    """`check` carrying its JSON Schema."""
+    check.json_schema = json_schema
+    return check
+
+
+def described(description: str, check: Callable) -> Callable:
+    """`check`, with a description for the JSON Schema."""
+    def wrapped(v, fail):
+        return check(v, fail)
+    return _meta(wrapped, **getattr(check, "json_schema", {}), description=description)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _got(v: Any) -> str:
+    """A value where a number was expected, as a message quotes it."""
+    if isinstance(v, str) and looks_numeric(v.strip()):
+        return f"the text {shown(v)}; write it without quotes"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"{shown(v)}, which is not a finite number"
+    return shown(v)
+
+
 def integer(lo: int, hi: int) -> Callable:
     def check(v, fail):
-        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-            fail(f"expected a whole number from {lo} to {hi}, got {v!r}")
+        if not _is_int(v) or not lo <= v <= hi:
+            fail(f"expected a whole number from {lo} to {hi}, got {_got(v)}")
         return v
-    return check
+    return _meta(check, type="integer", minimum=lo, maximum=hi)
 
 
-def number(lo: float, hi: float, unit: str) -> Callable:
+def number(lo: float, hi: float, unit: str, below: str = "") -> Callable:
+    """A finite number from lo to hi; with `below` (why), strictly below hi."""
+    top = f"below {hi:g} ({unit}; {below})" if below else f"{hi:g} ({unit})"
+
     def check(v, fail):
-        if not _is_number(v) or not lo <= v <= hi:
-            fail(f"expected a number from {lo:g} to {hi:g} ({unit}), got {v!r}")
+        if (not _is_number(v) or (isinstance(v, float) and not math.isfinite(v))
+                or not lo <= v <= hi or (below and v >= hi)):
+            fail(f"expected a number from {lo:g} to {top}, got {_got(v)}")
         return v
-    return check
+    bound = {"exclusiveMaximum": hi} if below else {"maximum": hi}
+    return _meta(check, type="number", minimum=lo, **bound)
 
 
 def choice(*options: str) -> Callable:
     def check(v, fail):
-        if v not in options:
-            fail(f"expected one of {', '.join(options)}, got {v!r}")
+        if not isinstance(v, str) or v not in options:
+            fail(f"expected one of {', '.join(options)}, got {shown(v)}")
         return v
-    return check
+    return _meta(check, type="string", enum=list(options))
 
 
 def text(pattern: re.Pattern, what: str) -> Callable:
+    """A text the whole of which matches `pattern` (no trailing newline slips by)."""
     def check(v, fail):
-        if not isinstance(v, str) or not pattern.match(v):
-            fail(f"expected {what}, got {v!r}")
+        if not isinstance(v, str) or not pattern.fullmatch(v):
+            fail(f"expected {what}, got {shown(v)}")
         return v
-    return check
+    return _meta(check, type="string", pattern=f"^(?:{pattern.pattern})$")
 
 
 def even(lo: int, hi: int) -> Callable:
     def check(v, fail):
-        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi or v % 2:
-            fail(f"expected an even whole number from {lo} to {hi}, got {v!r}")
+        if not _is_int(v) or not lo <= v <= hi or v % 2:
+            fail(f"expected an even whole number from {lo} to {hi}, got {_got(v)}")
         return v
-    return check
+    return _meta(check, type="integer", minimum=lo, maximum=hi, multipleOf=2)
 
 
 def subnet(v, fail):
     try:
-        net = ipaddress.IPv4Network(v, strict=True) if isinstance(v, str) else None
+        net = (ipaddress.IPv4Network(v, strict=True)
+               if isinstance(v, str) and _SUBNET.fullmatch(v) else None)
     except ValueError:
         net = None
-    if (net is None or net.prefixlen > 16 or net.is_loopback or net.is_multicast
+    lo, hi = SUBNET_PREFIXES
+    if (net is None or not lo <= net.prefixlen <= hi or net.is_loopback or net.is_multicast
             or net.is_reserved or net.is_link_local or net.network_address.packed[0] == 0):
-        fail("expected an IPv4 network of /16 or larger such as 10.0.0.0/16 "
-             f"(endpoint k of leaf l gets <net>.l.k), got {v!r}")
+        fail(f"expected an IPv4 network from /{lo} to /{hi} such as 10.0.0.0/16 "
+             f"(endpoint k of leaf l gets <net>.l.k), got {shown(v)}")
     return str(net)
+
+
+_meta(subnet, type="string", pattern=_SUBNET_JSON)
 
 
 def parse_size(v, whole: bool = True):
@@ -151,9 +164,9 @@ def parse_size(v, whole: bool = True):
     nccl-tests); None if not a size. With `whole`, None too for a fraction of
     a byte; without, the exact value as a float where it is not whole (the
     planner rounds gradient sizes such as 1.2G)."""
-    if isinstance(v, int) and not isinstance(v, bool):
+    if _is_int(v):
         return v
-    m = _SIZE.match(v.strip()) if isinstance(v, str) else None
+    m = _SIZE.fullmatch(v) if isinstance(v, str) else None
     if not m:
         return None
     unit = 1024 ** " KMGT".index((m.group(2) or " ").upper())
@@ -170,28 +183,36 @@ def size(lo: int, hi: int) -> Callable:
         n = parse_size(v)
         if n is None or not lo <= n <= hi:
             fail(f"expected a size in bytes from {lo} to {hi} (a number, or with K, M or G), "
-                 f"got {v!r}")
+                 f"got {shown(v)}")
         return n
-    return check
+    return _meta(check, anyOf=[{"type": "integer", "minimum": lo, "maximum": hi},
+                               {"type": "string", "pattern": f"^(?:{_SIZE.pattern})$"}])
 
 
 def optional(check: Callable) -> Callable:
     """A key that may be left out (None): the experiment's own default applies."""
     def wrapped(v, fail):
         return None if v is None else check(v, fail)
-    return wrapped
+    return _meta(wrapped, anyOf=[getattr(check, "json_schema", {}), {"type": "null"}])
 
 
 def endpoint_pair(v, fail):
     if (not isinstance(v, list) or len(v) != 2
-            or not all(isinstance(x, str) and _ENDPOINT.match(x) for x in v)):
-        fail(f"expected two server names such as [h1, h4], got {v!r}")
+            or not all(isinstance(x, str) and _ENDPOINT.fullmatch(x) for x in v)):
+        fail(f"expected two server names such as [h1, h4], got {shown(v)}")
     return v
+
+
+_meta(endpoint_pair, type="array", minItems=2, maxItems=2,
+      items={"type": "string", "pattern": f"^(?:{_ENDPOINT.pattern})$"})
 
 
 def passed_on(v, fail):
     """A section another module validates (the experiment, in traffic/): kept as written."""
     return copy.deepcopy(v)
+
+
+_meta(passed_on, type="object")
 
 
 def normalise(value: Any, schema: dict, path: str, source: str) -> dict:
@@ -203,14 +224,10 @@ def normalise(value: Any, schema: dict, path: str, source: str) -> dict:
         return fail
 
     if not isinstance(value, dict):
-        got = "nothing" if value is None else f"{type(value).__name__} {value!r}"
-        fail_at(path)(f"expected a mapping with keys {', '.join(schema)}, got {got}")
-    for key in value:
-        if key not in schema:
-            close = difflib.get_close_matches(str(key), schema, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            fail_at(_join(path, key))(
-                f"unknown key{hint}; expected one of {', '.join(schema)}")
+        if value is None and not path:
+            fail_at(path)(f"is empty; expected a mapping with keys {', '.join(schema)}")
+        fail_at(path)(f"expected a mapping with keys {', '.join(schema)}, got {kind_of(value)}")
+    _check_keys(value, schema, path, fail_at)
     out = {}
     for key, (check, default) in schema.items():
         key_path = _join(path, key)
@@ -229,52 +246,89 @@ def normalise(value: Any, schema: dict, path: str, source: str) -> dict:
     return out
 
 
+def _check_keys(value: dict, schema: dict, path: str, fail_at) -> None:
+    """Every key a name of the schema's; a near miss suggested."""
+    expected = ", ".join(schema)
+    for key in value:
+        if not isinstance(key, str):
+            fail_at(path)(f"expected names as keys ({expected}), got {kind_of(key)} as a key")
+        if key not in schema:
+            close = difflib.get_close_matches(key, schema, n=1) if len(key) <= 64 else []
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            fail_at(_join(path, key))(f"unknown key{hint}; expected one of {expected}")
+
+
 def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
+    return f"{path}.{shown_key(key)}" if path else shown_key(key)
 
 
 # --- the fabric's schema ------------------------------------------------------------
 
 LINK = {
-    "rate_mbit": (number(MIN_RATE_MBIT, MAX_RATE_MBIT, "Mbit/s"), REQUIRED),
-    "queue_packets": (integer(1, 100_000), 100),
-    "delay_ms": (number(0, 10_000, "ms"), 0),
-    "loss_percent": (number(0, 100, "%"), 0),
+    "rate_mbit": (described("HTB rate, both directions", number(
+        MIN_RATE_MBIT, MAX_RATE_MBIT, "Mbit/s")), REQUIRED),
+    "queue_packets": (described("egress queue of every interface (pfifo), in packets",
+                                integer(1, 100_000)), 100),
+    "delay_ms": (described("one-way delay; needs the kernel's sch_netem",
+                           number(0, 10_000, "ms")), 0),
+    "loss_percent": (described("random loss; needs sch_netem", number(
+        0, 100, "%", below="at 100 nothing would arrive")), 0),
 }
 
 
-def _prefix(example: str) -> Callable:
-    return text(_PREFIX, f"a lowercase name prefix such as '{example}' (a-z, 0-9)")
+def _prefix(role: str, example: str) -> Callable:
+    return described(f"name prefix of the {role}", text(
+        _PREFIX, f"a lowercase name prefix such as '{example}' (a-z, 0-9)"))
+
+
+def _count(description: str, lo: int, hi: int) -> Callable:
+    return described(description, optional(integer(lo, hi)))
 
 
 SCHEMA = {
-    "name": (text(_NAME, "a name of letters, digits, '.', '_' or '-' (at most 64)"), None),
-    "fabric": ({
-        "kind": (choice(*KINDS), "leaf-spine"),
-        "spines": (optional(integer(1, 64)), None),
-        "leaves": (optional(integer(1, 128)), None),
-        "servers_per_leaf": (optional(integer(1, 64)), None),
-        "units": (optional(integer(1, 16)), None),
-        "servers_per_unit": (optional(integer(1, 64)), None),
-        "k": (optional(even(2, 16)), None),
-        "servers": (optional(integer(1, MAX_SERVERS)), None),
-        "uplinks_per_spine": (optional(integer(1, 8)), None),
-        "mtu": (integer(1280, 9216), 1500),
-    }, REQUIRED),
-    "server": ({
-        "gpus": (integer(1, 16), 1),
-        "nics": (integer(1, 16), 1),
-    }, {}),
-    "links": ({"server_leaf": (LINK, REQUIRED), "leaf_spine": (LINK, OPTIONAL_SECTION),
-               "spine_core": (LINK, OPTIONAL_SECTION), "intra_node": (LINK, OPTIONAL_SECTION)},
-              REQUIRED),
-    "routing": ({"policy": (choice(*POLICIES), "ecmp")}, {}),
-    "addressing": ({"subnet": (subnet, "10.0.0.0/16"),
-                    "nvlink_subnet": (subnet, "172.31.0.0/16")}, {}),
-    "experiment": (passed_on, {}),
-    "names": ({role: (_prefix(default), default) for role, default in (
-        ("spine", "spine"), ("leaf", "leaf"), ("agg", "agg"), ("core", "core"),
-        ("server", "h"))}, {}),
+    "name": (described("names the results folder (default: the file name)", text(
+        _NAME, "a name of letters, digits, '.', '_' or '-' (at most 64)")), None),
+    "fabric": (Section("what to build: the kind of fabric and its counts", {
+        "kind": (described("the kind of fabric", choice(*KINDS)), "leaf-spine"),
+        "spines": (_count("spine switches (leaf-spine, rail-optimized)", 1, 64), None),
+        "leaves": (_count("leaf switches (leaf-spine)", 1, 128), None),
+        "servers_per_leaf": (_count("servers on each leaf (leaf-spine, fat-tree)", 1, 64), None),
+        "units": (_count("scalable units (rail-optimized), default 1", 1, 16), None),
+        "servers_per_unit": (_count("servers in each unit (rail-optimized)", 1, 64), None),
+        "k": (described("switch radix (fat-tree)", optional(even(2, 16))), None),
+        "servers": (_count("servers (single-switch, full-mesh)", 1, MAX_SERVERS), None),
+        "uplinks_per_spine": (_count("parallel links between each leaf and each spine",
+                                     1, 8), None),
+        "mtu": (described("MTU of every interface", integer(1280, 9216)), 1500),
+    }), REQUIRED),
+    "server": (Section("what a server holds (default: one GPU, one NIC)", {
+        "gpus": (described("GPUs per server; each GPU is a rank", integer(1, 16)), 1),
+        "nics": (described("NICs per server, at most one per GPU", integer(1, 16)), 1),
+    }), {}),
+    "links": (Section("the rate and queue of each class of link", {
+        "server_leaf": (Section("server (or NIC) to its leaf", LINK), REQUIRED),
+        "leaf_spine": (Section("leaf to spine; fat-tree: edge to aggregation; full mesh: "
+                               "the mesh cables", LINK), OPTIONAL_SECTION),
+        "spine_core": (Section("fat-tree aggregation to core (default: as leaf_spine)", LINK),
+                       OPTIONAL_SECTION),
+        "intra_node": (Section("GPU to NVSwitch (and to the PCIe switch when GPUs share "
+                               "NICs): servers with several GPUs or NICs", LINK),
+                       OPTIONAL_SECTION)}), REQUIRED),
+    "routing": (Section("how the fabric is routed", {
+        "policy": (described("ecmp, single-path, or stp (no controller)", choice(*POLICIES)),
+                   "ecmp")}), {}),
+    "addressing": (Section("IPv4 networks of the endpoints", {
+        "subnet": (described("endpoint k behind leaf l gets <net>.l.k", subnet),
+                   "10.0.0.0/16"),
+        "nvlink_subnet": (described("the GPUs' NVSwitch addresses, apart from subnet", subnet),
+                          "172.31.0.0/16")}), {}),
+    "experiment": (described("what run_topology.py replays (checked by the experiment: see "
+                             "docs/fabric.md)", passed_on), {}),
+    "names": (Section("name prefixes, lowercase letters and digits", {
+        role: (_prefix(what, default), default) for role, what, default in (
+            ("spine", "spine switches", "spine"), ("leaf", "leaf (edge) switches", "leaf"),
+            ("agg", "fat-tree aggregation switches", "agg"),
+            ("core", "fat-tree core switches", "core"), ("server", "servers", "h"))}), {}),
 }
 
 # What each kind of fabric takes in `fabric:` (beyond kind and mtu): required
@@ -288,6 +342,13 @@ KIND_KEYS = {
     "single-switch": (("servers",), (), ()),
     "full-mesh": (("servers",), (), ("leaf_spine",)),
 }
+
+
+def name_from_file(source: str) -> str:
+    """A fabric's name when its file gives none: the file's stem, made a
+    valid name (it names the results folder and is printed)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(source).stem).strip("-._")[:64]
+    return stem if _NAME.fullmatch(stem) else "fabric"
 
 
 def multi_gpu(spec: dict) -> bool:
@@ -344,102 +405,6 @@ def _check_servers(spec: dict, source: str) -> None:
         raise FabricError(source, "links.intra_node", (
             "missing; servers with several GPUs need the rate of their NVLink-class "
             "interconnect (much faster than the network)"))
-
-
-def check_policy(fabric) -> None:
-    """stp turns every bridge into a learning switch: the switches inside a
-    multi-GPU server would carry other servers' traffic."""
-    if fabric.policy == "stp" and multi_gpu(fabric.spec):
-        raise FabricError(fabric.source, "routing.policy", (
-            "stp is not available with servers of several GPUs or NICs: spanning tree would "
-            "make their NVSwitch and PCIe switches transit bridges; use ecmp or single-path"))
-
-
-def check_whole(fabric) -> None:
-    """Checks that need the derived fabric: sizes, collisions, name lengths."""
-    source = fabric.source
-    if len(fabric.endpoints) > MAX_SERVERS or len(fabric.switches) > MAX_SWITCHES:
-        raise FabricError(source, "fabric", (
-            f"too large for this host: {len(fabric.endpoints)} servers and "
-            f"{len(fabric.switches)} switches; at most {MAX_SERVERS} servers and "
-            f"{MAX_SWITCHES} switches can be emulated here"))
-    per_leaf: Dict[str, int] = {}
-    for h in fabric.endpoints:
-        per_leaf[h.leaf] = per_leaf.get(h.leaf, 0) + 1
-    crowded = [leaf for leaf, n in per_leaf.items() if n > MAX_PER_LEAF]
-    if crowded:
-        raise FabricError(source, "fabric", (
-            f"too many endpoints behind {crowded[0]} ({per_leaf[crowded[0]]}); at most "
-            f"{MAX_PER_LEAF} can be addressed behind one leaf"))
-    names = [s.name for s in fabric.switches] + [h.name for h in fabric.endpoints]
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise FabricError(source, "names", (
-            f"expected prefixes that give every node its own name, but two nodes "
-            f"would both be called {dup!r}"))
-    _check_interface_names(fabric)
-
-
-def _check_interface_names(fabric) -> None:
-    role_of = {s.name: ("server" if s.role in ("node", "nvswitch") else s.role)
-               for s in fabric.switches}
-    role_of.update((h.name, "server") for h in fabric.endpoints)
-    longest = {}
-    for link in fabric.links:
-        for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf)):
-            role = role_of[node]
-            if len(intf) >= len(longest.get(role, "")):
-                longest[role] = intf
-    for role, intf in sorted(longest.items()):
-        if len(intf) > IFNAME_MAX:
-            raise FabricError(fabric.source, f"names.{role}", (
-                f"expected a shorter prefix: it makes interface names like {intf!r} "
-                f"({len(intf)} characters) and Linux allows {IFNAME_MAX}"))
-
-
-# --- the loader ---------------------------------------------------------------------
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys (a silent typo otherwise)."""
-
-
-def _construct_mapping(loader, node, deep=False):
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if not isinstance(key, (str, int, float, bool)) and key is not None:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"a key must be a plain name, not {type(key).__name__}",
-                key_node.start_mark)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def load_yaml(text_: str, source: str) -> Any:
-    """The YAML document in `text_`, safely loaded; FabricError if it is not YAML."""
-    try:
-        return yaml.load(text_, Loader=_UniqueKeyLoader)  # noqa: S506 (safe loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise FabricError(source, "", f"not valid YAML{where}: {problem}") from None
-
-
-def read_text(path: Path) -> str:
-    """A fabric file's text; FabricError if it cannot be read."""
-    try:
-        return Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise FabricError(str(path), "", f"cannot read the fabric file: {reason}") from None
 
 
 def normalise_fabric(raw: Any, source: str) -> dict:

@@ -11,7 +11,8 @@ from traffic.metrics import imbalance
 
 
 def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
-    """What `run_topology.py --check` prints for a valid fabric."""
+    """What `run_topology.py --check` prints for a valid fabric, ending with
+    what is unwise in it (Fabric.warnings), one `warning:` line each."""
     lines = [f"{fabric.source}: valid", f"  {fabric.shape()}"]
     for kind, text in describe_links(fabric).items():
         lines.append(f"  {kind.replace('_', '-')} links: {text}")
@@ -19,11 +20,13 @@ def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
                  f"{fabric.endpoints[-1].ip}")
     if exp is None:
         lines.append("  experiment: none (one server has no peer to exchange with)")
-        return "\n".join(lines)
-    lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
-                 f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} "
-                 f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) per peer"
-                 + (f"; then the same with {', '.join(compare)}" if compare else ""))
+    else:
+        lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
+                     f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} "
+                     f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) "
+                     "per peer" + (f"; then the same with {', '.join(compare)}" if compare
+                                   else ""))
+    lines += [f"  warning: {w}" for w in fabric.warnings]
     return "\n".join(lines)
 
 

@@ -1,0 +1,111 @@
+"""The fabric file's JSON Schema (draft 2020-12), derived from the one
+schema in schema.py: each validator carries its type, bounds, enum, pattern
+and description, each section its description, and KIND_KEYS says which
+keys and link classes each kind takes. Editors read it to complete and check
+a fabric file as it is typed (see docs/fabric.md); the loader stays the
+judge, with checks no JSON Schema can say (sizes, names, physics).
+
+    python -m topologies.jsonschema > docs/fabric.schema.json
+
+The ``experiment:`` section is described as a mapping only: its keys are the
+experiment's, in traffic/, which the model does not import.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from topologies.schema import KIND_KEYS, MAX_MESH, OPTIONAL_SECTION, REQUIRED, SCHEMA
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+DEFAULT_KIND = SCHEMA["fabric"][0]["kind"][1]
+LINK_CLASSES = tuple(SCHEMA["links"][0])
+
+
+def json_schema() -> dict:
+    """The whole schema, as a JSON-able dict."""
+    root = _object(SCHEMA, "A fabric-lab fabric file: what to build, how to route, name "
+                           "and address it, and what to replay on it (docs/fabric.md).")
+    root["properties"]["fabric"]["allOf"] = [_kind_keys(kind) for kind in KIND_KEYS]
+    root["allOf"] = [_kind_links(kind) for kind in KIND_KEYS] + [_intra_node()]
+    return {"$schema": DIALECT, "title": "fabric-lab fabric", **root}
+
+
+def _object(schema: dict, description: str) -> dict:
+    properties, required = {}, []
+    for key, (check, default) in schema.items():
+        if isinstance(check, dict):
+            sub = _object(check, getattr(check, "description", ""))
+            if default is OPTIONAL_SECTION:
+                sub = {"description": sub.pop("description"),
+                       "anyOf": [sub, {"type": "null"}]}
+        else:
+            sub = dict(check.json_schema)
+            if "description" in sub:                      # first, as a reader looks for it
+                sub = {"description": sub.pop("description"), **sub}
+        if default is REQUIRED:
+            required.append(key)
+        elif default not in (None, {}, OPTIONAL_SECTION):
+            sub["default"] = default
+        properties[key] = sub
+    out = {"description": description, "type": "object", "properties": properties,
+           "additionalProperties": False}
+    if required:
+        out["required"] = required
+    return out
+
+
+def _when_kind(kind: str) -> dict:
+    """The condition 'fabric.kind is `kind`' on the fabric section (an absent
+    kind is the default kind)."""
+    condition = {"properties": {"kind": {"const": kind}}}
+    if kind != DEFAULT_KIND:
+        condition["required"] = ["kind"]
+    return condition
+
+
+def _kind_keys(kind: str) -> dict:
+    """The keys of `fabric:` a kind requires, and those it does not take."""
+    required, optional_, _links = KIND_KEYS[kind]
+    counts = [k for k in SCHEMA["fabric"][0] if k not in ("kind", "mtu")]
+    then = {k: {"type": "integer"} for k in required}
+    then.update((k, {"type": "null", "description": f"not used by a {kind} fabric"})
+                for k in counts if k not in required + optional_)
+    if kind == "full-mesh":
+        then["servers"] = {"type": "integer", "maximum": MAX_MESH}
+    return {"if": _when_kind(kind), "then": {"required": list(required), "properties": then}}
+
+
+def _kind_links(kind: str) -> dict:
+    """The link classes a kind needs, and those it has no links of."""
+    _required, _optional, links = KIND_KEYS[kind]
+    unused = [c for c in LINK_CLASSES if c not in links + ("server_leaf", "intra_node")
+              and not (kind == "fat-tree" and c == "spine_core")]
+    then = {c: {"type": "object"} for c in links}
+    then.update((c, {"type": "null", "description": f"a {kind} fabric has no such links"})
+                for c in unused)
+    needs = {"required": list(links)} if links else {}
+    return {"if": {"properties": {"fabric": _when_kind(kind)}},
+            "then": {"properties": {"links": {**needs, "properties": then}}}}
+
+
+def _intra_node() -> dict:
+    """intra_node: required with several GPUs or NICs per server, else unused."""
+    several = {"anyOf": [{"required": [k], "properties": {k: {"minimum": 2}}}
+                         for k in ("gpus", "nics")]}
+    return {"if": {"required": ["server"], "properties": {"server": several}},
+            "then": {"properties": {"links": {"required": ["intra_node"],
+                                              "properties": {"intra_node": {"type": "object"}}}}},
+            "else": {"properties": {"links": {"properties": {"intra_node": {
+                "type": "null", "description": "servers have one GPU and one NIC"}}}}}}
+
+
+def main() -> int:
+    json.dump(json_schema(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

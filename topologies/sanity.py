@@ -1,0 +1,201 @@
+"""Checks of a fabric as a whole: whether this host can emulate it, whether
+its numbers can be meant, and the names it derives.
+
+Each field of a fabric file may be within its range and the whole still be
+absurd: a link that takes seconds to send one frame, queues that would hold
+gigabytes, a leaf with a hundred times more capacity towards its servers than
+towards the spines. Such a fabric is refused with one sentence; one that is
+merely unwise loads, with warnings (`fabric_warnings`, which the Fabric
+exposes as ``Fabric.warnings``) that ``--check`` prints. The size of the
+fabric is checked from the spec's counts, before anything is built.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from topologies.errors import FabricError, shown
+from topologies.schema import (IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES,
+                               multi_gpu)
+from topologies.yaml_loader import quantity
+
+MAX_LINKS = 2048            # each a veth pair with a qdisc tree per end; the SuperPOD unit has 544
+ETHERNET_HEADER = 14        # bytes a frame carries beyond the MTU
+MAX_FRAME_S = 1.0           # one frame taking longer than this on a link: not a network
+WARN_FRAME_S = 0.05         # ... longer than this: TCP and spanning tree stall
+MAX_QUEUE_BYTES = 2 << 30   # all queues together (each link has one per direction)
+WARN_QUEUE_S = 1.0          # one full queue holding longer than this: mostly delay
+MAX_OVERSUBSCRIPTION = 64   # a leaf's server links over its uplinks
+WARN_OVERSUBSCRIPTION = 8
+WARN_LOSS_PERCENT = 10
+# the link class whose spec each kind of link uses
+CLASS_OF = {"server_leaf": "server_leaf", "leaf_spine": "leaf_spine", "mesh": "leaf_spine",
+            "spine_core": "spine_core", "intra_node": "intra_node", "pcie": "intra_node"}
+
+Finding = Tuple[str, str]          # (key path, sentence)
+
+
+# --- size, from the spec --------------------------------------------------------------
+
+def check_size(spec: dict, counts: Dict[str, int], source: str) -> None:
+    """Refuse, from the counts the spec implies (servers, endpoints, switches,
+    links) and before anything is built, a fabric too large for this host."""
+    endpoints, servers = counts["endpoints"], counts["servers"]
+    if endpoints > MAX_SERVERS:
+        if multi_gpu(spec):
+            what = (f"{endpoints:,} GPUs ({servers:,} servers x {spec['server']['gpus']}); "
+                    f"at most {MAX_SERVERS} GPUs")
+        else:
+            what = f"{servers:,} servers; at most {MAX_SERVERS} servers"
+        raise FabricError(source, "fabric", f"too large for this host: {what} can be "
+                                            "emulated here")
+    for thing, most in (("switches", MAX_SWITCHES), ("links", MAX_LINKS)):
+        if counts[thing] > most:
+            raise FabricError(source, "fabric", (
+                f"too large for this host: {counts[thing]:,} {thing}; at most {most:,} "
+                f"{thing} can be emulated here"))
+
+
+# --- the derived fabric -------------------------------------------------------------
+
+def check_policy(fabric) -> None:
+    """stp turns every bridge into a learning switch: the switches inside a
+    multi-GPU server would carry other servers' traffic."""
+    if fabric.policy == "stp" and multi_gpu(fabric.spec):
+        raise FabricError(fabric.source, "routing.policy", (
+            "stp is not available with servers of several GPUs or NICs: spanning tree would "
+            "make their NVSwitch and PCIe switches transit bridges; use ecmp or single-path"))
+
+
+def check_whole(fabric) -> None:
+    """Checks that need the derived fabric: sizes, collisions, name lengths."""
+    source = fabric.source
+    if len(fabric.endpoints) > MAX_SERVERS or len(fabric.switches) > MAX_SWITCHES:
+        raise FabricError(source, "fabric", (
+            f"too large for this host: {len(fabric.endpoints):,} endpoints and "
+            f"{len(fabric.switches):,} switches; at most {MAX_SERVERS} endpoints and "
+            f"{MAX_SWITCHES} switches can be emulated here"))
+    per_leaf: Dict[str, int] = {}
+    for h in fabric.endpoints:
+        per_leaf[h.leaf] = per_leaf.get(h.leaf, 0) + 1
+    crowded = [leaf for leaf, n in per_leaf.items() if n > MAX_PER_LEAF]
+    if crowded:
+        raise FabricError(source, "fabric", (
+            f"too many endpoints behind {crowded[0]} ({per_leaf[crowded[0]]}); at most "
+            f"{MAX_PER_LEAF} can be addressed behind one leaf"))
+    names = [s.name for s in fabric.switches] + [h.name for h in fabric.endpoints]
+    if len(set(names)) != len(names):
+        seen = set()
+        dup = next(n for n in names if n in seen or seen.add(n))
+        raise FabricError(source, "names", (
+            f"expected prefixes that give every node its own name, but two nodes "
+            f"would both be called {shown(dup)}"))
+    _check_interface_names(fabric)
+
+
+def _check_interface_names(fabric) -> None:
+    role_of = {s.name: ("server" if s.role in ("node", "nvswitch") else s.role)
+               for s in fabric.switches}
+    role_of.update((h.name, "server") for h in fabric.endpoints)
+    longest = {}
+    for link in fabric.links:
+        for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf)):
+            role = role_of[node]
+            if len(intf) >= len(longest.get(role, "")):
+                longest[role] = intf
+    for role, intf in sorted(longest.items()):
+        if len(intf) > IFNAME_MAX:
+            raise FabricError(fabric.source, f"names.{role}", (
+                f"expected a shorter prefix: it makes interface names like {shown(intf)} "
+                f"({len(intf)} characters) and Linux allows {IFNAME_MAX}"))
+
+
+# --- what the numbers mean ----------------------------------------------------------
+
+def check_physics(fabric) -> None:
+    """Refuse the first number that cannot be meant (see `findings`)."""
+    refusals, _ = findings(fabric)
+    if refusals:
+        raise FabricError(fabric.source, *refusals[0])
+
+
+def fabric_warnings(fabric) -> Tuple[str, ...]:
+    """What is merely unwise in the fabric: one 'key.path: sentence' each."""
+    return tuple(f"{path}: {sentence}" for path, sentence in findings(fabric)[1])
+
+
+def findings(fabric) -> Tuple[List[Finding], List[Finding]]:
+    """(refusals, warnings): each a key path and a sentence."""
+    refuse: List[Finding] = []
+    warn: List[Finding] = []
+    classes = {k: v for k, v in fabric.spec["links"].items() if v is not None}
+    frame = fabric.spec["fabric"]["mtu"] + ETHERNET_HEADER
+    for cls, link in classes.items():
+        _frame_time(cls, link, frame, fabric.spec["fabric"]["mtu"], refuse, warn)
+        _queue_time(cls, link, frame, warn)
+        if link["loss_percent"] > WARN_LOSS_PERCENT:
+            warn.append((f"links.{cls}.loss_percent", (
+                f"{link['loss_percent']:g}% loss; above {WARN_LOSS_PERCENT}% TCP spends most "
+                "of its time retransmitting")))
+    _queue_memory(fabric, classes, frame, refuse)
+    _oversubscription(fabric, refuse, warn)
+    intra, nic = classes.get("intra_node"), classes["server_leaf"]
+    if intra and intra["rate_mbit"] < nic["rate_mbit"]:
+        warn.append(("links.intra_node.rate_mbit", (
+            f"NVLink-class links at {intra['rate_mbit']:g} Mbit/s are slower than the NICs "
+            f"({nic['rate_mbit']:g} Mbit/s); real NVLink is many times faster")))
+    return refuse, warn
+
+
+def _frame_time(cls: str, link: dict, frame: int, mtu: int, refuse, warn) -> None:
+    rate = link["rate_mbit"]
+    seconds = frame * 8 / (rate * 1e6)
+    if seconds > MAX_FRAME_S:
+        least = frame * 8 / (MAX_FRAME_S * 1e6)
+        refuse.append((f"links.{cls}.rate_mbit", (
+            f"{rate:g} Mbit/s takes {seconds:.2g} s to send one {frame}-byte frame (MTU "
+            f"{mtu} + {ETHERNET_HEADER}); expected at most {MAX_FRAME_S:g} s: a rate of at "
+            f"least {least:.2g} Mbit/s or a smaller fabric.mtu")))
+    elif seconds > WARN_FRAME_S:
+        warn.append((f"links.{cls}.rate_mbit", (
+            f"one {frame}-byte frame takes {seconds * 1e3:.0f} ms at {rate:g} Mbit/s; above "
+            f"{WARN_FRAME_S * 1e3:.0f} ms a frame every hop adds that delay and TCP may "
+            "time out (raise the rate or lower fabric.mtu)")))
+
+
+def _queue_time(cls: str, link: dict, frame: int, warn) -> None:
+    seconds = link["queue_packets"] * frame * 8 / (link["rate_mbit"] * 1e6)
+    if seconds > WARN_QUEUE_S:
+        warn.append((f"links.{cls}.queue_packets", (
+            f"a full queue of {link['queue_packets']} frames takes {seconds:.3g} s to drain "
+            f"at {link['rate_mbit']:g} Mbit/s; above {WARN_QUEUE_S:g} s it is mostly delay")))
+
+
+def _queue_memory(fabric, classes: dict, frame: int, refuse) -> None:
+    """Every interface's queue full of full frames, both ends of every link."""
+    per_class: Dict[str, int] = {}
+    for link in fabric.links:
+        cls = CLASS_OF[link.kind]
+        cls = cls if cls in classes else "leaf_spine"          # spine_core defaults to it
+        per_class[cls] = per_class.get(cls, 0) + 1
+    held = {cls: n * 2 * classes[cls]["queue_packets"] * frame for cls, n in per_class.items()}
+    total = sum(held.values())
+    if total > MAX_QUEUE_BYTES:
+        worst = max(held, key=held.get)
+        refuse.append((f"links.{worst}.queue_packets", (
+            f"queues would hold up to {quantity(total)} ({per_class[worst]:,} {worst} links x 2 "
+            f"x {classes[worst]['queue_packets']:,} frames of {frame} B"
+            f"{' and more' if len(held) > 1 else ''}); expected at most "
+            f"{MAX_QUEUE_BYTES >> 30} GiB in all")))
+
+
+def _oversubscription(fabric, refuse, warn) -> None:
+    ratio = fabric.oversubscription()
+    shown_ratio = f"{ratio:,.0f}" if ratio >= 100 else f"{ratio:.3g}"
+    what = f"oversubscription {shown_ratio}:1 (a leaf's server links over its uplinks)"
+    if ratio > MAX_OVERSUBSCRIPTION:
+        refuse.append(("fabric", f"{what}; expected at most {MAX_OVERSUBSCRIPTION}:1: more "
+                                 "spines or faster leaf_spine links"))
+    elif ratio > WARN_OVERSUBSCRIPTION:
+        warn.append(("fabric", f"{what}; above {WARN_OVERSUBSCRIPTION}:1 the uplinks bound "
+                               "every collective"))

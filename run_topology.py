@@ -20,12 +20,13 @@ SIGTERM at any point tears down what was built and nothing else.
 
 from __future__ import annotations
 
-import argparse
+import errno
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,10 +47,9 @@ if __name__ == "__main__":
     _reexec_into_venv()
 
 try:
-    from topologies.fabric import (DEFAULT_FABRIC, FabricError, check_policy, describe_links,
-                                   load_fabric)
-    from topologies.schema import POLICIES, parse_size
-    from traffic import registry
+    from topologies.fabric import FabricError, check_policy, describe_links, load_fabric
+    from topologies.schema import shown
+    from traffic import flags
     from traffic.experiment import FIELDS, experiment_from
     from traffic.report import console
 except ImportError as exc:  # pragma: no cover - only without the environment
@@ -71,138 +71,44 @@ def _interrupt(signum, _frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
-# --- flags -------------------------------------------------------------------------
-
-def _positive_int(text):
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return int(text)
-
-
-def _whole(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
-    return int(text)
-
-
-def _channels(text):
-    n = _positive_int(text)
-    if n > 16:
-        raise argparse.ArgumentTypeError(f"expected 1 to 16 connections per peer, got {n}")
-    return n
-
-
-def _size(text):
-    n = parse_size(text)
-    if n is None or n < 4:
-        raise argparse.ArgumentTypeError(f"expected a size in bytes such as 65536, 64K or 2M, got {text!r}")
-    return n
-
-
-def _pair(text):
-    parts = text.split(",")
-    if len(parts) != 2 or not all(parts):
-        raise argparse.ArgumentTypeError(f"expected two servers as SRC,DST, got {text!r}")
-    return parts
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="run_topology.py", description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("fabric", nargs="?", type=Path,
-                   help=f"fabric YAML (default: the embedded {DEFAULT_FABRIC.relative_to(REPO)})")
-    p.add_argument("--check", action="store_true",
-                   help="validate the YAML and print what would be built; build nothing")
-    p.add_argument("--policy", choices=POLICIES,
-                   help="override routing.policy: ecmp spreads over all spines, "
-                        "single-path pins each destination leaf to one spine, stp runs "
-                        "plain L2 switches with spanning tree and no controller (a baseline)")
-    p.add_argument("--datapath", choices=("auto", "kernel", "user"), default="auto",
-                   help="Open vSwitch datapath: the kernel module when present (auto), "
-                        "else the userspace one")
-    _collective_flags(p.add_argument_group(
-        "collectives (override the YAML's experiment section)"))
-    _run_flags(p)
-    return p.parse_args(argv)
-
-
-def _collective_flags(g) -> None:
-    g.add_argument("-c", "--collective", choices=registry.COLLECTIVES,
-                   help="the NCCL collective to replay (default allreduce)")
-    g.add_argument("-a", "--algorithm", choices=registry.ALL_ALGORITHMS,
-                   help="ring (default), rhd (recursive halving-doubling), tree or hierarchical "
-                        "(multi-GPU servers) for AllReduce; pairwise for AllToAll; ring otherwise")
-    g.add_argument("--compare", metavar="ALG[,ALG]", type=lambda v: [a for a in v.split(",") if a],
-                   default=[],
-                   help="then replay these algorithms of the same collective in the same lab, "
-                        "each with its tables; busbw.png draws every one")
-    g.add_argument("--engine", choices=tuple(registry.ENGINES),
-                   help="; ".join(f"{name}: {info.help}" for name, info in
-                                  registry.ENGINES.items()))
-    g.add_argument("-b", "--minbytes", type=_size, help="smallest size (default 32K)")
-    g.add_argument("-e", "--maxbytes", type=_size, help="largest size (default 2M)")
-    g.add_argument("-f", "--stepfactor", type=float, help="size multiplier (default 4)")
-    g.add_argument("-n", "--iters", type=_positive_int, help="timed iterations per size (default 5)")
-    g.add_argument("-w", "--warmup", type=_whole, help="untimed iterations first (default 1)")
-    g.add_argument("--root", type=int, help="root rank of Broadcast and Reduce (default 0)")
-    g.add_argument("--channels", type=_channels,
-                   help="TCP connections (NCCL channels, RoCE QPs) per peer: the flow entropy "
-                        "ECMP spreads (default 1)")
-    g.add_argument("--piece-bytes", type=_size,
-                   help="messages are cut into pieces of this size and forwarded piece by "
-                        "piece (default 64K)")
-    g.add_argument("--probe", type=_pair, metavar="SRC,DST",
-                   help="servers between which latency is probed (default first and last rank)")
-    g.add_argument("--cross", type=_pair, metavar="SRC,DST",
-                   help="run an iperf3 TCP flow between two servers during the whole sweep "
-                        "(background traffic the collective must share the fabric with)")
-    g.add_argument("--no-traffic", action="store_true",
-                   help="only build, check reachability and tear down")
-    g.add_argument("--iperf-check", action="store_true",
-                   help="also run the iperf3 check across the leaves (per-uplink bytes)")
-    g.add_argument("--seconds", type=_positive_int, default=3,
-                   help="length of the iperf3 check, whole seconds (default 3)")
-    g.add_argument("--streams", type=_positive_int, default=4,
-                   help="parallel TCP flows per server pair in the iperf3 check (default 4)")
-
-
-def _run_flags(p) -> None:
-    p.add_argument("--calibrate", action="store_true",
-                   help="measure which link rates this host can emulate for this fabric "
-                        "(ring AllReduce at rising rates) and recommend one")
-    p.add_argument("--cli", action="store_true",
-                   help="open the Mininet CLI once the checks are done; tear down when it exits")
-    p.add_argument("--results", type=Path, default=REPO / "results",
-                   help="folder for this run's folder: summary.json, controller log "
-                        "(default ./results)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
-    p.add_argument("--csv", type=Path, help="also write one CSV row per collective size here")
-    p.add_argument("--cleanup", action="store_true",
-                   help="remove what labs killed without teardown (SIGKILL) left behind, "
-                        "from their records in /run/fabric-lab; touches nothing else")
-    p.add_argument("-v", "--verbose", action="store_true", help="Mininet and controller detail")
-
-
 # --- the command -------------------------------------------------------------------
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    if args.cleanup:
-        return _cleanup()
+    """The command; its output guarded against a reader that stops reading."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _PipeGuard(sys.stdout), _PipeGuard(sys.stderr)
     try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except PipeClosed:
+        return 141                  # as a shell reports a command SIGPIPE stopped
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv) -> int:
+    try:
+        args = flags.parse_args(argv, __doc__, REPO / "results")
+        if args.cleanup:
+            return _cleanup()
         fabric = load_fabric(args.fabric)
         if args.policy:
             fabric = fabric.with_policy(args.policy)
             check_policy(fabric)
         exp = experiment_from(fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
-    except (FabricError, ValueError) as exc:        # the YAML, or the command-line flags
+        _check_fabric_flags(fabric, args)
+        problem, notes = _output_problem(args, _run_name(fabric, args, "YYYYmmdd-HHMMSS"))
+    except SystemExit as exc:                   # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except (FabricError, ValueError) as exc:    # the YAML, or the command-line flags
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    problem = _output_problem(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"note: {note}", file=sys.stdout if args.check else sys.stderr)
     if args.check:
         return _check(fabric, exp, args)
     for sig in STOP_SIGNALS:
@@ -212,12 +118,161 @@ def main(argv=None) -> int:
     return _guarded(lambda: _run(fabric, exp, args))
 
 
-def _output_problem(args):
-    """Refuse, before anything is built, output paths that would fail at the end."""
-    if args.results.exists() and not args.results.is_dir():
-        return f"--results {args.results}: expected a folder, and it is a file"
-    if args.csv and not args.csv.parent.is_dir():
-        return f"--csv {args.csv}: the folder {args.csv.parent} does not exist"
+def _check_fabric_flags(fabric, args) -> None:
+    """Flags this fabric cannot honour: ValueError, one sentence."""
+    if args.calibrate and len(fabric.endpoints) < 2:
+        raise ValueError("--calibrate replays a ring AllReduce across the servers, and this "
+                         "fabric has one")
+    if args.iperf_check and len(fabric.leaves) < 2:
+        raise ValueError("--iperf-check measures flows from leaf to leaf, and this fabric "
+                         "has one leaf")
+
+
+def _run_name(fabric, args, when=None) -> str:
+    """The name of this run's folder under --results."""
+    when = when or time.strftime("%Y%m%d-%H%M%S")
+    return f"{when}-{fabric.name}" + ("-calibration" if args.calibrate else "")
+
+
+class PipeClosed(BaseException):
+    """The reader of our output went away (`| head`): unwinds like Ctrl-C,
+    so a lab tears down, and the command then stops quietly."""
+
+
+class _PipeGuard:
+    """stdout or stderr, where a write to a closed pipe sends the rest to
+    /dev/null (teardown's messages too) and raises PipeClosed, once."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._closed()
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed()
+
+    def _closed(self):
+        try:                        # the teardown this starts is not to be cut either
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+        except ValueError:          # not the main thread
+            pass
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())
+        os.close(null)
+        raise PipeClosed()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+# --- where a run writes, checked before anything is built -------------------------------
+
+PATH_MAX, NAME_MAX = 4096, 255      # Linux's limits, in bytes: a whole path, one name in it
+BELOW_RUN = 64                      # the longest path a run writes inside its folder
+PATH_SHOWN = 64                     # characters of a path a message quotes
+
+
+def _output_problem(args, run_name):
+    """(problem, notes): what would make writing the results fail at the end
+    of a run (a name too long, a file where a folder must be, a folder that
+    cannot be written), or None. Permission this user lacks is a note, not a
+    problem, when the user is not root: the run is root's."""
+    notes, csv_notes = [], []
+    folder = args.results
+    problem = (_path_problem(folder, 1 + len(run_name) + BELOW_RUN)
+               or _folder_problem(folder, notes))
+    if problem:
+        return f"--results {shown(str(folder), PATH_SHOWN)}: {problem}", []
+    if args.csv:
+        problem = _path_problem(args.csv, 0) or _file_problem(args.csv, csv_notes)
+        if problem:
+            return f"--csv {shown(str(args.csv), PATH_SHOWN)}: {problem}", []
+    return None, ([f"--results {shown(str(folder), PATH_SHOWN)}: {n}" for n in notes]
+                  + [f"--csv {shown(str(args.csv), PATH_SHOWN)}: {n}" for n in csv_notes])
+
+
+def _path_problem(path: Path, below: int):
+    raw = os.fsencode(str(path))
+    if b"\0" in raw:
+        return "expected a path, and it holds a NUL character"
+    longest = max((os.fsencode(part) for part in path.parts), key=len, default=b"")
+    if len(longest) > NAME_MAX:
+        return (f"a name in it is {len(longest):,} bytes long "
+                f"({shown(os.fsdecode(longest), 24)}); Linux allows {NAME_MAX}")
+    if len(raw) + below >= PATH_MAX:
+        return (f"the path is {len(raw):,} bytes long; with what the run writes below it, it "
+                f"would pass the {PATH_MAX - 1:,} bytes Linux allows")
+    return None
+
+
+def _nearest(path: Path):
+    """The nearest of `path` and its parents that exists, and a problem."""
+    while True:
+        try:
+            os.stat(path)
+            return path, None
+        except (FileNotFoundError, NotADirectoryError):
+            if os.path.lexists(path):
+                return path, f"{shown(str(path), PATH_SHOWN)} is a broken symbolic link"
+            if path == path.parent:
+                return path, "no part of it exists"
+            path = path.parent
+        except OSError as exc:
+            return path, f"cannot look at {shown(str(path), PATH_SHOWN)} ({exc.strerror})"
+
+
+def _folder_problem(folder: Path, notes):
+    nearest, problem = _nearest(folder)
+    if problem or nearest.is_dir():
+        return problem or _unwritable(nearest, notes, tempfile.mkdtemp, os.rmdir)
+    if nearest == folder:
+        return "expected a folder, and it is a file"
+    return f"{shown(str(nearest), PATH_SHOWN)} is a file, so no folder can be made in it"
+
+
+def _file_problem(path: Path, notes):
+    nearest, problem = _nearest(path)
+    if problem:
+        return problem
+    if nearest == path:
+        if path.is_dir():
+            return "expected a file, and it is a folder"
+        if path.is_file() and path.resolve().parts[1:2] in (("proc",), ("sys",)):
+            return "expected a file, and it is one of the kernel's (/proc, /sys)"
+        return _unwritable(path, notes)
+    if nearest != path.parent:
+        return (f"the folder {shown(str(path.parent), PATH_SHOWN)} does not exist" if nearest.is_dir()
+                else f"{shown(str(nearest), PATH_SHOWN)} is a file, not a folder")
+    if not nearest.is_dir():
+        return f"{shown(str(nearest), PATH_SHOWN)} is a file, not a folder"
+    return _unwritable(nearest, notes, tempfile.mkstemp, lambda made: (
+        os.close(made[0]), os.unlink(made[1])))
+
+
+def _unwritable(path: Path, notes, make=None, remove=None):
+    """Whether this process can create in folder `path` (with `make`, then
+    `remove` what it made) or, without `make`, append to file `path`."""
+    try:
+        if make:
+            remove(make(prefix=".fabric-lab-check-", dir=path))
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+            notes.append(f"this user cannot write in {shown(str(path), PATH_SHOWN)}; root may "
+                         "(--check as root tells)")
+            return None
+        if exc.errno == errno.ENXIO:
+            return "it is a named pipe that no program reads"
+        return f"cannot write in {shown(str(path), PATH_SHOWN)} ({exc.strerror})"
     return None
 
 
@@ -242,7 +297,7 @@ def _guarded(job) -> int:
 def _run(fabric, exp, args) -> int:
     from lab.lifecycle import Lab
 
-    run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}"
+    run_dir = args.results / _run_name(fabric, args)
     say = (lambda *a: None) if args.json else print
     summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
                "links": describe_links(fabric), "policy": fabric.policy}
@@ -319,7 +374,10 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
     rate = lab.fabric.spec["links"]["server_leaf"]["rate_mbit"]
     result = run_experiment(lab, exp, run_dir, progress=_progress(args.json))
     (run_dir / "results.csv").write_text(csv_text(result))
-    if args.csv:
+    if args.csv and exp.algorithm in args.compare:     # a compared algorithm: rows appended
+        with args.csv.open("a") as out:
+            out.write(csv_text(result).split("\n", 1)[1])
+    elif args.csv:
         args.csv.write_text(csv_text(result))
     say(nccl_table(result, rate))
     say(fabric_table(result, rate))

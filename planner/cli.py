@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -16,28 +17,46 @@ from planner.costmodel import NVLINK_GBPS, predict_allreduce
 from planner.designs import plan
 from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
+from topologies.schema import shown
+
+
+MESSAGE_MAX = 200
+PATH_SHOWN = 64             # characters of a path a message quotes
+FROM_FABRIC = {"gpus_per_server": "its GPUs per server", "nics_per_server": "its NICs per server",
+               "link_gbps": "its NIC link rate", "intra_gbps": "its NVLink-class rate"}
+DEFAULTS = {"radix": 64, "gpus_per_server": 8, "link_gbps": 400.0, "oversubscription": 1.0,
+            "gpu_pflops": 2.0, "flops": 1e24, "utilisation": 1.0, "gradient_bytes": "1G",
+            "alpha_us": 5.0, "intra_gbps": NVLINK_GBPS}     # NICs: one per GPU
 
 
 class _Parser(argparse.ArgumentParser):
-    """Bad flags raise PlanError (one line, status 2) instead of argparse's
-    usage-and-exit."""
+    """Bad flags raise PlanError (one line, printable, short, status 2)
+    instead of argparse's usage-and-exit."""
 
     def error(self, message):
-        raise PlanError(message)
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                       for c in message[:MESSAGE_MAX * 4])
+        raise PlanError(text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX - 3] + "...")
+
+    def parse_args(self, args=None, namespace=None):
+        known, extra = self.parse_known_args(args, namespace)
+        if extra:
+            more = f" and {len(extra) - 1} more" if len(extra) > 1 else ""
+            self.error(f"unrecognised argument {shown(extra[0])}{more}; see --help")
+        return known
 
 
 def _cli_number(kind):
     """An argparse type: a number, with , or _ between digits allowed (200,000)."""
     def convert(text):
         try:
-            value = float(text.replace(",", "").replace("_", ""))
+            value = float(text.replace(",", "").replace("_", "")) if len(text) <= 40 else None
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
-        if kind == "a whole number":
-            if not math.isfinite(value) or not value.is_integer():
-                raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}")
-            return int(value)
-        return value
+            value = None
+        if value is None or kind == "a whole number" and not (
+                math.isfinite(value) and value.is_integer()):
+            raise argparse.ArgumentTypeError(f"expected {kind}, got {shown(text)}")
+        return int(value) if kind == "a whole number" else value
     return convert
 
 
@@ -50,31 +69,51 @@ def _parser():
                    "with --fabric or --results, the fabric's own count unless given")
     p.add_argument("--fabric", help="a fabric YAML: plan its GPU count and servers, and predict "
                    "AllReduce on it at its configured rates (its GPUs and NICs per server and "
-                   "link rates replace --gpus-per-server, --nics-per-server, --link-gbps and "
-                   "--intra-gbps)")
+                   "link rates take the place of --gpus-per-server, --nics-per-server, "
+                   "--link-gbps and --intra-gbps, which it refuses)")
     p.add_argument("--results", help="a results folder of run_topology.py: calibrate the "
                    "AllReduce model on its runs (its fabric, unless --fabric is given)")
-    p.add_argument("--radix", type=whole, default=64, help="ports per switch, even (default 64)")
-    p.add_argument("--gpus-per-server", type=whole, default=8, help="scale-up domain size (default 8)")
-    p.add_argument("--nics-per-server", type=whole, default=8,
-                   help="scale-out NICs per server, the network's endpoints (default 8)")
-    p.add_argument("--link-gbps", type=number, default=400.0, help="link rate, Gbit/s (default 400)")
-    p.add_argument("--oversubscription", type=number, default=1.0,
-                   help="leaf downlink:uplink ratio, 1 = nonblocking (default 1)")
-    p.add_argument("--gpu-pflops", type=number, default=2.0, help="PFLOP/s per GPU (default 2)")
-    p.add_argument("--flops", type=number, default=1e24, help="FLOPs of the training run (default 1e24)")
-    p.add_argument("--utilisation", type=number, default=1.0,
-                   help="fraction of peak FLOP/s achieved, 0 to 1 (default 1)")
-    p.add_argument("--gradient-bytes", default="1G",
+    p.add_argument("--radix", type=whole, help="ports per switch, even, 4 to 1,024 (default 64)")
+    p.add_argument("--gpus-per-server", type=whole,
+                   help="scale-up domain size, 1 to 72 (default 8)")
+    p.add_argument("--nics-per-server", type=whole,
+                   help="scale-out NICs per server, the network's endpoints, 1 to "
+                        "--gpus-per-server (default one per GPU)")
+    p.add_argument("--link-gbps", type=number,
+                   help="link rate, Gbit/s, 0.00001 to 1,000,000 (default 400)")
+    p.add_argument("--oversubscription", type=number,
+                   help="leaf downlink:uplink ratio, 1 = nonblocking, up to 1,023 (default 1)")
+    p.add_argument("--gpu-pflops", type=number,
+                   help="PFLOP/s per GPU, 0.000001 to 10,000 (default 2)")
+    p.add_argument("--flops", type=number, help="FLOPs of the training run, 1 to 1e30 "
+                   "(default 1e24)")
+    p.add_argument("--utilisation", type=number,
+                   help="fraction of peak FLOP/s achieved, above 0 and at most 1 (default 1)")
+    p.add_argument("--gradient-bytes",
                    help="AllReduce size: 1048576, 512M, 1G (powers of 1024; default 1G)")
-    p.add_argument("--alpha-us", type=number, default=5.0, help="per-step latency, us (default 5)")
-    p.add_argument("--intra-gbps", type=number, default=NVLINK_GBPS,
+    p.add_argument("--alpha-us", type=number,
+                   help="per-step latency, us, 0 to 1,000,000 (default 5)")
+    p.add_argument("--intra-gbps", type=number,
                    help=f"in-server (NVLink) rate, Gbit/s (default {NVLINK_GBPS:,.0f})")
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
     return p
 
 
 def main(argv=None) -> int:
+    """The command; a reader that stops reading (`| head`) stops it quietly."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            os.dup2(null, stream.fileno())
+        os.close(null)
+        return 141                  # as a shell reports a command SIGPIPE stopped
+
+
+def _main(argv) -> int:
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:      # --help
@@ -83,6 +122,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
+        _check_flags(args)
         fabric, calibration, source = _fabric_inputs(args)
         result = _plan(args, fabric)
     except PlanError as exc:
@@ -96,11 +136,38 @@ def main(argv=None) -> int:
                                   alpha_s=args.alpha_us * 1e-6)
         result["fabric"] = {"name": fabric.name, "calibration": calibration, "predictions": rows}
         text += "\n\n" + format_fabric(fabric, rows, calibration, source)
-    if args.json:
-        print(json.dumps(_jsonable(result), indent=2))
-    else:
-        print(text)
+    print(json.dumps(_jsonable(result), indent=2) if args.json else text)
     return 0
+
+
+def _check_flags(args) -> None:
+    """Every flag in its range, each mistake naming the flag; the values a
+    fabric sets are refused as flags beside --fabric or --results."""
+    if args.fabric or args.results:
+        given = [key for key in FROM_FABRIC if getattr(args, key) is not None]
+        if given:
+            flag, by = "--" + given[0].replace("_", "-"), "--fabric" if args.fabric else "--results"
+            raise PlanError(f"{flag}: {by} sets {FROM_FABRIC[given[0]]} from the fabric; "
+                            f"leave out {flag}")
+    for key, default in DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, default)
+    if args.nics_per_server is None:
+        args.nics_per_server = args.gpus_per_server
+    if args.gpus is not None:
+        check.whole("--gpus", args.gpus, check.MIN_GPUS, check.MAX_GPUS)
+    check.radix("--radix", args.radix)
+    check.whole("--gpus-per-server", args.gpus_per_server, 1, check.MAX_GPUS_PER_SERVER)
+    check.whole("--nics-per-server", args.nics_per_server, 1, args.gpus_per_server,
+                f"a whole number from 1 to --gpus-per-server ({args.gpus_per_server})")
+    for flag, key in (("--link-gbps", "link_gbps"), ("--intra-gbps", "intra_gbps")):
+        check.between(flag, getattr(args, key), check.MIN_GBPS, check.MAX_GBPS)
+    check.between("--oversubscription", args.oversubscription, 1, check.MAX_OVERSUBSCRIPTION)
+    check.between("--gpu-pflops", args.gpu_pflops, check.MIN_PFLOPS, check.MAX_PFLOPS)
+    check.between("--flops", args.flops, 1, check.MAX_FLOPS)
+    check.fraction("--utilisation", args.utilisation)
+    check.between("--alpha-us", args.alpha_us, 0, check.MAX_ALPHA_US)
+    parse_bytes(args.gradient_bytes, "--gradient-bytes")
 
 
 def _plan(args, fabric) -> dict:
@@ -110,13 +177,16 @@ def _plan(args, fabric) -> dict:
         if fabric is None:
             raise PlanError("--gpus is required (or a --fabric or --results to take it from)")
         args.gpus = len(fabric.endpoints)
-    gpu_flops = check.positive("gpu_pflops", args.gpu_pflops) * 1e15
+        if args.gpus < check.MIN_GPUS:
+            raise PlanError(f"{'--fabric' if args.fabric else '--results'}: {fabric.name} has "
+                            f"{args.gpus} GPU, and a plan needs at least {check.MIN_GPUS}: "
+                            "give --gpus")
     result = plan(args.gpus, args.radix, args.gpus_per_server, args.nics_per_server,
-                  args.link_gbps, args.oversubscription, gpu_flops=gpu_flops,
+                  args.link_gbps, args.oversubscription, gpu_flops=args.gpu_pflops * 1e15,
                   total_flops=args.flops, utilisation=args.utilisation)
-    alpha_us = check.non_negative("alpha_us", args.alpha_us)
     result["allreduce"] = predict_allreduce(result, parse_bytes(args.gradient_bytes),
-                                            alpha_s=alpha_us * 1e-6, intra_gbps=args.intra_gbps)
+                                            alpha_s=args.alpha_us * 1e-6,
+                                            intra_gbps=args.intra_gbps)
     return result
 
 
@@ -159,6 +229,7 @@ def _results_calibration(folder: Path, fabric):
     from a results folder of run_topology.py."""
     from topologies.fabric import parse_fabric
     from traffic.experiment import experiment_section
+    where = f"--results {shown(str(folder), PATH_SHOWN)}"
     try:
         summary = json.loads((folder / "summary.json").read_text())
         runs = (summary.get("collectives") or {}).get("runs") or []
@@ -166,20 +237,21 @@ def _results_calibration(folder: Path, fabric):
             fabric = parse_fabric((folder / "fabric.json").read_text(),
                                   str(folder / "fabric.json"))
             experiment_section(fabric)
-    except (OSError, ValueError, AttributeError) as exc:
-        raise PlanError(f"--results {folder}: expected a results folder of "
-                        f"run_topology.py with summary.json and fabric.json ({exc})") from None
-    other = {r.get("ranks") for r in runs} - {len(fabric.endpoints), None}
+        other = {r.get("ranks") for r in runs} - {len(fabric.endpoints), None}
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        why = (f"{exc.strerror}: {Path(exc.filename or '').name}" if isinstance(exc, OSError)
+               and exc.strerror else f"{type(exc).__name__}: {str(exc)[:80]}")
+        raise PlanError(f"{where}: expected a results folder of run_topology.py ({why})") from None
     if other:
-        raise PlanError(f"--results {folder}: its runs had {other.pop()} ranks and "
+        raise PlanError(f"{where}: its runs had {shown(other.pop())} ranks and "
                         f"{fabric.name} has {len(fabric.endpoints)}: not the same fabric")
     try:
         calibration = calibrate_from_run(fabric, runs)
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, PlanError):
-            raise
-        raise PlanError(f"--results {folder}: a run in summary.json cannot be "
-                        f"modelled ({type(exc).__name__}: {exc})") from None
+    except PlanError as exc:
+        raise PlanError(f"{where}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PlanError(f"{where}: a run in summary.json cannot be modelled "
+                        f"({type(exc).__name__}: {str(exc)[:80]})") from None
     return fabric, calibration
 
 

@@ -45,15 +45,15 @@ def test_the_yaml_experiment_is_checked_and_flags_override_it(tmp_path):
     assert "experiment: alltoall (pairwise), engine agents, 16384 to 16384 B x4, 1 iterations" in out
     bad = run("--check", str(path), "-a", "tree")
     assert bad.returncode == 2 and bad.stderr == (
-        "error: no 'tree' algorithm for allgather; expected one of ring\n")
+        "error: -a/--algorithm: 'tree' is not an algorithm of allgather; expected one of ring\n")
     for flags, message in ((["-w", "-3"], "argument -w/--warmup: expected a whole number"),
-                           (["--channels", "17"], "expected 1 to 16 connections per peer"),
-                           (["--probe", "h1,h1"], "probe needs two different servers, got h1,h1"),
-                           (["--cross", "h1,h9"], "--cross h1,h9: not servers of this fabric"),
-                           (["--csv", "/nonexistent/x.csv"], "the folder /nonexistent does not exist")):
+                           (["--channels", "17"], "argument --channels: expected a whole number from 1 to 16"),
+                           (["--probe", "h1,h1"], "--probe: 'h1,h1' names one server twice"),
+                           (["--cross", "h1,h9"], "--cross 'h1,h9': no server 'h9' in this fabric"),
+                           (["--csv", "/nonexistent/x.csv"], "the folder '/nonexistent' does not exist")):
         bad = run("--check", str(path), *flags)
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr
     path.write_text(EXPERIMENT_YAML.replace("collective: allgather", "collective: allgather, algorithm: rhd"))
     bad = run("--check", str(path))
-    assert bad.stderr == (f"error: {path}: experiment: no 'rhd' algorithm for allgather; "
-                          "expected one of ring\n")
+    assert bad.stderr == (f"error: {path}: experiment.algorithm: 'rhd' is not an algorithm of "
+                          "allgather; expected one of ring\n")

@@ -71,7 +71,7 @@ def test_alltoall_needs_equal_blocks():
 
 
 def test_unknown_algorithm_is_refused():
-    with pytest.raises(ValueError, match="no 'tree' algorithm for allgather; choose from ring"):
+    with pytest.raises(ValueError, match="no 'tree' algorithm for allgather; expected one of ring"):
         S.build("allgather", "tree", 4, 8)
 
 

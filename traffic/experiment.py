@@ -1,20 +1,24 @@
 """The experiment: which collective to replay, how, over which sizes, and
 what to measure alongside. Written in a fabric's ``experiment:`` section,
-overridden by command-line flags, and validated once, here: the YAML against
-its schema (each mistake a FabricError naming file and key), then the whole
-experiment against the fabric it runs on (ranks, servers, probe endpoints).
-The names it accepts come from traffic/registry.py.
+overridden by command-line flags, and validated once, here, with the same
+validators and limits whichever of the two a value comes from: the YAML
+against its schema (each mistake a FabricError naming file and key), then
+the whole experiment against the fabric it runs on (ranks, servers, probe
+endpoints, how many sizes and pieces, how long it would take). A mistake
+involving a flag is a ValueError naming the flag, and the file's key or the
+default it meets. The names it accepts come from traffic/registry.py.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
-from typing import Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional
 
 from topologies.schema import (FabricError, choice, endpoint_pair, integer, normalise, number,
-                               optional, size)
-from traffic import metrics as M
-from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES,
+                               optional, shown, size)
+from traffic import schedules as S
+from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, ROOTED,
                               default_algorithm)
 
 SCHEMA = {
@@ -33,6 +37,43 @@ SCHEMA = {
     "cross": (optional(endpoint_pair), None),
 }
 FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
+FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine": "--engine",
+         "minbytes": "-b/--minbytes", "maxbytes": "-e/--maxbytes",
+         "stepfactor": "-f/--stepfactor", "iters": "-n/--iters", "warmup": "-w/--warmup",
+         "root": "--root", "channels": "--channels", "piece_bytes": "--piece-bytes",
+         "probe": "--probe", "cross": "--cross"}
+MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
+MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
+MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
+TYPE_SIZE = 4           # float32
+
+Namer = Callable[[str], str]
+
+
+class ExperimentError(ValueError):
+    """An impossible experiment, in one sentence (str). `key` is the field at
+    fault (None: the experiment as a whole) and `detail` what is wrong with
+    it, for a message that names the field its own way (a file's key)."""
+
+    def __init__(self, key: Optional[str], detail: str, sentence: str):
+        self.key, self.detail = key, detail
+        super().__init__(sentence)
+
+
+def size_text(n: int) -> str:
+    """Bytes as the flags take them: 4M, 64K, 1G, or the number."""
+    for unit, power in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << power and n % (1 << power) == 0:
+            return f"{n >> power}{unit}"
+    return str(n)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _plain(key: str) -> str:
+    return key
 
 
 @dataclass
@@ -53,80 +94,171 @@ class Experiment:
     idle_seconds: float = 1.5                          # idle-latency measurement first
     cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
 
-    def check(self, n_ranks: int, local: int = 1) -> None:
-        """Raise ValueError with one sentence for an impossible experiment."""
-        if self.collective not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.collective!r}; "
-                             f"expected one of {', '.join(COLLECTIVES)}")
+    def check(self, n_ranks: int, local: int = 1, names: Namer = _plain) -> None:
+        """Raise ExperimentError (a ValueError) with one sentence for an
+        impossible experiment; `names` says how the sentence names a field."""
+        def fail(key, detail, sentence=None):
+            raise ExperimentError(key, detail, sentence or (f"{names(key)}: {detail}" if key
+                                                            else detail))
+        for key, (validate, _default) in SCHEMA.items():
+            value = getattr(self, key)
+            if (key not in ("probe", "cross") or value) and validate(
+                    value, lambda message, key=key: fail(key, message)) != value:
+                fail(key, f"expected it as a number, got {shown(value)}")      # "64K": parse it
         if self.algorithm not in ALGORITHMS[self.collective]:
-            raise ValueError(f"no {self.algorithm!r} algorithm for {self.collective}; expected "
-                             f"one of {', '.join(ALGORITHMS[self.collective])}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r}; expected one of {', '.join(ENGINES)}")
-        if n_ranks < 2:
-            raise ValueError("a collective needs at least 2 ranks (servers)")
-        for name, pair in (("probe", self.probe), ("cross traffic", self.cross)):
-            if pair and len(set(pair)) != 2:
-                raise ValueError(f"{name} needs two different servers, got {','.join(pair)}")
+            fail("algorithm", f"{shown(self.algorithm)} is not an algorithm of "
+                 f"{self.collective}; expected one of {', '.join(ALGORITHMS[self.collective])}")
+        if not _whole(n_ranks) or n_ranks < 2:
+            fail(None, f"a collective needs at least 2 ranks (servers), got {shown(n_ranks)}")
+        if not _whole(local) or local < 1:
+            fail(None, f"GPUs per server must be a whole number of at least 1, got {shown(local)}")
+        for key in ("probe", "cross"):
+            pair = getattr(self, key)
+            if len(set(pair)) == 1:
+                fail(key, f"{shown(','.join(pair))} names one server twice; expected two "
+                     "different servers")
         limit = ENGINES[self.engine].max_ranks
         if limit and n_ranks > limit:
-            raise ValueError(f"the {self.engine} engine numbers queue pairs for at most "
-                             f"{limit} ranks")
-        self._check_counts()
-        self._check_ranks(n_ranks, local)
-        M.sweep_sizes(self.minbytes, self.maxbytes, self.stepfactor)
+            fail("engine", f"{self.engine} numbers queue pairs for at most {limit} ranks, "
+                 f"and this experiment has {n_ranks}")
+        self._check_sizes(fail, names)
+        self._check_ranks(n_ranks, local, fail)
 
-    def _check_counts(self) -> None:
-        if not 1 <= self.channels <= 16:
-            raise ValueError(f"channels must be 1 to 16, got {self.channels}")
-        if self.warmup < 0 or self.iters < 1:
-            raise ValueError("expected at least 1 timed iteration and no negative warm-up")
-        if self.piece_bytes < 64:
-            raise ValueError(f"piece size must be at least 64 bytes, got {self.piece_bytes}")
+    def sizes(self, limit: int = MAX_SIZES) -> List[int]:
+        """The sweep's sizes (nccl-tests' -b/-e/-f), at most `limit` + 1 of them."""
+        out, size_ = [], self.minbytes
+        while size_ <= self.maxbytes and len(out) <= limit:
+            out.append(int(size_))
+            if self.stepfactor <= 1:
+                break
+            size_ *= self.stepfactor
+        return out
 
-    def _check_ranks(self, n_ranks: int, local: int) -> None:
+    def _check_sizes(self, fail, names: Namer) -> None:
+        lo, hi, factor = self.minbytes, self.maxbytes, self.stepfactor
+        if lo > hi:
+            fail("minbytes", f"{size_text(lo)} is larger than {names('maxbytes')} "
+                 f"({size_text(hi)})", f"{names('minbytes')} {size_text(lo)} is larger than "
+                 f"{names('maxbytes')} {size_text(hi)}")
+        if factor <= 1 and hi > lo:
+            fail("stepfactor", f"{shown(factor)} never reaches {names('maxbytes')} from "
+                 f"{names('minbytes')}; expected a factor above 1")
+        if len(self.sizes()) > MAX_SIZES:
+            total = int(math.log(hi / lo) / math.log(factor)) + 1
+            fail("stepfactor", f"{shown(factor)} would run {total:,} sizes from {size_text(lo)} to "
+                 f"{size_text(hi)}; at most {MAX_SIZES}: raise the step factor")
+        pieces = -(-hi // self.piece_bytes)
+        if pieces > MAX_PIECES:
+            fail("piece_bytes", f"{size_text(self.piece_bytes)} cuts the largest message "
+                 f"({size_text(hi)}) into {pieces:,} pieces; at most {MAX_PIECES:,}: raise it "
+                 f"or lower {names('maxbytes')}")
+
+    def _check_ranks(self, n_ranks: int, local: int, fail) -> None:
         if self.algorithm == "hierarchical" and local == 1:
-            raise ValueError("hierarchical AllReduce needs servers with several GPUs "
-                             "(server.gpus), ranks in whole servers; with one GPU per server "
-                             "it is the ring")
+            fail("algorithm", "hierarchical needs servers with several GPUs (server.gpus), "
+                 "ranks in whole servers; with one GPU per server it is the ring")
         if self.algorithm == "hierarchical" and n_ranks % local:
-            raise ValueError(f"hierarchical AllReduce needs whole servers: {n_ranks} ranks "
-                             f"are not a multiple of {local} GPUs per server")
+            fail("algorithm", f"hierarchical needs whole servers: {n_ranks} ranks are not a "
+                 f"multiple of {local} GPUs per server")
         if not 0 <= self.root < n_ranks:
-            raise ValueError(f"root {self.root} is not a rank (0..{n_ranks - 1})")
+            fail("root", f"{self.root} is not a rank: there are {n_ranks} ranks, 0 to "
+                 f"{n_ranks - 1}")
+        try:                        # what the schedules hold a caller to, before any is built
+            S.check_params(self.collective, self.algorithm, n_ranks,
+                           S.round_count(self.collective, n_ranks, self.minbytes // TYPE_SIZE),
+                           self.root, self.piece_bytes // TYPE_SIZE, local)
+        except ValueError as exc:
+            fail(None, str(exc))
 
 
 def experiment_from(fabric, flags: Optional[dict] = None,
                     compare: Iterable[str] = ()) -> Optional[Experiment]:
     """The fabric's experiment section, checked, then overridden by `flags`
-    (field -> value; None means not given) and checked again. A mistake in the
-    YAML is a FabricError naming file and key; one in the flags a ValueError
-    naming the flag. None for a fabric with one endpoint: nothing to replay."""
+    (field -> value; None means not given) and checked again, with the
+    algorithms of `compare`. A mistake in the YAML alone is a FabricError
+    naming file and key; one with a flag in it a ValueError naming the flag.
+    None for a fabric with one endpoint: nothing to replay."""
     values = experiment_section(fabric)
-    n, local = len(fabric.endpoints), fabric.gpus_per_server
-    if n < 2:
-        if values:
-            raise FabricError(fabric.source, "experiment", "a collective needs at least 2 "
-                              "servers, and this fabric has one")
-        return None
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    compare = list(compare)
+    if len(fabric.endpoints) < 2:
+        return _one_server(fabric, values, given, compare)
     if "collective" in values and "algorithm" not in values:
         values["algorithm"] = default_algorithm(values["collective"])
     try:
-        Experiment(**values).check(n, local)
-    except ValueError as exc:
-        raise FabricError(fabric.source, "experiment", str(exc)) from None
-    given = {k: v for k, v in (flags or {}).items() if v is not None}
+        check_experiment(fabric, Experiment(**values), _namer((), values))
+    except ExperimentError as exc:
+        raise FabricError(fabric.source, f"experiment.{exc.key}" if exc.key else "experiment",
+                          exc.detail) from None
+    typed = set(given)              # what the user typed, not what follows from it
+    names = _namer(typed, values)
     if "collective" in given and "algorithm" not in given:
         given["algorithm"] = default_algorithm(given["collective"])
     exp = Experiment(**{**values, **given})
-    exp.check(n, local)
-    _check_flag_endpoints(fabric, exp)
-    for algorithm in compare:
-        try:
-            replace(exp, algorithm=algorithm).check(n, local)
-        except ValueError as exc:
-            raise ValueError(f"--compare {algorithm}: {exc}") from None
+    check_experiment(fabric, exp, names, compare)
+    if "root" in typed and exp.collective not in ROOTED:
+        raise ValueError(f"--root: {exp.collective} has no root; only "
+                         f"{' and '.join(ROOTED)} have one")
     return exp
+
+
+def check_experiment(fabric, exp: Experiment, names: Namer, compare: List[str] = ()) -> None:
+    """`exp` and the algorithms to compare on `fabric`, before anything is
+    built: ExperimentError naming each field as `names` does."""
+    n, local = len(fabric.endpoints), fabric.gpus_per_server
+    exp.check(n, local, names)
+    _check_flag_endpoints(fabric, exp, names)
+    for i, algorithm in enumerate(compare):
+        why = (f"{shown(algorithm)} is not an algorithm of {exp.collective}; expected one of "
+               f"{', '.join(ALGORITHMS[exp.collective])}"
+               if algorithm not in ALGORITHMS[exp.collective] else
+               f"{algorithm} is already the run's algorithm ({names('algorithm')})"
+               if algorithm == exp.algorithm else
+               f"{algorithm} is named twice" if algorithm in compare[:i] else None)
+        if why:
+            raise ExperimentError("algorithm", why, f"--compare: {why}")
+        replace(exp, algorithm=algorithm).check(
+            n, local, lambda key: "--compare" if key == "algorithm" else names(key))
+    _check_duration(fabric, exp, 1 + len(compare))
+
+
+def _check_duration(fabric, exp: Experiment, runs: int) -> None:
+    """Refuse a sweep that cannot finish within MAX_HOURS: every iteration
+    moves at least half the message through some link, at best the fabric's
+    fastest."""
+    fastest = max(link["rate_mbit"] for link in fabric.spec["links"].values() if link)
+    sizes = exp.sizes()
+    seconds = runs * (exp.iters + exp.warmup) * sum(sizes) / 2 * 8 / (fastest * 1e6)
+    if seconds > MAX_HOURS * 3600:
+        took = f"{seconds / 3600:,.0f} hours" if seconds < 3 * 86400 else \
+            f"{seconds / 86400:,.0f} days"
+        detail = (f"the sweep would take at least {took} at {fastest:g} Mbit/s ({len(sizes)} "
+                  f"sizes up to {size_text(exp.maxbytes)}, {exp.iters + exp.warmup:,} iterations "
+                  f"each{f', {runs} algorithms' if runs > 1 else ''}); at most {MAX_HOURS} "
+                  "hours: fewer iterations, smaller sizes or faster links")
+        raise ExperimentError(None, detail, detail)
+
+
+def _namer(flags, section) -> Namer:
+    """A field as a message names it: the flag the user typed, else the key
+    of the file's experiment section, else the default."""
+    def name(key: str) -> str:
+        if key in flags:
+            return FLAGS[key]
+        if key in section:
+            return f"experiment.{key}"
+        return f"the default {key}"
+    return name
+
+
+def _one_server(fabric, values: dict, given: dict, compare: List[str]) -> None:
+    if values:
+        raise FabricError(fabric.source, "experiment", "a collective needs at least 2 "
+                          "servers, and this fabric has one")
+    if given or compare:
+        flag = FLAGS[next(iter(given))] if given else "--compare"
+        raise ValueError(f"{flag}: this fabric has one server, so no collective runs")
+    return None
 
 
 def experiment_section(fabric) -> dict:
@@ -145,13 +277,16 @@ def _check_endpoints(fabric, values: dict) -> None:
         missing = [p for p in values.get(key, ()) if p not in names]
         if missing:
             raise FabricError(fabric.source, f"experiment.{key}", (
-                f"expected servers of this fabric, but there is no {missing[0]!r} "
+                f"expected servers of this fabric, but there is no {shown(missing[0])} "
                 f"(servers are {fabric.endpoints[0].name}..{fabric.endpoints[-1].name})"))
 
 
-def _check_flag_endpoints(fabric, exp: Experiment) -> None:
-    names = {h.name for h in fabric.endpoints}
-    for flag, pair in (("--probe", exp.probe), ("--cross", exp.cross)):
-        if pair and not set(pair) <= names:
-            raise ValueError(f"{flag} {','.join(pair)}: not servers of this fabric "
-                             f"({fabric.endpoints[0].name}..{fabric.endpoints[-1].name})")
+def _check_flag_endpoints(fabric, exp: Experiment, names: Namer) -> None:
+    servers = {h.name for h in fabric.endpoints}
+    for key in ("probe", "cross"):
+        pair = getattr(exp, key)
+        missing = [p for p in pair if p not in servers]
+        if missing:
+            detail = (f"{shown(','.join(pair))}: no server {shown(missing[0])} in this fabric "
+                      f"(servers are {fabric.endpoints[0].name}..{fabric.endpoints[-1].name})")
+            raise ExperimentError(key, detail, f"{names(key)} {detail}")

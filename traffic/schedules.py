@@ -27,9 +27,11 @@ AllToAll; SendRecv to the next rank.
 from __future__ import annotations
 
 import bisect
+import numbers
 from dataclasses import dataclass, replace
 from typing import Dict, FrozenSet, List, Sequence, Tuple
 
+from topologies.schema import shown
 from traffic.registry import ALGORITHMS, COLLECTIVES, EQUAL_BLOCKS, ROOTED  # noqa: F401
 
 
@@ -159,9 +161,7 @@ def hierarchical_allreduce(n, count, local):
     among the GPUs j of all nodes (one rail); (3) AllGather inside each node.
     Inter-node bytes per GPU: 2(m-1)/m x S/local, against 2(n-1)/n x S for a
     flat ring whose every hop may cross the network."""
-    if local < 1 or n % local:
-        raise ValueError(f"hierarchical AllReduce needs whole servers: {n} ranks are not "
-                         f"a multiple of {local} GPUs per server")
+    check_params("allreduce", "hierarchical", n, count, local=local)
     m = n // local
     nodes = [list(range(k * local, (k + 1) * local)) for k in range(m)]
     sched = {r: [] for r in range(n)}
@@ -338,22 +338,45 @@ def build(collective: str, algorithm: str, n: int, count: int, root: int = 0,
           piece_elements: int = 0, local: int = 1) -> Schedule:
     """The schedule of a collective, its operations split into pieces of at
     most `piece_elements` (0: unsplit). `local` is the GPUs per server (the
-    hierarchical algorithm's node size)."""
-    if (collective, algorithm) == ("allreduce", "hierarchical"):
-        if n < 2:
-            raise ValueError("a collective needs at least 2 ranks")
+    hierarchical algorithm's node size). ValueError, one sentence, for
+    parameters no schedule can be built from (`check_params`)."""
+    check_params(collective, algorithm, n, count, root, piece_elements, local)
+    if algorithm == "hierarchical":
         sched = hierarchical_allreduce(n, count, local)
-        return chunked(sched, piece_elements) if piece_elements else sched
-    if (collective, algorithm) not in BUILDERS:
-        raise ValueError(f"no {algorithm!r} algorithm for {collective}; "
-                         f"choose from {', '.join(ALGORITHMS.get(collective, ()))}")
-    if n < 2:
-        raise ValueError("a collective needs at least 2 ranks")
-    if count != round_count(collective, n, count):
-        raise ValueError(f"{collective} on {n} ranks needs a count that is a multiple of {n}")
-    fn = BUILDERS[(collective, algorithm)]
-    sched = fn(n, count, root) if collective in ROOTED else fn(n, count)
+    else:
+        fn = BUILDERS[(collective, algorithm)]
+        sched = fn(n, count, root) if collective in ROOTED else fn(n, count)
     return chunked(sched, piece_elements) if piece_elements else sched
+
+
+def check_params(collective, algorithm, n, count, root=0, piece_elements=0, local=1) -> None:
+    """Raise ValueError with one sentence for what no schedule can be built
+    from: an unknown name, a count of ranks, elements, GPUs or a piece size
+    that is not a whole number in range, a root that is not a rank."""
+    if collective not in ALGORITHMS:
+        raise ValueError(f"unknown collective {shown(collective)}; expected one of "
+                         f"{', '.join(COLLECTIVES)}")
+    if algorithm not in ALGORITHMS[collective]:
+        raise ValueError(f"no {shown(algorithm)} algorithm for {collective}; expected one of "
+                         f"{', '.join(ALGORITHMS[collective])}")
+    _whole(n, 2, "a collective needs a whole number of at least 2 ranks")
+    _whole(count, 1, "count must be a whole number of at least 1 element")
+    _whole(local, 1, "GPUs per server must be a whole number of at least 1")
+    _whole(piece_elements, 0, "piece size must be a whole number of elements (0: unsplit)")
+    _whole(root, 0, f"root must be a rank from 0 to {n - 1}")
+    if root >= n:
+        raise ValueError(f"root must be a rank from 0 to {n - 1}, got {root}")
+    if collective in EQUAL_BLOCKS and count % n:
+        raise ValueError(f"{collective} on {n} ranks needs a count that is a multiple of {n} "
+                         f"(an equal block per rank), got {count}")
+    if algorithm == "hierarchical" and n % local:
+        raise ValueError(f"hierarchical AllReduce needs whole servers: {n} ranks are not "
+                         f"a multiple of {local} GPUs per server")
+
+
+def _whole(value, lo: int, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+        raise ValueError(f"{what}, got {shown(value)}")
 
 
 def chunked(sched: Schedule, piece: int) -> Schedule:
@@ -406,7 +429,7 @@ def expected_regions(collective: str, n: int, count: int, rank: int, root: int =
         return [(o, l, frozenset({b}), blocks[rank][0]) for b, (o, l) in enumerate(blocks)]
     if collective == "sendrecv":
         return [(0, count, frozenset({(rank - 1) % n}), 0)]
-    raise ValueError(collective)
+    raise ValueError(f"unknown collective {shown(collective)}")
 
 
 # --- dependencies ----------------------------------------------------------------------

@@ -1,0 +1,237 @@
+"""The command line of run_topology.py: its flags, each value checked with
+the validators and limits of a fabric's ``experiment:`` section (a flag and
+a YAML key accept exactly the same values), the combinations of flags it
+refuses, and a parser whose every mistake is one line, ``error: ...``,
+raised as FlagError for the caller to print with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import List, Optional
+
+from topologies.schema import POLICIES, choice, integer, shown
+from traffic import registry
+from traffic.experiment import FLAGS, SCHEMA
+
+DATAPATHS = ("auto", "kernel", "user")
+SECONDS = (1, 600)          # --seconds: the iperf3 check, up to ten minutes
+STREAMS = (1, 128)          # --streams: iperf3's own limit on -P
+MESSAGE_MAX = 200           # an argparse message quoting what the user typed
+COLLECTIVE_FLAGS = tuple(FLAGS) + ("compare",)
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+
+
+class FlagError(ValueError):
+    """A bad flag or combination of flags: one sentence naming the flag."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose mistakes raise FlagError (one line, printable, short)
+    instead of printing the usage and exiting."""
+
+    def error(self, message):
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                       for c in message[:MESSAGE_MAX * 4])
+        raise FlagError(text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX - 3] + "...")
+
+    def parse_args(self, args=None, namespace=None):
+        known, extra = self.parse_known_args(args, namespace)
+        if extra:
+            more = f" and {len(extra) - 1} more" if len(extra) > 1 else ""
+            self.error(f"unrecognised argument {shown(extra[0])}{more}; see --help")
+        return known
+
+
+def _checked(validate, parse=str, what=None):
+    """An argparse type: `parse` the text, then `validate` it as the YAML's
+    schema does; its message (or `what`) becomes argparse's, shortened."""
+    def convert(text):
+        value = parse(text)
+
+        def fail(message):
+            if what:
+                message = f"{what}, got {shown(text)}"
+            elif isinstance(value, str) and repr(value) in message:
+                message = message.replace(repr(value), shown(value))
+            raise argparse.ArgumentTypeError(message)
+        return validate(value, fail)
+    return convert
+
+
+def _field(key, parse=str):
+    return _checked(SCHEMA[key][0], parse)
+
+
+def _whole(text):
+    """An int where the text is one (at most 18 digits), else the text, for
+    the validator to refuse by name."""
+    return int(text) if _INTEGER.fullmatch(text.strip()) else text
+
+
+def _real(text):
+    try:
+        return float(text) if len(text) <= 40 else text
+    except ValueError:
+        return text
+
+
+def _pair(key):
+    return _checked(SCHEMA[key][0], lambda text: text.split(","),
+                    "expected two servers as SRC,DST such as h1,h4")
+
+
+def _algorithms(text) -> List[str]:
+    names = [a.strip() for a in text.split(",")]
+    unknown = [a for a in names if a not in registry.ALL_ALGORITHMS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"expected algorithms separated by commas, each one of "
+            f"{', '.join(registry.ALL_ALGORITHMS)}, got {shown(unknown[0] or text)}")
+    return names
+
+
+def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
+    """The flags of `argv`; a flag not given is None (False for a switch),
+    and then --datapath, --seconds, --streams and --results take their
+    defaults. FlagError for a bad value or a contradictory combination."""
+    doc = doc or "run_topology.py\n\n"          # python -OO strips docstrings
+    p = _Parser(prog="run_topology.py", description=doc.split("\n\n")[0],
+                epilog=doc.split("\n\n", 1)[1],
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("fabric", nargs="?", type=Path,
+                   help="fabric YAML (default: the embedded topologies/default.yaml)")
+    p.add_argument("--check", action="store_true",
+                   help="validate the YAML, the experiment and every other flag as a run "
+                        "would, and print what would be built; build nothing")
+    p.add_argument("--policy", choices=POLICIES, type=_checked(choice(*POLICIES)),
+                   help="override routing.policy: ecmp spreads over all spines, "
+                        "single-path pins each destination leaf to one spine, stp runs "
+                        "plain L2 switches with spanning tree and no controller (a baseline)")
+    p.add_argument("--datapath", choices=DATAPATHS, type=_checked(choice(*DATAPATHS)),
+                   help="Open vSwitch datapath: the kernel module when present (auto, the "
+                        "default), else the userspace one")
+    _collective_flags(p.add_argument_group(
+        "collectives (override the YAML's experiment section)"))
+    _run_flags(p)
+    args = p.parse_args(argv)
+    problem = refusal(args)
+    if problem:
+        raise FlagError(problem)
+    args.datapath = args.datapath or "auto"
+    args.seconds, args.streams = args.seconds or 3, args.streams or 4
+    args.results = results if args.results is None else args.results
+    args.compare = args.compare or []
+    return args
+
+
+def _collective_flags(g) -> None:
+    g.add_argument("-c", "--collective", choices=registry.COLLECTIVES, type=_field("collective"),
+                   help="the NCCL collective to replay (default allreduce)")
+    g.add_argument("-a", "--algorithm", choices=registry.ALL_ALGORITHMS,
+                   type=_field("algorithm"),
+                   help="ring (default), rhd (recursive halving-doubling), tree or hierarchical "
+                        "(multi-GPU servers) for AllReduce; pairwise for AllToAll; ring otherwise")
+    g.add_argument("--compare", metavar="ALG[,ALG]", type=_algorithms,
+                   help="then replay these algorithms of the same collective in the same lab, "
+                        "each with its tables; busbw.png draws every one")
+    g.add_argument("--engine", choices=tuple(registry.ENGINES), type=_field("engine"),
+                   help="; ".join(f"{name}: {info.help}" for name, info in
+                                  registry.ENGINES.items()))
+    g.add_argument("-b", "--minbytes", type=_field("minbytes"),
+                   help="smallest size, 4 to 1G (default 32K)")
+    g.add_argument("-e", "--maxbytes", type=_field("maxbytes"),
+                   help="largest size, 4 to 1G (default 2M)")
+    g.add_argument("-f", "--stepfactor", type=_field("stepfactor", _real),
+                   help="size multiplier, above 1 (default 4); at most 64 sizes")
+    g.add_argument("-n", "--iters", type=_field("iters", _whole),
+                   help="timed iterations per size, 1 to 1000 (default 5)")
+    g.add_argument("-w", "--warmup", type=_field("warmup", _whole),
+                   help="untimed iterations first, 0 to 100 (default 1)")
+    g.add_argument("--root", type=_field("root", _whole),
+                   help="root rank of Broadcast and Reduce (default 0)")
+    g.add_argument("--channels", type=_field("channels", _whole),
+                   help="TCP connections (NCCL channels, RoCE QPs) per peer, 1 to 16: the "
+                        "flow entropy ECMP spreads (default 1)")
+    g.add_argument("--piece-bytes", type=_field("piece_bytes"),
+                   help="messages are cut into pieces of this size, 64 to 64M, and forwarded "
+                        "piece by piece (default 64K)")
+    g.add_argument("--probe", type=_pair("probe"), metavar="SRC,DST",
+                   help="servers between which latency is probed (default first and last rank)")
+    g.add_argument("--cross", type=_pair("cross"), metavar="SRC,DST",
+                   help="run an iperf3 TCP flow between two servers during the whole sweep "
+                        "(background traffic the collective must share the fabric with)")
+    g.add_argument("--no-traffic", action="store_true",
+                   help="only build, check reachability and tear down")
+    g.add_argument("--iperf-check", action="store_true",
+                   help="also run the iperf3 check across the leaves (per-uplink bytes)")
+    g.add_argument("--seconds", type=_checked(integer(*SECONDS), _whole),
+                   help="length of the iperf3 check, whole seconds, 1 to 600 (default 3)")
+    g.add_argument("--streams", type=_checked(integer(*STREAMS), _whole),
+                   help="parallel TCP flows per server pair in the iperf3 check, 1 to 128 "
+                        "(default 4)")
+
+
+def _run_flags(p) -> None:
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure which link rates this host can emulate for this fabric "
+                        "(ring AllReduce at rising rates) and recommend one")
+    p.add_argument("--cli", action="store_true",
+                   help="open the Mininet CLI once the checks are done; tear down when it exits")
+    p.add_argument("--results", type=Path,
+                   help="folder for this run's folder: summary.json, controller log "
+                        "(default ./results)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
+    p.add_argument("--csv", type=Path, help="also write one CSV row per collective size here")
+    p.add_argument("--cleanup", action="store_true",
+                   help="remove what labs killed without teardown (SIGKILL) left behind, "
+                        "from their records in /run/fabric-lab; touches nothing else")
+    p.add_argument("-v", "--verbose", action="store_true", help="Mininet and controller detail")
+
+
+# --- combinations -----------------------------------------------------------------------
+
+NAMES = {**FLAGS, "compare": "--compare", "fabric": "the fabric file", "check": "--check",
+         "policy": "--policy", "datapath": "--datapath", "no_traffic": "--no-traffic",
+         "iperf_check": "--iperf-check", "seconds": "--seconds", "streams": "--streams",
+         "calibrate": "--calibrate", "cli": "--cli", "results": "--results", "json": "--json",
+         "csv": "--csv", "cleanup": "--cleanup", "verbose": "-v/--verbose"}
+CALIBRATE_IGNORES = COLLECTIVE_FLAGS + ("no_traffic", "iperf_check", "seconds", "streams",
+                                        "csv", "policy")
+NO_TRAFFIC_IGNORES = COLLECTIVE_FLAGS + ("iperf_check", "seconds", "streams", "csv")
+
+
+def refusal(args) -> Optional[str]:
+    """One sentence for flags that contradict each other or that the mode
+    asked for would ignore; None when they go together."""
+    given = [key for key in NAMES if getattr(args, key, None) not in (None, False)]
+    if args.cleanup and len(given) > 1:
+        other = next(key for key in given if key != "cleanup")
+        return (f"--cleanup takes no other option: it only removes what killed labs left "
+                f"(/run/fabric-lab); leave out {NAMES[other]}")
+    if args.check and (args.cli or args.calibrate):
+        mode = "--cli opens a network" if args.cli else "--calibrate builds labs"
+        return f"{mode} and --check builds none: use one of them"
+    if args.calibrate:
+        if args.cli:
+            return ("--cli opens a prompt on one lab and --calibrate builds a lab per rate: "
+                    "use one of them")
+        ignored = [key for key in given if key in CALIBRATE_IGNORES]
+        if ignored:
+            return (f"--calibrate replays its own ring AllReduce with ecmp routing, so "
+                    f"{NAMES[ignored[0]]} would do nothing: leave it out")
+    if args.cli and args.json:
+        return ("--json prints the summary for a program to read and --cli opens a prompt on "
+                "the same output: use one of them")
+    if args.no_traffic:
+        ignored = [key for key in given if key in NO_TRAFFIC_IGNORES]
+        if ignored:
+            return (f"--no-traffic replays nothing, so {NAMES[ignored[0]]} would do nothing: "
+                    "use one of them")
+    for key in ("seconds", "streams"):
+        if key in given and not args.iperf_check:
+            return (f"--{key} sets the iperf3 check, which only --iperf-check runs: add "
+                    f"--iperf-check or leave out --{key}")
+    return None

@@ -110,7 +110,13 @@ def _main(argv) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stdout if args.check else sys.stderr)
     if args.check:
-        return _check(fabric, exp, args)
+        return _check(fabric, exp, args)          # its summary lists the warnings
+    if os.geteuid() != 0:
+        print("error: building a fabric needs root: run it with sudo "
+              "(--check validates it without root)", file=sys.stderr)
+        return 2
+    for warning in fabric.warnings:
+        print(f"warning: {fabric.source}: {warning}", file=sys.stderr)
     for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
     if args.calibrate:
@@ -300,7 +306,8 @@ def _run(fabric, exp, args) -> int:
     run_dir = args.results / _run_name(fabric, args)
     say = (lambda *a: None) if args.json else print
     summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
-               "links": describe_links(fabric), "policy": fabric.policy}
+               "links": describe_links(fabric), "policy": fabric.policy,
+               "warnings": list(fabric.warnings)}
     say(f"fabric   {fabric.name}: {fabric.shape()}")
     with Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose) as lab:
         _lab_summary(lab, summary, say)

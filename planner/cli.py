@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -224,6 +225,15 @@ def _fabric_inputs(args):
     return fabric, calibration, source
 
 
+def _regular_text(path: Path, limit: int = 1 << 30) -> str:
+    """A results file's text: a regular file (a FIFO would block, a device
+    never end) of at most `limit` bytes."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+        raise ValueError(f"{path.name} is not a regular file of at most {limit >> 20} MB")
+    return path.read_text()
+
+
 def _results_calibration(folder: Path, fabric):
     """The fabric (`fabric`, else the one the run built) and the calibration
     from a results folder of run_topology.py."""
@@ -231,10 +241,10 @@ def _results_calibration(folder: Path, fabric):
     from traffic.experiment import experiment_section
     where = f"--results {shown(str(folder), PATH_SHOWN)}"
     try:
-        summary = json.loads((folder / "summary.json").read_text())
+        summary = json.loads(_regular_text(folder / "summary.json"))
         runs = (summary.get("collectives") or {}).get("runs") or []
         if fabric is None:          # the fabric the run built, checked as a YAML is
-            fabric = parse_fabric((folder / "fabric.json").read_text(),
+            fabric = parse_fabric(_regular_text(folder / "fabric.json"),
                                   str(folder / "fabric.json"))
             experiment_section(fabric)
         other = {r.get("ranks") for r in runs} - {len(fabric.endpoints), None}

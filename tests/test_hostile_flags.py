@@ -342,6 +342,7 @@ def test_a_closed_pipe_mid_run_still_tears_the_lab_down(monkeypatch, tmp_path):
     broken = os.fdopen(write, "w")
     handlers = {sig: signal.getsignal(sig) for sig in RT.STOP_SIGNALS}
     monkeypatch.setattr(RT, "_run", run)
+    monkeypatch.setattr(RT.os, "geteuid", lambda: 0)      # the real run is root's
     monkeypatch.setattr(sys, "stdout", broken)
     try:
         assert RT.main(["--results", str(tmp_path)]) == 141

@@ -18,6 +18,7 @@ import subprocess
 from mininet.cli import CLI
 from mininet.log import error, output
 
+from lab.host import LabError
 from lab.processes import CheckError, stop_process
 from lab.reachability import wait_listening
 
@@ -33,6 +34,25 @@ class FabricCLI(CLI):
     def __init__(self, lab, **kwargs):
         self.lab = lab
         super().__init__(lab.net, **kwargs)
+
+    def do_link(self, line):
+        """Bring a link up or down, and wait until the controller has moved
+        traffic accordingly (Mininet returns at once, before it has).
+        Usage: link end1 end2 [up/down]"""
+        super().do_link(line)
+        args = line.split()
+        if len(args) != 3 or args[2] not in ("up", "down") or self.lab.fabric.policy == "stp":
+            return
+        switches = {s.name for s in self.lab.fabric.switches}
+        ports = {f"{node}:{port}" for l in self.lab.fabric.links if {l.a, l.b} == set(args[:2])
+                 for node, port in ((l.a, l.a_port), (l.b, l.b_port)) if node in switches}
+        down = args[2] == "down"
+        try:
+            self.lab.wait_programmed(timeout=30, until=lambda st: (
+                ports <= set(st.get("down_ports", ())) if down
+                else not ports & set(st.get("down_ports", ()))))
+        except LabError as exc:
+            error(f"*** the controller did not follow: {exc}\n")
 
     def do_iperf(self, line):
         """Measure TCP bandwidth between two hosts (default: first and last).

@@ -23,10 +23,12 @@ class Reachability:
         return self.total > 0 and self.ok == self.total
 
 
-def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 2) -> Reachability:
+def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 4) -> Reachability:
     """Ping every other server from every server (or from `sources`); each
-    server runs its pings in sequence, all servers at once. A pair that fails
-    is retried, so a first ARP exchange cannot fail it on timing alone."""
+    server runs its pings in sequence, all servers at once. The pairs that
+    fail are retried, each time four times slower and waiting three times
+    longer for the answer, so neither a first ARP exchange nor a host slower
+    than this one fails a pair on timing alone."""
     fabric = lab.fabric
     endpoints = list(fabric.endpoints)
     sources = list(sources) or [h.name for h in endpoints]
@@ -36,16 +38,21 @@ def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 2) 
     # all sources together send about PINGS_PER_SECOND echoes: a userspace
     # datapath forwarding each over several switches must keep up
     gap_ms = max(1, round(len(sources) * 1000 / PINGS_PER_SECOND))
-    for _ in range(attempts):
+    wait_ms = 1000
+    for attempt in range(attempts):
+        if attempt:
+            gap_ms, wait_ms = gap_ms * 4, wait_ms * 3
         procs = {}
         for src, ips in pending.items():
             if not ips:
                 continue
             order = sorted(ips, key=lambda ip: hash((src, ip)))   # no synchronised hot spots
-            procs[src] = lab.popen(src, ["sh", "-c", _ping_script(order, gap_ms)], text=True)
+            procs[src] = lab.popen(src, ["sh", "-c", _ping_script(order, gap_ms, wait_ms)],
+                                   text=True)
         still = {}
         for src, proc in procs.items():
-            out, _ = proc.communicate(timeout=30 + len(pending[src]) * (2 + gap_ms / 1000))
+            out, _ = proc.communicate(
+                timeout=30 + len(pending[src]) * (2 * wait_ms + gap_ms) / 1000)
             ok = {line.split()[1] for line in out.splitlines() if line.startswith("ok ")}
             still[src] = [ip for ip in pending[src] if ip not in ok]
             result.ok += len(ok & set(pending[src]))
@@ -54,15 +61,15 @@ def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 2) 
     return result
 
 
-def _ping_script(ips: Sequence[str], gap_ms: int = 1) -> str:
+def _ping_script(ips: Sequence[str], gap_ms: int = 1, wait_ms: int = 1000) -> str:
     """One echo each (one retry), printing "ok <ip>" for each answer: fping
-    (one process for all, `gap_ms` apart) where it is installed, else ping in
-    a loop."""
+    (one process for all, `gap_ms` apart, `wait_ms` for an answer) where it
+    is installed, else ping in a loop."""
     listed = " ".join(ips)
     return (f"if command -v fping >/dev/null; then "
-            f"fping -a -r 1 -t 1000 -i {gap_ms} {listed} 2>/dev/null | sed 's/^/ok /'; "
+            f"fping -a -r 1 -t {wait_ms} -i {gap_ms} {listed} 2>/dev/null | sed 's/^/ok /'; "
             f"else for d in {listed}; do "
-            "if ping -n -q -c1 -W1 $d >/dev/null 2>&1; then echo ok $d; "
+            f"if ping -n -q -c1 -W{max(1, wait_ms // 1000)} $d >/dev/null 2>&1; then echo ok $d; "
             "else echo fail $d; fi; done; fi")
 
 

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -88,12 +89,26 @@ def read_counter(intf: str, name: str = "tx_bytes") -> int:
     return int(Path(f"/sys/class/net/{intf}/statistics/{name}").read_text())
 
 
+def settled(read, quiet: float = 0.3, cap: float = 15.0):
+    """`read()` once it has stopped changing for `quiet` seconds (what was
+    still queued or inside the switch has arrived), however slow the host."""
+    last, since, deadline = read(), time.monotonic(), time.monotonic() + cap
+    while time.monotonic() - since < quiet and time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = read()
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 def uplink_bytes(lab, leaf, run_traffic) -> Dict[str, int]:
-    """Bytes `leaf` sent to each spine while `run_traffic()` ran."""
+    """Bytes `leaf` sent to each spine while `run_traffic()` ran (and until
+    its last packets had left)."""
     spine_of = {l.a_intf: l.b for l in lab.fabric.uplinks(leaf)}
     before = {i: read_counter(i) for i in spine_of}
     run_traffic()
-    return {spine_of[i]: read_counter(i) - before[i] for i in spine_of}
+    after = settled(lambda: {i: read_counter(i) for i in spine_of})
+    return {spine_of[i]: after[i] - before[i] for i in spine_of}
 
 
 def udp_flows(lab, src, dst, sports="40000:40015", packets=60):

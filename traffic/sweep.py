@@ -100,6 +100,7 @@ def run_experiment(lab, exp: Experiment, results: Path,
 def _idle_latency(prober: Prober, exp: Experiment, progress) -> tuple:
     """The idle fabric's latency, and alpha (half its median round trip)."""
     progress("measuring idle latency")
+    prober.wait_first_reply()
     t_idle = time.monotonic()
     time.sleep(exp.idle_seconds)
     idle = prober.summary(t_idle, time.monotonic())

@@ -5,7 +5,9 @@ traffic."""
 
 import json
 import os
+import select
 import signal
+import subprocess
 import time
 
 import pytest
@@ -57,35 +59,76 @@ def test_the_table_is_nccl_tests_shaped_and_the_iperf3_check_reports_uplinks(tmp
     assert "uplinks  bytes each leaf sent towards each spine during the check" in out
 
 
-def wait_for_line(proc, prefix, timeout=60):
+def wait_for(proc, stream, text, timeout=120):
+    """Read `stream` of `proc` (its stdout or stderr) until `text` appears;
+    the deadline holds even when the process prints nothing."""
+    seen, deadline = "", time.monotonic() + timeout
+    fd = stream.fileno()
+    while text not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise AssertionError(f"no {text!r} within {timeout} s: {seen[-500:]!r}")
+        chunk = os.read(fd, 4096).decode(errors="replace")
+        if not chunk:
+            raise AssertionError(f"the run ended before {text!r}: {seen[-500:]!r}")
+        seen += chunk
+
+
+def wait_until_building(timeout=120):
+    """Until Mininet has started making the 4x8 fabric's links (and has not
+    yet finished the whole build: it takes over a second), however fast or
+    slow the host."""
     deadline = time.monotonic() + timeout
-    lines = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if line.startswith(prefix):
-            return line
-    raise AssertionError(f"no line starting {prefix!r}: {lines}")
+    while "leaf1-eth1" not in subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
+                                             text=True).stdout:
+        assert time.monotonic() < deadline, "no link appeared"
+        time.sleep(0.01)
+
+
+def wait_until_moving(intf="leaf1-eth1", nbytes=1 << 20, timeout=120):
+    """Until a server's link has carried `nbytes` more: a collective is
+    under way (the latency probe alone moves 10 kB a second)."""
+    def tx():
+        return int(open(f"/sys/class/net/{intf}/statistics/tx_bytes").read())
+    start, deadline = tx(), time.monotonic() + timeout
+    while tx() - start < nbytes:
+        assert time.monotonic() < deadline, "no collective traffic"
+        time.sleep(0.01)
 
 
 BIG = str(TOPOLOGIES / "leaf-spine-4x8.yaml")
 
+# when to interrupt: after a line on stdout, once the build has begun, or
+# once a collective moves data
+IN_THE_CLI = ("stdout", "reach")
+STARTING = ("stdout", "fabric")
+BUILDING = ("building", None)
+IN_A_COLLECTIVE = ("moving", "reach")
 
-@pytest.mark.parametrize("signals,args,after,delay", [
-    ([signal.SIGTERM], ["--cli", "--no-traffic"], "reach", 1),
-    ([signal.SIGINT], ["-b", "2M", "-e", "2M", "-n", "20"], "reach", 1.5),
-    ([signal.SIGINT], ["--no-traffic"], "fabric", 0),
-    ([signal.SIGTERM], ["--no-traffic", BIG], "fabric", 1.5),
-    ([signal.SIGINT, signal.SIGINT, signal.SIGTERM], ["--no-traffic", BIG], "fabric", 2),
+
+def wait_for_moment(proc, moment):
+    where, text = moment
+    if where == "building":
+        wait_until_building()
+    elif where == "moving":
+        wait_for(proc, proc.stdout, text)
+        wait_until_moving()
+    else:
+        wait_for(proc, getattr(proc, where), text)
+
+
+@pytest.mark.parametrize("signals,args,moment", [
+    ([signal.SIGTERM], ["--cli", "--no-traffic"], IN_THE_CLI),
+    ([signal.SIGINT], ["-b", "2M", "-e", "2M", "-n", "20"], IN_A_COLLECTIVE),
+    ([signal.SIGINT], ["--no-traffic"], STARTING),
+    ([signal.SIGTERM], ["--no-traffic", BIG], BUILDING),
+    ([signal.SIGINT, signal.SIGINT, signal.SIGTERM], ["--no-traffic", BIG], BUILDING),
 ], ids=["sigterm-in-the-cli", "ctrl-c-during-a-collective", "ctrl-c-while-starting",
         "sigterm-while-mininet-builds", "ctrl-c-ctrl-c-sigterm-while-building"])
-def test_interruption_tears_down_everything(tmp_path, clean_host, signals, args, after, delay):
+def test_interruption_tears_down_everything(tmp_path, clean_host, signals, args, moment):
     proc = start(*args, "--results", str(tmp_path))
     try:
-        wait_for_line(proc, after)
-        time.sleep(delay)              # in the CLI, in iperf3, or mid-build
+        wait_for_moment(proc, moment)
         for sig in signals:
             proc.send_signal(sig)
             time.sleep(0.05)
@@ -97,15 +140,14 @@ def test_interruption_tears_down_everything(tmp_path, clean_host, signals, args,
     assert "interrupted" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("args,after,delay", [
-    (["--cli", "--no-traffic"], "reach", 0),
-    (["--no-traffic", BIG], "fabric", 1.5),
+@pytest.mark.parametrize("args,moment", [
+    (["--cli", "--no-traffic"], IN_THE_CLI),
+    (["--no-traffic", BIG], BUILDING),
 ], ids=["killed-when-ready", "killed-mid-build"])
-def test_cleanup_removes_what_a_killed_lab_left(tmp_path, args, after, delay):
+def test_cleanup_removes_what_a_killed_lab_left(tmp_path, args, moment):
     before = host_state()
     proc = start(*args, "--results", str(tmp_path))
-    wait_for_line(proc, after)
-    time.sleep(delay)
+    wait_for_moment(proc, moment)
     proc.kill()
     proc.communicate(timeout=30)
     assert host_state() != before, "a SIGKILLed lab should have left something"

@@ -30,7 +30,9 @@ class RankAgents(AgentProcesses, Engine):
                    "count": job.count, "root": job.root,
                    "piece": max(1, job.piece_bytes // TYPE_SIZE),
                    "channels": job.channels, "local": job.local})
-        self.collect("setup_done")
+        # no agent reports until its peers connected, and every agent builds
+        # the whole schedule first: on a slow host, 256 of them take minutes
+        self.collect("setup_done", timeout=60 + 2 * self.n)
 
     def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:
         # every agent starts at the same moment, a little ahead, so writing

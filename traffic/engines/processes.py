@@ -45,17 +45,23 @@ class AgentProcesses:
                 raise CheckError(f"the rank {rank} agent ({self.ranks[rank]}) is gone") from None
 
     def collect(self, event: str, timeout: float = None) -> List[dict]:
-        """One `event` line from every process; an error line from any is raised."""
+        """One `event` line from every process; an error line from any is raised.
+        `timeout` bounds the wait for the next reply, not for all of them: a
+        slow host that brings up 256 agents one after another still gets
+        there, a stuck agent is still found."""
         replies: Dict[int, dict] = {}
-        deadline = time.monotonic() + (timeout or self.timeout)
+        patience = timeout or self.timeout
+        deadline = time.monotonic() + patience
         while len(replies) < self.n:
             left = deadline - time.monotonic()
             if left <= 0:
                 late = [self.ranks[r] for r in range(self.n) if r not in replies]
                 raise CheckError(f"agents on {', '.join(late[:4])} did not report "
-                                 f"'{event}' within {timeout or self.timeout:.0f} s")
+                                 f"'{event}' ({len(replies)} of {self.n} did; none for "
+                                 f"{patience:.0f} s)")
             for key, _ in self.selector.select(timeout=left):
                 replies[key.data] = self._read(key)
+                deadline = time.monotonic() + patience
         return [replies[r] for r in range(self.n)]
 
     def _read(self, key) -> dict:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import List
 
 from lab.processes import stop_process
@@ -60,11 +61,25 @@ class Prober:
                                     "--port", str(PROBE_PORT), "--interval", str(interval)],
                               text=True)
         self.samples: List[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self):
         for line in self.ping.stdout:
             self.samples.append(json.loads(line))
+
+    def wait_first_reply(self, timeout: float = 30.0) -> bool:
+        """Wait until a probe has come back (the processes have started and
+        ARP is resolved, however slow the host): an idle window measured
+        from then holds samples. False if none came back in `timeout`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any("rtt" in s for s in list(self.samples)):
+                return True
+            if self.ping.poll() is not None:
+                return False
+            time.sleep(0.02)
+        return False
 
     def between(self, t0: float, t1: float) -> List[dict]:
         return [s for s in list(self.samples) if t0 <= s["t"] <= t1]
@@ -76,5 +91,13 @@ class Prober:
         return out
 
     def stop(self) -> None:
-        for proc in (self.ping, self.echo):
-            stop_process(proc, grace=5)
+        """Stop the pinger, read what it wrote to the end, then stop the echo."""
+        if self.ping.poll() is None:
+            self.ping.terminate()
+        try:
+            self.ping.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        self._reader.join(timeout=5)
+        stop_process(self.ping, grace=1, ask=False)
+        stop_process(self.echo, grace=5)

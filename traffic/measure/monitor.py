@@ -73,10 +73,11 @@ class Monitor:
         s["queues"] = _queues()
         return s
 
-    def wait_past(self, t: float, timeout: float = 3.0) -> None:
-        """Wait until a sample taken after `t` exists, so a window ending at t is whole."""
+    def wait_past(self, t: float, timeout: float = 30.0) -> None:
+        """Wait until a sample read wholly after `t` exists, so a window
+        ending at t is whole (a busy host may delay the sampling thread)."""
         deadline = time.monotonic() + timeout
-        while self.samples[-1]["t"] < t and time.monotonic() < deadline:
+        while _began(self.samples[-1]) < t and time.monotonic() < deadline:
             time.sleep(self.interval / 4)
 
     def start(self) -> "Monitor":
@@ -98,12 +99,21 @@ class Monitor:
     def window(self, t0: float, t1: float) -> dict:
         """Everything measured from the last sample at or before t0 to the
         first at or after t1."""
-        first = max((s for s in self.samples if s["t"] <= t0), key=lambda s: s["t"],
+        first = max((s for s in self.samples if _ended(s) <= t0), key=lambda s: s["t"],
                     default=self.samples[0])
-        last = min((s for s in self.samples if s["t"] >= t1), key=lambda s: s["t"],
+        last = min((s for s in self.samples if _began(s) >= t1), key=lambda s: s["t"],
                    default=self.samples[-1])
         span = [s for s in self.samples if first["t"] <= s["t"] <= last["t"]]
         return summarise(self, span)
+
+
+def _began(sample: dict) -> float:
+    """When the sample's counters started being read."""
+    return sample["t"] - sample.get("t_err", 0.0)
+
+
+def _ended(sample: dict) -> float:
+    return sample["t"] + sample.get("t_err", 0.0)
 
 
 def _utilisation(sent: int, step: float, skew: float, rate_mbit: float, mtu: int) -> float:

@@ -37,6 +37,9 @@ from traffic.programs.jsonlines import serve
 
 HEADER = struct.Struct("!IIII")          # iteration, sequence number, elements, sender rank
 HELLO = struct.Struct("!II")             # rank, channel
+# peers connect once they have built their schedules: on a slow host with 256
+# ranks that is minutes; the lab's own wait for setup_done fails first if stuck
+CONNECT_WAIT_S = 600
 
 
 def recv_exact(sock: socket.socket, n: int) -> memoryview:
@@ -128,17 +131,18 @@ class Agent:
             for ch in range(channels):
                 if peer > self.rank and (peer, ch) not in self.conns:
                     self.conns[(peer, ch)] = Connection(self._connect(peer, ch), self.inbox)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + CONNECT_WAIT_S
         with self.arrivals:
             while not all((p, c) in self.conns for p in peers for c in range(channels)):
                 if not self.arrivals.wait(timeout=max(0.0, deadline - time.monotonic())):
                     missing = sorted({p for p in peers for c in range(channels)
                                       if (p, c) not in self.conns})
-                    raise ConnectionError(f"ranks {missing} did not connect within 30 s")
+                    raise ConnectionError(f"ranks {missing} did not connect within "
+                                          f"{CONNECT_WAIT_S} s")
         return len(peers) * channels
 
     def _connect(self, peer, channel):
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + CONNECT_WAIT_S
         while True:
             try:
                 sock = socket.create_connection((self.addresses[peer], self.port), timeout=5)

@@ -32,19 +32,21 @@ def send_udp(dst: str, dport: int, sports, packets: int, size: int, pps: float) 
         s.bind(("0.0.0.0", sport))
         socks.append(s)
     payload = b"\x00" * size
-    gap = 1.0 / pps if pps else 0.0
+    # a round's packets spread evenly over the round, not in one burst that
+    # a short queue would drop whatever the average rate
+    gap = 1.0 / pps / len(socks) if pps else 0.0
     sent, start = 0, time.monotonic()
     for i in range(packets):
-        for s in socks:
+        for k, s in enumerate(socks):
             try:
                 s.sendto(payload, (dst, dport))
                 sent += 1
             except OSError:        # an ICMP port-unreachable reported back: harmless
                 pass
-        if gap:
-            delay = start + (i + 1) * gap - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            if gap:
+                delay = start + (i * len(socks) + k + 1) * gap - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
     return {"proto": "udp", "flows": len(socks), "packets_sent": sent,
             "seconds": round(time.monotonic() - start, 3)}
 
@@ -120,7 +122,9 @@ def main(argv=None) -> int:
         q.add_argument("--sports", type=port_range, default=port_range("40000:40015"))
     u.add_argument("--packets", type=int, default=100, help="packets per flow")
     u.add_argument("--size", type=int, default=1000, help="UDP payload bytes")
-    u.add_argument("--pps", type=float, default=0, help="rounds per second (0: as fast as possible)")
+    u.add_argument("--pps", type=float, default=0,
+                   help="rounds per second, a packet per flow each, spread over the round "
+                        "(0: as fast as possible)")
     t.add_argument("--bytes", type=int, default=1 << 20, help="bytes per flow")
     k = sub.add_parser("sink")
     k.add_argument("--port", type=int, default=5001)

@@ -18,10 +18,10 @@ from planner.costmodel import NVLINK_GBPS, predict_allreduce
 from planner.designs import plan
 from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
+from topologies.errors import OneLineParser
 from topologies.schema import shown
 
 
-MESSAGE_MAX = 200
 PATH_SHOWN = 64             # characters of a path a message quotes
 FROM_FABRIC = {"gpus_per_server": "its GPUs per server", "nics_per_server": "its NICs per server",
                "link_gbps": "its NIC link rate", "intra_gbps": "its NVLink-class rate"}
@@ -30,21 +30,11 @@ DEFAULTS = {"radix": 64, "gpus_per_server": 8, "link_gbps": 400.0, "oversubscrip
             "alpha_us": 5.0, "intra_gbps": NVLINK_GBPS}     # NICs: one per GPU
 
 
-class _Parser(argparse.ArgumentParser):
-    """Bad flags raise PlanError (one line, printable, short, status 2)
-    instead of argparse's usage-and-exit."""
+class _Parser(OneLineParser):
+    """Bad flags raise PlanError (one line, status 2) instead of argparse's
+    usage-and-exit."""
 
-    def error(self, message):
-        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                       for c in message[:MESSAGE_MAX * 4])
-        raise PlanError(text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX - 3] + "...")
-
-    def parse_args(self, args=None, namespace=None):
-        known, extra = self.parse_known_args(args, namespace)
-        if extra:
-            more = f" and {len(extra) - 1} more" if len(extra) > 1 else ""
-            self.error(f"unrecognised argument {shown(extra[0])}{more}; see --help")
-        return known
+    error_class = PlanError
 
 
 def _cli_number(kind):

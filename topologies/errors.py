@@ -6,6 +6,7 @@ screenful, a traceback or an escape sequence that drives the terminal.
 
 from __future__ import annotations
 
+import argparse
 import re
 from typing import Any
 
@@ -92,3 +93,24 @@ def _brief_container(value, limit: int) -> str:
         opening, closing = "[", "]"
     more = ", ..." if len(value) > 3 else ""
     return (opening + ", ".join(items) + more + closing)[:limit]
+
+
+MESSAGE_MAX = 200          # an argparse message quoting what the user typed
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose mistakes raise `error_class` (one line, printable, at
+    most MESSAGE_MAX characters) instead of printing the usage and exiting;
+    an unknown argument is one of those mistakes, shown shortened."""
+
+    error_class = ValueError
+
+    def error(self, message):
+        raise self.error_class(printable(message, MESSAGE_MAX))
+
+    def parse_args(self, args=None, namespace=None):
+        known, extra = self.parse_known_args(args, namespace)
+        if extra:
+            more = f" and {len(extra) - 1} more" if len(extra) > 1 else ""
+            self.error(f"unrecognised argument {shown(extra[0])}{more}; see --help")
+        return known

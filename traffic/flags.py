@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import List, Optional
 
+from topologies.errors import OneLineParser
 from topologies.schema import POLICIES, choice, integer, shown
 from traffic import registry
 from traffic.experiment import FLAGS, SCHEMA
@@ -19,7 +20,6 @@ from traffic.experiment import FLAGS, SCHEMA
 DATAPATHS = ("auto", "kernel", "user")
 SECONDS = (1, 600)          # --seconds: the iperf3 check, up to ten minutes
 STREAMS = (1, 128)          # --streams: iperf3's own limit on -P
-MESSAGE_MAX = 200           # an argparse message quoting what the user typed
 COLLECTIVE_FLAGS = tuple(FLAGS) + ("compare",)
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 
@@ -28,21 +28,11 @@ class FlagError(ValueError):
     """A bad flag or combination of flags: one sentence naming the flag."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose mistakes raise FlagError (one line, printable, short)
-    instead of printing the usage and exiting."""
+class _Parser(OneLineParser):
+    """Bad flags raise FlagError (one line, status 2) instead of argparse's
+    usage-and-exit."""
 
-    def error(self, message):
-        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                       for c in message[:MESSAGE_MAX * 4])
-        raise FlagError(text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX - 3] + "...")
-
-    def parse_args(self, args=None, namespace=None):
-        known, extra = self.parse_known_args(args, namespace)
-        if extra:
-            more = f" and {len(extra) - 1} more" if len(extra) > 1 else ""
-            self.error(f"unrecognised argument {shown(extra[0])}{more}; see --help")
-        return known
+    error_class = FlagError
 
 
 def _checked(validate, parse=str, what=None):

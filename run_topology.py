@@ -51,6 +51,7 @@ try:
     from topologies.schema import shown
     from traffic import flags
     from traffic.experiment import FIELDS, experiment_from
+    from traffic.registry import ENGINES
     from traffic.report import console
 except ImportError as exc:  # pragma: no cover - only without the environment
     sys.exit(f"error: {exc.name} is not installed: run `sudo scripts/lab setup` first")
@@ -111,6 +112,10 @@ def _main(argv) -> int:
         print(f"note: {note}", file=sys.stdout if args.check else sys.stderr)
     if args.check:
         return _check(fabric, exp, args)          # its summary lists the warnings
+    if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
+        from traffic.sim.sweep import simulated_run
+        return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
+                             args.csv, _progress(args.json))
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)

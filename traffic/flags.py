@@ -220,6 +220,15 @@ def refusal(args) -> Optional[str]:
         if ignored:
             return (f"--no-traffic replays nothing, so {NAMES[ignored[0]]} would do nothing: "
                     "use one of them")
+    if getattr(args, "engine", None) == "sim":
+        builds = [key for key in ("cli", "iperf_check", "no_traffic", "calibrate", "datapath")
+                  if key in given]
+        if builds:
+            return (f"--engine sim simulates and builds no network, so {NAMES[builds[0]]} has "
+                    "nothing to work on: leave out one of them")
+        if args.policy == "stp":
+            return ("--engine sim routes as the controller does (ecmp or single-path); "
+                    "spanning tree is only emulated")
     for key in ("seconds", "streams"):
         if key in given and not args.iperf_check:
             return (f"--{key} sets the iperf3 check, which only --iperf-check runs: add "

@@ -44,6 +44,9 @@ ENGINES: Dict[str, EngineInfo] = {
                          "the same transfers as iperf3 flows", False, True),
     "scapy": EngineInfo("traffic.engines.scapy", "RoceAgents", "as RoCEv2 packets",
                         False, True, max_ranks=256),
+    "sim": EngineInfo("traffic.engines.sim", "SimEngine",
+                      "flow-level simulation on the fabric graph: no network, no root",
+                      False, False),
 }
 
 

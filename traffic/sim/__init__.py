@@ -1,0 +1,10 @@
+"""The flow-level simulator: the same schedules on the same fabric graph and
+routes the controller computes, with no network built and no root needed.
+
+- network.py: where a flow goes (the controller's plan, ECMP hashed per
+  switch and flow with a seed) and the directed links it crosses;
+- fairness.py: max-min fair rates of the flows sharing links (progressive
+  filling);
+- replay.py: a schedule replayed as connections moving pieces, each released
+  when its dependencies are met, event by event.
+"""

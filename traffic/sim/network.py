@@ -1,0 +1,98 @@
+"""Where a flow goes: the directed links between two endpoints, as the lab's
+switches would forward it.
+
+The plan is the controller's own (controller/routes.py `compute_plan`): per
+switch and destination, an output port or a select group of equal-cost
+ports. A group picks its bucket by a hash of the flow and of the switch (each
+switch hashes with its own basis, as the lab's do), seeded: the same seed,
+the same paths; another seed, another draw of ECMP collisions. A multi-GPU
+server's GPU reaches a GPU of the same server over its NVSwitch, and the
+network through its PCIe switch and its NIC, as in the lab.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+from controller.routes import compute_plan
+from topologies.fabric import Fabric
+
+Hop = Tuple[str, str]           # a directed link: (from node, to node interface name)
+
+
+@dataclass(frozen=True)
+class DirectedLink:
+    """One direction of a link: what leaves `intf` (the sending end)."""
+    intf: str                   # the sending end's interface, e.g. "leaf1-eth3"
+    src: str
+    dst: str
+    kind: str
+    rate_bps: float             # bits per second
+    delay_s: float
+
+
+class Network:
+    """The fabric's directed links and the route of any flow across them."""
+
+    def __init__(self, fabric: Fabric, seed: int = 0):
+        self.fabric, self.seed = fabric, seed
+        self.plan = compute_plan(fabric)
+        self.links: Dict[str, DirectedLink] = {}
+        self.port_to: Dict[Tuple[str, int], DirectedLink] = {}   # (node, port) -> link out of it
+        for link in fabric.links:
+            rate, delay = link.spec.rate_mbit * 1e6, link.spec.delay_ms / 1e3
+            for a, ap, b, bp in ((link.a, link.a_port, link.b, link.b_port),
+                                 (link.b, link.b_port, link.a, link.a_port)):
+                d = DirectedLink(f"{a}-eth{ap}", a, b, link.kind, rate, delay)
+                self.links[d.intf] = d
+                self.port_to[(a, ap)] = d
+        self.endpoints = {h.name: h for h in fabric.endpoints}
+        self._cache: Dict[Tuple[str, str, int], List[DirectedLink]] = {}
+
+    def path(self, src: str, dst: str, flow: int = 0) -> List[DirectedLink]:
+        """The directed links a flow from endpoint `src` to endpoint `dst`
+        crosses; `flow` tells apart flows between the same pair (their source
+        ports: connections, channels), which ECMP may send different ways."""
+        key = (src, dst, flow)
+        if key not in self._cache:
+            self._cache[key] = self._walk(src, dst, flow)
+        return self._cache[key]
+
+    def _walk(self, src: str, dst: str, flow: int) -> List[DirectedLink]:
+        a, b = self.endpoints[src], self.endpoints[dst]
+        if a.box and a.box == b.box and a.nvswitch:          # same server: NVLink
+            return [self._out_of_endpoint(a, nvlink=True),
+                    self.port_to[(a.nvswitch, b.nv_port)]]
+        hops = [self._out_of_endpoint(a)]
+        if a.node:                                          # GPU -> PCIe switch -> NIC
+            hops.append(self.port_to[(a.node, self.plan[a.node].uplinks[a.node_port])])
+        node = hops[-1].dst
+        for _ in range(64):
+            if node == b.name:
+                return hops
+            if node == b.node:
+                hops.append(self.port_to[(node, b.node_port)])
+            else:
+                hops.append(self._forward(node, b.ip, src, dst, flow))
+            node = hops[-1].dst
+        raise RuntimeError(f"no route from {src} to {dst} (a loop?)")
+
+    def _out_of_endpoint(self, h, nvlink: bool = False) -> DirectedLink:
+        wanted = f"{h.name}-eth1" if nvlink else f"{h.name}-eth0"
+        return self.links[wanted]
+
+    def _forward(self, switch: str, ip: str, src: str, dst: str, flow: int) -> DirectedLink:
+        kind, target = self.plan[switch].routes[ip]
+        if kind == "output":
+            return self.port_to[(switch, target)]
+        ports = self.plan[switch].groups[target]
+        return self.port_to[(switch, ports[self.bucket(switch, src, dst, flow, len(ports))])]
+
+    def bucket(self, switch: str, src: str, dst: str, flow: int, n: int) -> int:
+        """The select group's choice: a hash of the flow, the switch (its own
+        basis) and the seed."""
+        digest = hashlib.blake2b(f"{self.seed}|{switch}|{src}|{dst}|{flow}".encode(),
+                                 digest_size=8).digest()
+        return int.from_bytes(digest, "big") % n

@@ -70,11 +70,13 @@ def run_experiment(lab, exp: Experiment, results: Path,
         idle, alpha = _idle_latency(prober, exp, progress)
         cross = CrossTraffic(lab, *exp.cross) if exp.cross else None
         engine = make_engine(exp.engine, fabric, ranks, lab)
+        twin = _simulated_twin(fabric, ranks, probe, alpha)
         sizes = M.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
         for k, size in enumerate(sizes):
             label = f"[{k + 1}/{len(sizes)}] {exp.collective}"
             record, timeline_ = _one_size(engine, exp, model, alpha, size, label,
                                           k == len(sizes) - 1, monitor, prober, progress)
+            _beside_the_simulation(record, twin, exp, model)
             runs.append(record)
             timeline = timeline_ or timeline
     finally:
@@ -142,6 +144,33 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
     record["payload_bytes"] = {k: v * exp.iters for k, v in split.items()}
     record["wire_bytes"] = wire_split(monitor.fabric, record["links"])
     return record, timeline
+
+
+def _simulated_twin(fabric, ranks, probe, alpha: float):
+    """The simulator on this fabric with the lab's own parameters: its rates
+    and MTU, and the measured idle latency spread over the probe path's hops."""
+    from traffic.engines.sim import SimEngine
+    twin = SimEngine(fabric, ranks)
+    twin.hop_latency_s = alpha / len(twin.network.path(probe[0], probe[1]))
+    return twin
+
+
+def _beside_the_simulation(record: dict, twin, exp: Experiment, model: Model) -> None:
+    """The simulated time of the size that ran, and measured over simulated
+    (None, with the reason, if the simulation failed: a comparison is never
+    worth the run)."""
+    try:
+        twin.prepare(Job(exp.collective, exp.algorithm, record["elements"], exp.root,
+                         exp.piece_bytes, exp.channels, model.local))
+        simulated = twin.iterate(0, 0)["seconds"]
+    except Exception as exc:          # noqa: BLE001
+        record["simulated_s"] = record["measured_over_simulated"] = None
+        record["simulation_error"] = f"{type(exc).__name__}: {exc}"
+        return
+    finally:
+        twin.close()
+    record["simulated_s"] = simulated
+    record["measured_over_simulated"] = record["time_s"] / simulated if simulated else None
 
 
 def _uplink_bytes(fabric, monitor: Monitor) -> dict:

@@ -33,6 +33,9 @@ def test_default_fabric_end_to_end(tmp_path, clean_host):
         assert all({"tx_bytes", "drops", "peak_util"} <= set(l) for l in r["links"].values())
     verdict = result["fidelity"]                 # a verdict, and advice when it is bad
     assert verdict["trustworthy"] in (True, False) and (verdict["trustworthy"] or verdict["advice"])
+    for r in runs:                               # the simulator beside every size
+        assert r["simulated_s"] > 0 and r["measured_over_simulated"] == pytest.approx(
+            r["time_s"] / r["simulated_s"])
     for r in runs:                               # no link faster than its rate, unless flagged
         assert r["busbw_over_link"] <= 1.0 or "over-rate" in r["flags"], r["size_bytes"]
         assert max(l["peak_util"] for l in r["links"].values()) <= 1.0, r["size_bytes"]

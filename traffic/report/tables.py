@@ -40,7 +40,7 @@ def fabric_table(result: dict, link_rate_mbit: float) -> str:
     idle = result["idle_latency"]
     lines = [f"# Fabric during each size (latency probe {result['probe'][0]} -> {result['probe'][1]}; "
              f"idle p50 {_num(idle['p50_us'], '.0f')} us, p99 {_num(idle['p99_us'], '.0f')} us)",
-             "#       size  busbw/link  meas/pred  peak util  max queue  drops  ECMP max/mean"
+             "#       size  busbw/link  meas/pred  meas/sim  peak util  max queue  drops  ECMP max/mean"
              "  lat p50  lat p99  lat max   CPU  note"]
     for r in result["runs"]:
         links = r["links"].values()
@@ -50,7 +50,8 @@ def fabric_table(result: dict, link_rate_mbit: float) -> str:
         imb = max(r["ecmp_imbalance"].values(), default=float("nan"))
         lat = r["latency"]
         lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
-                     f"{_num(r['measured_over_predicted'], '9.2f')}  {peak:9.0%}  "
+                     f"{_num(r['measured_over_predicted'], '9.2f')}  "
+                     f"{_num(r.get('measured_over_simulated'), '8.2f')}  {peak:9.0%}  "
                      f"{queue / 1024:7.0f} KB  {drops:5d}  {_num(imb, '13.2f')}  "
                      f"{_num(lat['p50_us'], '7.0f')}  {_num(lat['p99_us'], '7.0f')}  "
                      f"{_num(lat['max_us'], '7.0f')}  {r['cpu_busy_pct']:3.0f}%  "
@@ -81,7 +82,8 @@ def _verdict_line(verdict: dict) -> str:
 
 CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count", "type", "redop",
               "root", "time_s", "algbw_gbps", "busbw_gbps", "wrong", "predicted_s",
-              "measured_over_predicted", "lat_p50_us", "lat_p99_us", "lat_max_us",
+              "measured_over_predicted", "simulated_s", "measured_over_simulated",
+              "lat_p50_us", "lat_p99_us", "lat_max_us",
               "peak_util", "drops", "ecmp_imbalance_max", "cpu_busy_pct",
               "payload_intra_node_bytes", "payload_inter_node_bytes",
               "wire_intra_node_bytes", "wire_network_to_servers_bytes", "flags"]

@@ -162,7 +162,8 @@ def _beside_the_simulation(record: dict, twin, exp: Experiment, model: Model) ->
     try:
         twin.prepare(Job(exp.collective, exp.algorithm, record["elements"], exp.root,
                          exp.piece_bytes, exp.channels, model.local))
-        simulated = twin.iterate(0, 0)["seconds"]
+        out = twin.iterate(0, 0)
+        simulated = out["seconds"]
     except Exception as exc:          # noqa: BLE001
         record["simulated_s"] = record["measured_over_simulated"] = None
         record["simulation_error"] = f"{type(exc).__name__}: {exc}"
@@ -171,6 +172,10 @@ def _beside_the_simulation(record: dict, twin, exp: Experiment, model: Model) ->
         twin.close()
     record["simulated_s"] = simulated
     record["measured_over_simulated"] = record["time_s"] / simulated if simulated else None
+    # per monitored link, what one iteration moved in the simulation (the
+    # measured tx_bytes are over all timed iterations)
+    record["simulated_link_bytes"] = {intf: round(out["link_bytes"].get(intf, 0.0))
+                                      for intf in record["links"]}
 
 
 def _uplink_bytes(fabric, monitor: Monitor) -> dict:

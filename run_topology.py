@@ -115,7 +115,7 @@ def _main(argv) -> int:
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
         from traffic.sim.sweep import simulated_run
         return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
-                             args.csv, _progress(args.json))
+                             args.csv, _progress(args.json), args.compare)
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)

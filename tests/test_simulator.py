@@ -147,12 +147,14 @@ def test_run_topology_simulates_without_root_or_a_network(tmp_path):
     import sys
     from tests.helpers import REPO
     proc = subprocess.run([sys.executable, str(REPO / "run_topology.py"), "--engine", "sim",
-                           "-b", "64K", "-e", "256K", "--json", "--results", str(tmp_path)],
+                           "-b", "64K", "-e", "256K", "--compare", "rhd", "--json",
+                           "--results", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     runs = summary["collectives"]["runs"]
     assert [r["size_bytes"] for r in runs] == [65536, 262144]
     assert all(r["engine"] == "sim" and r["wrong"] is None for r in runs)
+    assert [r["algorithm"] for r in summary["compared"]["rhd"]["runs"]] == ["rhd", "rhd"]
     folder = tmp_path / summary["results"].rsplit("/", 1)[1]
     assert {"summary.json", "results.csv", "busbw.png"} <= {p.name for p in folder.iterdir()}

@@ -130,32 +130,57 @@ def sim_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def simulated_run(fabric, exp: Experiment, run_dir, as_json: bool, csv_path,
-                  progress: Callable[[str], None]) -> int:
-    """run_topology.py with a simulating engine: the sweep, its tables (or the
-    summary as JSON), results.csv, summary.json and the figures in `run_dir`."""
+def simulated_run(fabric, exp: Experiment, run_dir, as_json: bool, csv_path, progress,
+                  compare=()) -> int:
+    """run_topology.py with a simulating engine: the sweep (and one per
+    algorithm in `compare`), its tables (or the summary as JSON),
+    results.csv, summary.json and the figures in `run_dir`."""
     import json
+    from dataclasses import replace
 
-    from traffic.report.figures import write_figures
-    from traffic.report.tables import csv_text, nccl_table
-    result = simulate_experiment(fabric, exp, progress=progress)
+    from traffic.report.tables import csv_text
+    results = {exp.algorithm: simulate_experiment(fabric, exp, progress=progress)}
+    for algorithm in compare:
+        results[algorithm] = simulate_experiment(fabric, replace(exp, algorithm=algorithm),
+                                                 progress=progress)
+    result = results[exp.algorithm]
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "results.csv").write_text(csv_text(result))
+    rows = "".join(csv_text(r) if i == 0 else csv_text(r).split("\n", 1)[1]
+                   for i, r in enumerate(results.values()))
+    (run_dir / "results.csv").write_text(rows)
     if csv_path:
-        csv_path.write_text(csv_text(result))
-    try:
-        result["figures"] = [p.name for p in write_figures(fabric, result, run_dir)]
-    except Exception as exc:          # noqa: BLE001 (a picture is never worth the run)
-        result["figures"], result["figures_error"] = [], f"{type(exc).__name__}: {exc}"
+        csv_path.write_text(rows)
+    result["figures"] = _figures(fabric, results, run_dir)
     summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
                "policy": fabric.policy, "warnings": list(fabric.warnings),
                "results": str(run_dir), "collectives": result}
+    if compare:
+        summary["compared"] = {a: r for a, r in results.items() if a != exp.algorithm}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if as_json:
         print(json.dumps(summary, indent=1))
-        return 0
-    print(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
-    print(nccl_table(result, result["link_rate_mbit"]))
-    print(sim_table(result))
-    print(f"figures  {', '.join(result['figures']) or 'none'}; results in {run_dir}")
+    else:
+        _print(fabric, results, result["figures"], run_dir)
     return 0
+
+
+def _figures(fabric, results: dict, run_dir) -> list:
+    from traffic.report.figures import write_figures
+    first = next(iter(results.values()))
+    curves = None if len(results) == 1 else {
+        f"{r['experiment']['collective']} ({alg})": [(x["size_bytes"], x["busbw_gbps"])
+                                                    for x in r["runs"]]
+        for alg, r in results.items()}
+    try:
+        return [p.name for p in write_figures(fabric, first, run_dir, curves)]
+    except Exception:                 # noqa: BLE001 (a picture is never worth the run)
+        return []
+
+
+def _print(fabric, results: dict, figures: list, run_dir) -> None:
+    from traffic.report.tables import nccl_table
+    print(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
+    for algorithm, result in results.items():
+        print(nccl_table(result, result["link_rate_mbit"]))
+        print(sim_table(result))
+    print(f"figures  {', '.join(figures) or 'none'}; results in {run_dir}")

@@ -158,3 +158,23 @@ def test_run_topology_simulates_without_root_or_a_network(tmp_path):
     assert [r["algorithm"] for r in summary["compared"]["rhd"]["runs"]] == ["rhd", "rhd"]
     folder = tmp_path / summary["results"].rsplit("/", 1)[1]
     assert {"summary.json", "results.csv", "busbw.png"} <= {p.name for p in folder.iterdir()}
+
+
+def test_beside_an_emulated_run_the_ecmp_draw_matching_its_counters_is_chosen():
+    from traffic.engines import Job
+    from traffic.sim.beside import Twin
+    fabric = leaf_spine(2, 2, 2, rate=20)
+    ranks = [h.name for h in fabric.endpoints]
+    job = Job("allreduce", "rhd", 1 << 16, channels=2)
+    sched = S.build("allreduce", "rhd", 4, 1 << 16, piece_elements=job.piece_bytes // 4)
+    # the "lab": paths drawn with seed 5, two timed iterations counted
+    lab = Replay(Network(fabric, seed=5), ranks, sched, 2, 1 / M.payload_share(fabric.mtu)).run()
+    record = {"time_s": lab.seconds, "links": {i: {"tx_bytes": 2 * b}
+                                               for i, b in lab.link_bytes.items()}}
+    Twin(fabric, ranks, 0.0).beside(record, job, iterations=2)
+    chosen = record["simulated_link_bytes"]
+    inter = [i for l in fabric.links if l.kind == "leaf_spine" for i in (l.a_intf, l.b_intf)]
+    assert all(chosen[i] == round(lab.link_bytes.get(i, 0)) for i in inter)
+    assert record["measured_over_simulated"] == pytest.approx(1.0)
+    spread = record["simulated_spread"]
+    assert spread["seeds"] > 1 and spread["min_s"] <= record["simulated_s"] <= spread["max_s"]

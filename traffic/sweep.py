@@ -26,6 +26,7 @@ from traffic.measure.background import CrossTraffic, Prober
 from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved, size_flags
 from traffic.measure.monitor import Monitor
 from traffic.registry import EQUAL_BLOCKS, REDUCING, ROOTED
+from traffic.sim.beside import Twin
 
 
 @dataclass
@@ -70,7 +71,7 @@ def run_experiment(lab, exp: Experiment, results: Path,
         idle, alpha = _idle_latency(prober, exp, progress)
         cross = CrossTraffic(lab, *exp.cross) if exp.cross else None
         engine = make_engine(exp.engine, fabric, ranks, lab)
-        twin = _simulated_twin(fabric, ranks, probe, alpha)
+        twin = Twin.for_lab(fabric, ranks, probe, alpha)
         sizes = M.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
         for k, size in enumerate(sizes):
             label = f"[{k + 1}/{len(sizes)}] {exp.collective}"
@@ -146,36 +147,16 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
     return record, timeline
 
 
-def _simulated_twin(fabric, ranks, probe, alpha: float):
-    """The simulator on this fabric with the lab's own parameters: its rates
-    and MTU, and the measured idle latency spread over the probe path's hops."""
-    from traffic.engines.sim import SimEngine
-    twin = SimEngine(fabric, ranks)
-    twin.hop_latency_s = alpha / len(twin.network.path(probe[0], probe[1]))
-    return twin
-
-
 def _beside_the_simulation(record: dict, twin, exp: Experiment, model: Model) -> None:
-    """The simulated time of the size that ran, and measured over simulated
-    (None, with the reason, if the simulation failed: a comparison is never
-    worth the run)."""
+    """The simulated time of the size that ran (traffic/sim/beside.py), and
+    measured over simulated; None, with the reason, if the simulation
+    failed: a comparison is never worth the run."""
     try:
-        twin.prepare(Job(exp.collective, exp.algorithm, record["elements"], exp.root,
-                         exp.piece_bytes, exp.channels, model.local))
-        out = twin.iterate(0, 0)
-        simulated = out["seconds"]
+        twin.beside(record, Job(exp.collective, exp.algorithm, record["elements"], exp.root,
+                                exp.piece_bytes, exp.channels, model.local), exp.iters)
     except Exception as exc:          # noqa: BLE001
         record["simulated_s"] = record["measured_over_simulated"] = None
         record["simulation_error"] = f"{type(exc).__name__}: {exc}"
-        return
-    finally:
-        twin.close()
-    record["simulated_s"] = simulated
-    record["measured_over_simulated"] = record["time_s"] / simulated if simulated else None
-    # per monitored link, what one iteration moved in the simulation (the
-    # measured tx_bytes are over all timed iterations)
-    record["simulated_link_bytes"] = {intf: round(out["link_bytes"].get(intf, 0.0))
-                                      for intf in record["links"]}
 
 
 def _uplink_bytes(fabric, monitor: Monitor) -> dict:

@@ -51,6 +51,11 @@ class Network:
         self.endpoints = {h.name: h for h in fabric.endpoints}
         self._cache: Dict[Tuple[str, str, int], List[DirectedLink]] = {}
 
+    def reseed(self, seed: int) -> None:
+        """Draw the ECMP choices again, with another seed."""
+        self.seed = seed
+        self._cache.clear()
+
     def path(self, src: str, dst: str, flow: int = 0) -> List[DirectedLink]:
         """The directed links a flow from endpoint `src` to endpoint `dst`
         crosses; `flow` tells apart flows between the same pair (their source

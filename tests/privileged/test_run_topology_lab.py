@@ -88,6 +88,18 @@ def wait_until_building(timeout=120):
         time.sleep(0.01)
 
 
+def wait_until_bridged(timeout=120):
+    """Until Open vSwitch holds the lab's bridges (Mininet makes them all at
+    once, after the links): what a SIGKILL leaves behind from here on. Before
+    that, a killed lab leaves nothing: its shells exit when their parent's
+    pipes close, and their namespaces take the links with them."""
+    deadline = time.monotonic() + timeout
+    while not subprocess.run(["ovs-vsctl", "list-br"], capture_output=True,
+                             text=True).stdout.strip():
+        assert time.monotonic() < deadline, "no bridge appeared"
+        time.sleep(0.01)
+
+
 def wait_until_moving(intf="leaf1-eth1", nbytes=1 << 20, timeout=120):
     """Until a server's link has carried `nbytes` more: a collective is
     under way (the latency probe alone moves 10 kB a second)."""
@@ -106,6 +118,7 @@ BIG = str(TOPOLOGIES / "leaf-spine-4x8.yaml")
 IN_THE_CLI = ("stdout", "reach")
 STARTING = ("stdout", "fabric")
 BUILDING = ("building", None)
+BRIDGED = ("bridged", None)
 IN_A_COLLECTIVE = ("moving", "reach")
 
 
@@ -113,6 +126,8 @@ def wait_for_moment(proc, moment):
     where, text = moment
     if where == "building":
         wait_until_building()
+    elif where == "bridged":
+        wait_until_bridged()
     elif where == "moving":
         wait_for(proc, proc.stdout, text)
         wait_until_moving()
@@ -145,7 +160,7 @@ def test_interruption_tears_down_everything(tmp_path, clean_host, signals, args,
 
 @pytest.mark.parametrize("args,moment", [
     (["--cli", "--no-traffic"], IN_THE_CLI),
-    (["--no-traffic", BIG], BUILDING),
+    (["--no-traffic", BIG], BRIDGED),
 ], ids=["killed-when-ready", "killed-mid-build"])
 def test_cleanup_removes_what_a_killed_lab_left(tmp_path, args, moment):
     before = host_state()

@@ -52,7 +52,10 @@ class Twin:
                         1 / M.payload_share(self.fabric.mtu), self.hop_latency_s)
         measured = {i: record["links"][i]["tx_bytes"] / iterations
                     for i in self.inter if i in record["links"]}
-        ecmp = sum(measured.values()) > 0 and any(p.groups for p in self.network.plan.values())
+        # ECMP decides only where the collective (not just the probe) crossed switches
+        total = sum(l["tx_bytes"] for l in record["links"].values()) / iterations
+        ecmp = (sum(measured.values()) > 0.05 * total
+                and any(p.groups for p in self.network.plan.values()))
         outcomes = self._draws(replay, SEEDS if ecmp else 1)
         seed, best = min(outcomes.items(), key=lambda kv: (_distance(kv[1][1], measured), kv[0]))
         times = sorted(t for t, _ in outcomes.values())

@@ -67,6 +67,11 @@ def test_a_size_faster_than_its_link_is_flagged_whatever_else():
     assert run(1 << 20, 1.0)["flags"] == []
 
 
+def test_on_multi_gpu_servers_busbw_counts_nvlink_and_may_pass_the_nic_rate():
+    flags = size_flags(2.5, 6, 1.0, 20, 9000, local=4)
+    assert "over-rate" not in flags["flags"]
+
+
 def test_a_size_whose_unpaid_frames_are_a_fifth_of_its_time_is_below_resolution():
     # 20 Mbit/s, MTU 9000: an idle bucket passes 2 x 9014 B = 7.2 ms unpaid per step
     unpaid = 6 * 2 * 9014 * 8 / 20e6

@@ -141,7 +141,7 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
     record = _run_record(exp, n, count, iters[exp.warmup:], predicted, model.rate,
                          monitor, prober)
     record.update(size_flags(record["busbw_over_link"], steps, predicted - alpha * steps,
-                             model.rate, monitor.fabric.mtu))
+                             model.rate, monitor.fabric.mtu, model.local))
     record["payload_bytes"] = {k: v * exp.iters for k, v in split.items()}
     record["wire_bytes"] = wire_split(monitor.fabric, record["links"])
     return record, timeline

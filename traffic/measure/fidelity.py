@@ -65,12 +65,15 @@ def mark_host_bound(verdict: dict, runs: List[dict]) -> dict:
 
 
 def size_flags(busbw_over_link: float, steps: int, serialisation_s: float,
-               rate_mbit: float, mtu: int) -> dict:
+               rate_mbit: float, mtu: int, local: int = 1) -> dict:
     """Whether one size's figures can be quoted: the flags (over-rate,
-    below-resolution) and the unpaid time they were judged by."""
+    below-resolution) and the unpaid time they were judged by. On servers of
+    several GPUs (`local` > 1) busbw counts NVLink bytes too and may exceed
+    the NIC's rate honestly, so only one-GPU servers are held to it (the
+    links' own utilisation is, everywhere)."""
     unpaid_s = steps * unpaid_bytes(rate_mbit, mtu) * 8 / (rate_mbit * 1e6)
     flags = []
-    if busbw_over_link > 1.0:
+    if busbw_over_link > 1.0 and local == 1:
         flags.append("over-rate")
     if unpaid_s > UNPAID_SHARE * serialisation_s:
         flags.append("below-resolution")

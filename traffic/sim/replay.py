@@ -52,6 +52,7 @@ class Replay:
                  channels: int = 1, wire_per_byte: float = 1.0, hop_latency_s: float = 0.0):
         self.net, self.ranks, self.sched = network, list(ranks), sched
         self.channels, self.wire_per_byte, self.hop_latency = channels, wire_per_byte, hop_latency_s
+        self.capacity = {intf: link.rate_bps for intf, link in network.links.items()}
         self.deps = {r: S.dependencies(ops) for r, ops in sched.items()}
         self.dependents = {r: [[] for _ in ops] for r, ops in sched.items()}
         for r, deps in self.deps.items():
@@ -181,8 +182,7 @@ class _State:
             self.arrived[(rank, i)] = self.now
 
     def _rates(self) -> None:
-        capacity = {intf: link.rate_bps for intf, link in self.r.net.links.items()}
-        rates = max_min_rates({key: c.path for key, c in self.active.items()}, capacity)
+        rates = max_min_rates({key: c.path for key, c in self.active.items()}, self.r.capacity)
         for key, conn in self.active.items():
             conn.rate = rates[key]
         self.changed = False

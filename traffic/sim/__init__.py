@@ -6,5 +6,8 @@ routes the controller computes, with no network built and no root needed.
 - fairness.py: max-min fair rates of the flows sharing links (progressive
   filling);
 - replay.py: a schedule replayed as connections moving pieces, each released
-  when its dependencies are met, event by event.
+  when its dependencies are met, event by event;
+- steps.py: the shortcut, step by step, for rank counts the replay cannot reach;
+- sweep.py, beside.py: a simulated sweep (--engine sim), and the simulation
+  beside every emulated run.
 """

@@ -27,6 +27,7 @@ AllToAll; SendRecv to the next rank.
 from __future__ import annotations
 
 import bisect
+import contextvars
 import numbers
 from dataclasses import dataclass, replace
 from typing import Dict, FrozenSet, List, Sequence, Tuple
@@ -43,7 +44,13 @@ def round_count(collective: str, n: int, count: int) -> int:
     return max(1, count)
 
 
-@dataclass(frozen=True)
+# False while a schedule is built for timing only (`build(..., data=False)`):
+# receives then carry no contributors, which at 1,024 ranks would hold
+# hundreds of millions of rank numbers
+_WITH_DATA = contextvars.ContextVar("with_data", default=True)
+
+
+@dataclass(frozen=True, slots=True)
 class Op:
     kind: str                    # "send" | "recv" | "copy"
     peer: int                    # the other rank (the rank itself for "copy")
@@ -76,7 +83,13 @@ def _send(peer, block, step, from_input=False):
 
 
 def _recv(peer, block, step, contributors, reduce=False, src_offset=None):
+    """`contributors`: a set, or a function giving it (called only when the
+    schedule carries data)."""
     offset, length = block
+    if not _WITH_DATA.get():
+        contributors = ()
+    elif callable(contributors):
+        contributors = contributors()
     return Op("recv", peer, offset, length, reduce=reduce, contributors=frozenset(contributors),
               src_offset=offset if src_offset is None else src_offset, step=step)
 
@@ -92,7 +105,7 @@ def _ring_reduce_scatter(n, count, sched, step0=0):
         for s in range(n - 1):
             sched[r].append(_send(nxt, blocks[(r - s - 1) % n], step0 + s))
             sched[r].append(_recv(prv, blocks[(r - s - 2) % n], step0 + s,
-                                  {(r - 1 - k) % n for k in range(s + 1)}, reduce=True))
+                                  lambda: {(r - 1 - k) % n for k in range(s + 1)}, reduce=True))
     return step0 + n - 1
 
 
@@ -140,7 +153,8 @@ def _group_reduce_scatter(group, region, sched, step0, holds):
         nxt, prv = group[(i + 1) % g], group[(i - 1) % g]
         for s in range(g - 1):
             sched[r].append(_send(nxt, blocks[(i - s - 1) % g], step0 + s))
-            held = set().union(*(holds(group[(i - 1 - k) % g]) for k in range(s + 1)))
+            def held():
+                return set().union(*(holds(group[(i - 1 - k) % g]) for k in range(s + 1)))
             sched[r].append(_recv(prv, blocks[(i - s - 2) % g], step0 + s, held, reduce=True))
     return blocks
 
@@ -335,17 +349,22 @@ def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
 
 
 def build(collective: str, algorithm: str, n: int, count: int, root: int = 0,
-          piece_elements: int = 0, local: int = 1) -> Schedule:
+          piece_elements: int = 0, local: int = 1, data: bool = True) -> Schedule:
     """The schedule of a collective, its operations split into pieces of at
     most `piece_elements` (0: unsplit). `local` is the GPUs per server (the
-    hierarchical algorithm's node size). ValueError, one sentence, for
+    hierarchical algorithm's node size). With `data` False the receives carry
+    no contributors (for timing: the simulator). ValueError, one sentence, for
     parameters no schedule can be built from (`check_params`)."""
     check_params(collective, algorithm, n, count, root, piece_elements, local)
-    if algorithm == "hierarchical":
-        sched = hierarchical_allreduce(n, count, local)
-    else:
-        fn = BUILDERS[(collective, algorithm)]
-        sched = fn(n, count, root) if collective in ROOTED else fn(n, count)
+    token = _WITH_DATA.set(data)
+    try:
+        if algorithm == "hierarchical":
+            sched = hierarchical_allreduce(n, count, local)
+        else:
+            fn = BUILDERS[(collective, algorithm)]
+            sched = fn(n, count, root) if collective in ROOTED else fn(n, count)
+    finally:
+        _WITH_DATA.reset(token)
     return chunked(sched, piece_elements) if piece_elements else sched
 
 

@@ -26,7 +26,7 @@ class SimEngine(Engine):
 
     def prepare(self, job: Job) -> None:
         sched = S.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
-                        max(1, job.piece_bytes // M.TYPE_SIZE), job.local)
+                        max(1, job.piece_bytes // M.TYPE_SIZE), job.local, data=False)
         self.replay = Replay(self.network, self.ranks, sched, job.channels,
                              1 / M.payload_share(self.fabric.mtu), self.hop_latency_s)
         self.last = None

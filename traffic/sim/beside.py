@@ -47,7 +47,7 @@ class Twin:
     def beside(self, record: dict, job, iterations: int) -> None:
         """Fill `record` (one emulated size) with the simulation beside it."""
         sched = S.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
-                        max(1, job.piece_bytes // M.TYPE_SIZE), job.local)
+                        max(1, job.piece_bytes // M.TYPE_SIZE), job.local, data=False)
         replay = Replay(self.network, self.ranks, sched, job.channels,
                         1 / M.payload_share(self.fabric.mtu), self.hop_latency_s)
         measured = {i: record["links"][i]["tx_bytes"] / iterations

@@ -75,6 +75,41 @@ def test_pieces_pipeline_a_chain_broadcast_to_about_s_over_b():
     assert pieces == pytest.approx(one_pass * (1 + 4 / 64))      # the pipe fills, then streams
 
 
+def test_a_64_rank_ring_over_two_channels_still_takes_the_closed_form():
+    # one message per step: the channels take turns, never share the uplink
+    n, hop = 64, 20e-6
+    fabric, count = one_switch(n), 1024 * n
+    out = replay(fabric, "allreduce", "ring", count, channels=2, hop=hop)
+    bits = count * 4 * 8
+    assert out.seconds == pytest.approx(2 * (n - 1) * (bits / n / (8 * MBIT) + 2 * hop), rel=1e-9)
+    # each server sends 2(n-1) blocks of S/n, once over its uplink
+    assert out.link_bytes["h1-eth0"] == pytest.approx(2 * (n - 1) * count * 4 / n, rel=1e-9)
+
+
+def test_a_64_rank_chain_streams_its_pieces_behind_the_first():
+    n, count, piece = 64, 64 * 1024, 1024
+    out = replay(one_switch(n), "broadcast", "ring", count, piece=piece)
+    one_pass = count * 4 * 8 / (8 * MBIT)
+    # the first piece crosses n - 1 hops, the other 63 follow it one by one
+    assert out.seconds == pytest.approx(one_pass * (1 + (n - 2) / (count // piece)), rel=1e-9)
+
+
+def test_a_flow_that_finishes_first_leaves_its_share_to_the_one_still_moving():
+    # h1 and h2 both send to h3: they halve its downlink until h1's S is
+    # through (2 S/B), then h2's remaining S runs at the full rate (3 S/B)
+    fabric, count = one_switch(3), 8192
+    ranks = [h.name for h in fabric.endpoints]
+    sched = {0: [S.Op("send", 2, 0, count)], 1: [S.Op("send", 2, 0, 2 * count)],
+             2: [S.Op("recv", 0, 0, count, contributors=frozenset({0}), step=0),
+                 S.Op("recv", 1, count, 2 * count, contributors=frozenset({1}), step=1)]}
+    out = Replay(Network(fabric), ranks, sched).run()
+    alone = count * 4 * 8 / (8 * MBIT)
+    ends = [e["end"] for e in out.busy if e["rank"] == 2]
+    assert ends == pytest.approx([2 * alone, 3 * alone], rel=1e-9)
+    assert out.seconds == pytest.approx(3 * alone, rel=1e-9)
+    assert out.link_bytes["leaf1-eth3"] == pytest.approx(3 * count * 4, rel=1e-9)
+
+
 def test_header_overhead_stretches_the_time_by_the_wire_factor():
     fabric = one_switch(4)
     wire = 1 / M.payload_share(1500)

@@ -23,8 +23,15 @@ def max_min_rates(flows: Mapping[Hashable, Iterable[str]],
         paths[f] = tuple(set(links))
         for link in paths[f]:
             users.setdefault(link, set()).add(f)
-    left = {link: float(capacity[link]) for link in users}
     rate: Dict[Hashable, float] = {f: float("inf") for f, p in paths.items() if not p}
+    # a flow alone on every link it crosses gets its slowest link at once
+    # (most flows of a ring step on a non-blocking fabric): no filling needed
+    for f, p in paths.items():
+        if p and all(len(users[link]) == 1 for link in p):
+            rate[f] = min(float(capacity[link]) for link in p)
+            for link in p:
+                del users[link]
+    left = {link: float(capacity[link]) for link in users}
     # the fair share each link could give its unfrozen flows, smallest first;
     # an entry is stale once the link's users or capacity changed since
     heap = [(left[link] / len(u), link) for link, u in users.items()]

@@ -39,25 +39,38 @@ def stepwise_seconds(network: Network, ranks, sched: S.Schedule, channels: int =
                 ch = sent[op.peer] % channels
                 sent[op.peer] += 1
                 steps[op.step][(r, op.peer, ch)] += op.length * TYPE_SIZE * wire_per_byte * 8
-    capacity = {intf: link.rate_bps for intf, link in network.links.items()}
     known: Dict[FrozenSet[Transfer], float] = {}
     total = 0.0
     for step in sorted(steps):
-        key = frozenset((s, d, c, b) for (s, d, c), b in steps[step].items())
+        key = frozenset((ranks[s], ranks[d], c, b) for (s, d, c), b in steps[step].items())
         if key not in known:
-            known[key] = _step_seconds(network, ranks, key, capacity, hop_latency_s)
+            known[key] = step_seconds(network, key, hop_latency_s)
         total += known[key]
     return total
 
 
-def _step_seconds(network, ranks, transfers, capacity, hop_latency_s: float) -> float:
-    paths, left, latency = {}, {}, 0.0
+def step_seconds(network, transfers, hop_latency_s: float = 0.0) -> float:
+    """One step: its transfers (src, dst endpoint as `network.path` takes
+    them, channel, bits) start together and share the links max-min fairly;
+    a transfer that finishes gives its share to the rest; the step ends with
+    the last, plus the longest path's latency."""
+    done = transfer_times(network, transfers, hop_latency_s)
+    return max(t for t, _ in done.values()) + max(lat for _, lat in done.values())
+
+
+def transfer_times(network, transfers, hop_latency_s: float = 0.0) -> dict:
+    """(src, dst, channel) -> (when its last bit left, its path's latency),
+    the transfers starting together and sharing the links max-min fairly."""
+    paths, left, capacity, latency = {}, {}, {}, {}
     for s, d, c, bits in transfers:
-        links = network.path(ranks[s], ranks[d], flow=c)
+        links = network.path(s, d, flow=c)
         paths[(s, d, c)] = tuple(l.intf for l in links)
-        left[(s, d, c)] = bits
-        latency = max(latency, sum(l.delay_s for l in links) + hop_latency_s * len(links))
-    now = 0.0
+        left[(s, d, c)] = left.get((s, d, c), 0.0) + bits
+        for l in links:
+            if l.intf not in capacity:
+                capacity[l.intf] = network.links[l.intf].rate_bps
+        latency[(s, d, c)] = sum(l.delay_s for l in links) + hop_latency_s * len(links)
+    now, done = 0.0, {}
     while left:
         rates = max_min_rates({f: paths[f] for f in left}, capacity)
         dt = min(left[f] / rates[f] for f in left)
@@ -66,4 +79,5 @@ def _step_seconds(network, ranks, transfers, capacity, hop_latency_s: float) -> 
             left[f] -= rates[f] * dt
             if left[f] <= 1e-9 * max(1.0, rates[f]):
                 del left[f]
-    return now + latency
+                done[f] = (now, latency[f])
+    return done

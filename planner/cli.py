@@ -18,11 +18,17 @@ from planner.costmodel import NVLINK_GBPS, predict_allreduce
 from planner.designs import plan
 from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
+from planner.simulate import format_simulation, simulate_plan
 from topologies.errors import OneLineParser
 from topologies.schema import shown
 
 
 PATH_SHOWN = 64             # characters of a path a message quotes
+HOP_LATENCY_US = 1.0        # --simulate: per link crossed (a switch's cut-through and the cable)
+MAX_SIZES, MAX_SEEDS = 16, 64
+MAX_SIMULATED_GPUS = 262_144      # about 40 s and 0.5 GB a size and draw on 2 cores
+MAX_SIMULATED_WORK = 4_000_000    # GPUs x sizes x (draws + 1): about 10 minutes
+SIMULATE_ONLY = ("hop_latency_us", "sizes", "seeds")
 FROM_FABRIC = {"gpus_per_server": "its GPUs per server", "nics_per_server": "its NICs per server",
                "link_gbps": "its NIC link rate", "intra_gbps": "its NVLink-class rate"}
 DEFAULTS = {"radix": 64, "gpus_per_server": 8, "link_gbps": 400.0, "oversubscription": 1.0,
@@ -86,6 +92,20 @@ def _parser():
                    help="per-step latency, us, 0 to 1,000,000 (default 5)")
     p.add_argument("--intra-gbps", type=number,
                    help=f"in-server (NVLink) rate, Gbit/s (default {NVLINK_GBPS:,.0f})")
+    p.add_argument("--nvlink-gbytes", type=number,
+                   help="in-server (NVLink) rate in GB/s per GPU and direction, e.g. 450: "
+                        "--intra-gbps in the unit NVIDIA quotes")
+    p.add_argument("--simulate", action="store_true",
+                   help="also simulate ring and hierarchical AllReduce on the Clos designs "
+                        "(each wiring, ECMP hashed per switch and flow): nccl-tests-style time, "
+                        "algbw and busbw (docs/planner.md)")
+    p.add_argument("--hop-latency-us", type=number,
+                   help=f"with --simulate: latency per link crossed, us, 0 to "
+                        f"{check.MAX_ALPHA_US:,.0f} (default {HOP_LATENCY_US:g})")
+    p.add_argument("--sizes", help="with --simulate: AllReduce sizes, comma-separated "
+                                   f"(at most {MAX_SIZES}; default --gradient-bytes)")
+    p.add_argument("--seeds", type=whole, help=f"with --simulate: ECMP draws, 1 to {MAX_SEEDS} "
+                                               "(the median is shown, with the range; default 1)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
     return p
 
@@ -116,10 +136,17 @@ def _main(argv) -> int:
         _check_flags(args)
         fabric, calibration, source = _fabric_inputs(args)
         result = _plan(args, fabric)
+        if args.simulate:
+            sizes = _sizes(args)
+            _check_simulation_size(result, len(sizes), args.seeds)
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     text = format_plan(result)
+    if args.simulate:
+        result["simulated"] = simulate_plan(result, sizes, args.hop_latency_us * 1e-6,
+                                            args.intra_gbps, args.seeds)
+        text += "\n\n" + format_simulation(result["simulated"], result["inputs"])
     if fabric is not None:
         sizes = _fabric_sizes(fabric, calibration, args)
         algorithms = ["ring"] + (["hierarchical"] if fabric.gpus_per_server > 1 else [])
@@ -140,6 +167,7 @@ def _check_flags(args) -> None:
             flag, by = "--" + given[0].replace("_", "-"), "--fabric" if args.fabric else "--results"
             raise PlanError(f"{flag}: {by} sets {FROM_FABRIC[given[0]]} from the fabric; "
                             f"leave out {flag}")
+    _check_simulate_flags(args)
     for key, default in DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, default)
@@ -159,6 +187,50 @@ def _check_flags(args) -> None:
     check.fraction("--utilisation", args.utilisation)
     check.between("--alpha-us", args.alpha_us, 0, check.MAX_ALPHA_US)
     parse_bytes(args.gradient_bytes, "--gradient-bytes")
+
+
+def _check_simulate_flags(args) -> None:
+    """--simulate's own flags, and NVLink in GB/s as the one in-server rate."""
+    given = [k for k in SIMULATE_ONLY if getattr(args, k) is not None]
+    if given and not args.simulate:
+        raise PlanError(f"--{given[0].replace('_', '-')} goes with --simulate")
+    if args.nvlink_gbytes is not None:
+        if args.intra_gbps is not None:
+            raise PlanError("--nvlink-gbytes and --intra-gbps both give the in-server rate; "
+                            "give one")
+        if args.fabric or args.results:
+            raise PlanError(f"--nvlink-gbytes: {'--fabric' if args.fabric else '--results'} "
+                            "sets its NVLink-class rate from the fabric; leave out --nvlink-gbytes")
+        check.between("--nvlink-gbytes", args.nvlink_gbytes, check.MIN_GBPS / 8,
+                      check.MAX_GBPS / 8)
+        args.intra_gbps = args.nvlink_gbytes * 8
+    args.hop_latency_us = HOP_LATENCY_US if args.hop_latency_us is None else args.hop_latency_us
+    check.between("--hop-latency-us", args.hop_latency_us, 0, check.MAX_ALPHA_US)
+    args.seeds = 1 if args.seeds is None else args.seeds
+    check.whole("--seeds", args.seeds, 1, MAX_SEEDS)
+    if args.sizes is not None:
+        _sizes(args)
+
+
+def _check_simulation_size(result, sizes: int, seeds: int) -> None:
+    gpus = result["servers"] * result["inputs"]["gpus_per_server"]
+    if gpus > MAX_SIMULATED_GPUS:
+        raise PlanError(f"--simulate: {gpus:,} GPUs are more than the {MAX_SIMULATED_GPUS:,} "
+                        "it simulates; plan without --simulate, or give fewer --gpus")
+    if gpus * sizes * (seeds + 1) > MAX_SIMULATED_WORK:
+        raise PlanError(f"--simulate: {gpus:,} GPUs x {sizes} size(s) x {seeds} draw(s) would "
+                        "take over ten minutes; give fewer --sizes or --seeds")
+
+
+def _sizes(args) -> list:
+    """--sizes as byte counts (--gradient-bytes when not given)."""
+    if args.sizes is None:
+        return [parse_bytes(args.gradient_bytes, "--gradient-bytes")]
+    parts = args.sizes.split(",") if len(args.sizes) <= 400 else []
+    if not 1 <= len(parts) <= MAX_SIZES:
+        raise PlanError(f"--sizes: expected 1 to {MAX_SIZES} sizes separated by commas, "
+                        f"got {shown(args.sizes)}")
+    return sorted({parse_bytes(part.strip(), "--sizes") for part in parts})
 
 
 def _plan(args, fabric) -> dict:

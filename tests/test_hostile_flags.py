@@ -372,6 +372,19 @@ def test_every_planner_flag_is_named_in_its_refusal(flag, value, capsys):
     assert flag in err and len(err) <= LINE_MAX and err[:-1].isprintable()
 
 
+SIMULATE_FLAGS = ["--hop-latency-us", "--seeds", "--sizes", "--nvlink-gbytes"]
+SIMULATE = [(flag, value) for flag in SIMULATE_FLAGS for value in BAD
+            if (flag, value) not in {("--hop-latency-us", "0")}]
+
+
+@pytest.mark.parametrize("flag,value", SIMULATE, ids=[f"{f} {v[:10]}" for f, v in SIMULATE])
+def test_every_simulate_flag_is_named_in_its_refusal(flag, value, capsys):
+    assert plan_main(["--gpus", "64", "--simulate", flag, value]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("error: ")
+    assert flag in err and len(err) <= LINE_MAX and err[:-1].isprintable()
+
+
 def test_the_planner_command_line_names_them_too():
     cmds = [PLAN + ["--gpus", "64", flag, value] for flag in PLANNER_FLAGS
             for value in ("-1", "x" * 5000)]
@@ -391,6 +404,12 @@ PLANNER_COMBINATIONS = [
     (["--gpus", "64", "--bogus"], ["unrecognised argument '--bogus'"]),
     (["--results", "{tmp}"], ["--results", "expected a results folder"]),
     (["--radix", "64"], ["--gpus is required"]),
+    (["--gpus", "64", "--seeds", "3"], ["--seeds goes with --simulate"]),
+    (["--gpus", "64", "--nvlink-gbytes", "450", "--intra-gbps", "10"],
+     ["--nvlink-gbytes", "--intra-gbps", "give one"]),
+    (["--gpus", "300000", "--simulate"], ["--simulate", "262,144"]),
+    (["--gpus", "200000", "--simulate", "--seeds", "64"], ["--seeds", "ten minutes"]),
+    (["--gpus", "64", "--simulate", "--sizes", ",".join(["1M"] * 17)], ["--sizes", "1 to 16"]),
 ]
 
 

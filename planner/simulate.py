@@ -1,0 +1,134 @@
+"""The plan's Clos designs simulated (``python -m planner --simulate``): ring
+and hierarchical AllReduce at the plan's GPU count on the very switches the
+plan counts, with the flow-level simulator's step shortcut
+(traffic/sim/phases.py on traffic/sim/clos.py), as nccl-tests prints them.
+
+What it sees that the alpha-beta model cannot: flows that ECMP hashes onto the
+same uplink (a step waits for its slowest transfer), leaves with fewer
+uplinks than servers (oversubscription), and where the wiring sends the
+inter-server step (server per leaf: through the spines; rail-optimized: GPU k
+of a unit's servers on one leaf). Each row also gives the time on an ideal
+fabric, the same NICs, NVLink and hops with unlimited switch-to-switch
+capacity: `fabric x` is what the fabric itself costs.
+
+Left out, as in the simulator: TCP or RoCE dynamics, queues beyond fair
+sharing, the hosts' own time; headers (times are for payload at line rate).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+from planner.designs import _clos, _leaf_split
+from planner.report import _count, _num, ratio_text
+from traffic.sim.clos import ClosNetwork, ClosShape
+from traffic.sim.phases import allreduce_phases, phase_seconds
+
+IDEAL_BPS = 1e30                 # switch-to-switch capacity of the ideal fabric
+WIRING_NAMES = {"server": "server per leaf", "rail": "rail-optimized"}
+
+
+def clos_designs(result: dict) -> list:
+    """(design name, radix, note) of the Clos designs to simulate: those that
+    hold the plan's endpoints at its radix, else the 3-tier Clos at the
+    smallest radix that holds them."""
+    radix = result["inputs"]["radix"]
+    designs = {d.name if hasattr(d, "name") else d["name"]: d for d in result["designs"]}
+    fitting = [(name, radix, "") for name in ("clos-2", "clos-3")
+               if _field(designs[name], "fits")]
+    if fitting:
+        return fitting
+    needed = _field(designs["clos-3"], "needed_radix")
+    return [("clos-3", needed, f"radix {radix} holds neither Clos; simulated at radix "
+                               f"{needed:,}, the smallest that holds a 3-tier one")]
+
+
+def _field(design, key):
+    return getattr(design, key) if hasattr(design, key) else design[key]
+
+
+def shape_of(result: dict, design: str, radix: int, wiring: str, intra_gbps: float) -> ClosShape:
+    inp = result["inputs"]
+    down, up = _leaf_split(radix, inp["oversubscription"])
+    bps = inp["link_gbps"] * 1e9
+    return ClosShape(servers=result["servers"], gpus=inp["gpus_per_server"],
+                     nics=inp["nics_per_server"], down=down, up=up,
+                     tiers=2 if design == "clos-2" else 3, radix=radix, wiring=wiring,
+                     nic_bps=bps, fabric_bps=bps, intra_bps=intra_gbps * 1e9)
+
+
+def simulate_plan(result: dict, sizes, hop_latency_s: float, intra_gbps: float,
+                  seeds: int = 1) -> dict:
+    """Rows of predicted AllReduce times, per Clos design, wiring, algorithm
+    and size; the median over `seeds` ECMP draws, with their range."""
+    inp = result["inputs"]
+    g = inp["gpus_per_server"]
+    wirings = ["server", "rail"] if inp["nics_per_server"] > 1 else ["server"]
+    algorithms = ["ring"] + (["hierarchical"] if g > 1 else [])
+    rows, notes = [], []
+    for design, radix, note in clos_designs(result):
+        if note:
+            notes.append(note)
+        for wiring in wirings:
+            shape = shape_of(result, design, radix, wiring, intra_gbps)
+            for algorithm in algorithms:
+                for size in sizes:
+                    rows.append(_row(shape, design, algorithm, size, hop_latency_s, seeds))
+    n = result["servers"] * g
+    if n != inp["gpus"]:
+        notes.append(f"simulated as {n:,} GPUs: {result['servers']:,} whole servers of {g}")
+    return {"gpus": n, "hop_latency_s": hop_latency_s, "intra_gbps": intra_gbps,
+            "seeds": seeds, "rows": rows, "notes": notes}
+
+
+def _row(shape, design, algorithm, size, hop_latency_s, seeds) -> dict:
+    n = shape.n
+    count = max(1, size // 4)
+    phases = allreduce_phases(algorithm, n, count, shape.gpus)
+    times = [phase_seconds(ClosNetwork(shape, seed), phases, 1.0, hop_latency_s)
+             for seed in range(seeds)]
+    ideal = phase_seconds(ClosNetwork(replace(shape, fabric_bps=IDEAL_BPS)), phases, 1.0,
+                          hop_latency_s)
+    t = statistics.median(times)
+    algbw = size / t / 1e9
+    # rail wiring fills whole units: its leaves are the shape's, the tiers above to match
+    endpoints = shape.leaves * shape.down if shape.wiring == "rail" else shape.servers * shape.nics
+    switches = _clos(design, endpoints, shape.radix, shape.nic_bps / 1e9,
+                     shape.down / shape.up).switches_by_tier
+    return {"design": design, "radix": shape.radix, "wiring": shape.wiring,
+            "switches": switches, "algorithm": algorithm, "size_bytes": size,
+            "seconds": t, "seconds_min": min(times), "seconds_max": max(times),
+            "algbw_gbytes": algbw, "busbw_gbytes": algbw * 2 * (n - 1) / n,
+            "ideal_seconds": ideal, "fabric_factor": t / ideal if ideal > 0 else math.nan}
+
+
+def format_simulation(sim: dict, inp: dict) -> str:
+    """The rows as nccl-tests prints a sweep, one block per design and wiring."""
+    lines = [f"Simulated AllReduce on {_count(sim['gpus'])} GPUs "
+             f"({inp['gpus_per_server']} per server, {inp['nics_per_server']} NIC(s) of "
+             f"{_num(inp['link_gbps'])} Gbit/s, in-server {_num(sim['intra_gbps'] / 8)} GB/s; "
+             f"{_num(sim['hop_latency_s'] * 1e6)} us per hop; "
+             f"oversubscription {ratio_text(inp['oversubscription'])})",
+             "# flow-level: max-min fair sharing, ECMP hashed per switch and flow"
+             + (f", median of {sim['seeds']} draws" if sim["seeds"] > 1 else ", seed 0")
+             + "; payload at line rate, no headers"]
+    lines += [f"# note: {note}" for note in sim["notes"]]
+    block = None
+    for r in sim["rows"]:
+        if (r["design"], r["wiring"]) != block:
+            block = (r["design"], r["wiring"])
+            tiers = " + ".join(f"{_count(v)} {k}" for k, v in r["switches"].items())
+            lines += ["", f"# {r['design']}, {WIRING_NAMES[r['wiring']]} wiring, radix "
+                          f"{r['radix']} ({tiers})",
+                      f"#  {'algorithm':<13} {'size':>14} {'time(us)':>14} {'algbw(GB/s)':>12} "
+                      f"{'busbw(GB/s)':>12} {'ideal(us)':>14} {'fabric x':>9}"
+                      + (f"  {'ECMP draws (us)':>21}" if sim["seeds"] > 1 else "")]
+        line = (f"   {r['algorithm']:<13} {r['size_bytes']:>14} {r['seconds'] * 1e6:14.1f} "
+                f"{r['algbw_gbytes']:12.2f} {r['busbw_gbytes']:12.2f} "
+                f"{r['ideal_seconds'] * 1e6:14.1f} {r['fabric_factor']:9.2f}")
+        if sim["seeds"] > 1:
+            line += f"  {r['seconds_min'] * 1e6:10.1f}-{r['seconds_max'] * 1e6:<10.1f}"
+        lines.append(line)
+    return "\n".join(lines)

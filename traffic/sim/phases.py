@@ -111,15 +111,18 @@ def ring_seconds(part) -> float:
     slowest."""
     first = part[0][0]
     steps = sum(ph.steps for ph, _ in part)
+    count, size = len(first.transfers), first.group
+    serial, lat, last = [0.0] * count, [0.0] * count, [0.0] * count   # per edge
+    for ph, times in part:
+        weight = ph.steps / steps
+        for e, t in enumerate(ph.transfers):
+            moving, delay = times[t]
+            serial[e] += weight * moving
+            lat[e] += weight * delay
+            last[e] = max(last[e], moving + delay)
     worst = 0.0
-    for start in range(0, len(first.transfers), first.group):
-        edges = []
-        for e in range(start, start + first.group):
-            times = [t[ph.transfers[e]] for ph, t in part]
-            edges.append((sum(ph.steps * serial for (ph, _), (serial, _) in zip(part, times)) / steps,
-                          sum(ph.steps * lat for (ph, _), (_, lat) in zip(part, times)) / steps,
-                          max(serial + lat for serial, lat in times)))
-        period = max(max(serial for serial, _, _ in edges),
-                     sum(serial + lat for serial, lat, _ in edges) / len(edges))
-        worst = max(worst, (steps - 1) * period + max(last for _, _, last in edges))
+    for start in range(0, count, size):
+        ring = slice(start, start + size)
+        period = max(max(serial[ring]), (sum(serial[ring]) + sum(lat[ring])) / size)
+        worst = max(worst, (steps - 1) * period + max(last[ring]))
     return worst

@@ -70,7 +70,14 @@ def transfer_times(network, transfers, hop_latency_s: float = 0.0) -> dict:
             if l.intf not in capacity:
                 capacity[l.intf] = network.links[l.intf].rate_bps
         latency[(s, d, c)] = sum(l.delay_s for l in links) + hop_latency_s * len(links)
-    now, done = 0.0, {}
+    done, users = {}, defaultdict(int)
+    for path in paths.values():
+        for intf in path:
+            users[intf] += 1
+    for f, path in paths.items():            # alone on all its links: its slowest, at once
+        if all(users[intf] == 1 for intf in path):
+            done[f] = (left.pop(f) / min(capacity[intf] for intf in path), latency[f])
+    now = 0.0
     while left:
         rates = max_min_rates({f: paths[f] for f in left}, capacity)
         dt = min(left[f] / rates[f] for f in left)

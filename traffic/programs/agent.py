@@ -40,6 +40,11 @@ HELLO = struct.Struct("!II")             # rank, channel
 # peers connect once they have built their schedules: on a slow host with 256
 # ranks that is minutes; the lab's own wait for setup_done fails first if stuck
 CONNECT_WAIT_S = 600
+# Linux's own default, whatever the host's is: BBR (this project's CI host's
+# default) paces above the fair share while it probes, and at the lab's
+# shallow shaped queues that drops packets where two flows meet; CUBIC fills
+# the queue instead and shares the link (docs/simulator.md, "the lab's TCP")
+CONGESTION_CONTROL = b"cubic"
 
 
 def recv_exact(sock: socket.socket, n: int) -> memoryview:
@@ -58,6 +63,10 @@ class Connection:
 
     def __init__(self, sock: socket.socket, inbox: queue.Queue):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CONGESTION_CONTROL)
+        except OSError:
+            pass                        # not built into this kernel: its default, then
         self.sock, self.outbox = sock, queue.Queue()
         threading.Thread(target=self._send_loop, daemon=True).start()
         threading.Thread(target=self._recv_loop, args=(inbox,), daemon=True).start()

@@ -5,16 +5,23 @@ data) and simulated (traffic/sim), per size measured/simulated next to
 measured/alpha-beta, and per link the bytes simulated against measured.
 
     sudo scripts/lab bench sim              # or: .venv/bin/python bench/sim_bench.py
-    sudo .venv/bin/python bench/sim_bench.py --json out.json --cases default,rhd-odd
+    sudo .venv/bin/python bench/sim_bench.py --json out.json --cases "ring 2x2,rhd 2x2"
+    .venv/bin/python bench/sim_bench.py --parts speed        # no root: speed and memory only
 
 Only sizes the fidelity verdict trusts count (a flagged size says more about
 the shaper than the fabric). Goal: median |measured/simulated - 1| <= 0.10,
 worst <= 0.25.
+
+The speed part: each emulated case simulated alone (goal under 1 s); 1,024
+GPUs with the full event-by-event simulation against the step shortcut on
+the same Clos (goal under 60 s); the planner's --simulate at 200,000 GPUs in
+a child process, its wall time and peak memory (goal under 60 s and 8 GB).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -109,8 +116,69 @@ def report(results):
     return summary
 
 
+def speed(chosen) -> dict:
+    """How fast the simulator is, and how much memory it takes (see the docstring)."""
+    from traffic.sim.sweep import simulate_experiment
+    out = {"cases": {}}
+    print(f"{'case simulated alone':32} {'seconds':>8}")
+    for name, (fabric, exp, ranks) in chosen.items():
+        exp = dataclasses.replace(exp, ranks=ranks or exp.ranks)
+        t0 = time.monotonic()
+        simulate_experiment(fabric, exp)
+        out["cases"][name] = round(time.monotonic() - t0, 3)
+        print(f"{name:32} {out['cases'][name]:8.3f}")
+    out["planner_200000"] = planner_at(200_000)
+    out["full_1024"] = full_against_shortcut()
+    return out
+
+
+def full_against_shortcut(servers=128, gpus=8) -> dict:
+    """1,024 GPUs (128 servers x 8, 400 Gbit/s NICs, clos-2 at radix 64):
+    hierarchical AllReduce of 1 GiB event by event, and by the step shortcut."""
+    from traffic import schedules as S
+    from traffic.sim.clos import ClosNetwork, ClosShape
+    from traffic.sim.phases import allreduce_phases, phase_seconds
+    from traffic.sim.replay import Replay
+    shape = ClosShape(servers=servers, gpus=gpus, nics=gpus, down=32, up=32, radix=64)
+    n, count = shape.n, (1 << 30) // 4
+    out = {}
+    for algorithm in ("hierarchical", "ring"):
+        t0 = time.monotonic()
+        sched = S.build("allreduce", algorithm, n, count, local=gpus, data=False)
+        full = Replay(ClosNetwork(shape), list(range(n)), sched, 1, 1.0, 1e-6).run().seconds
+        t1 = time.monotonic()
+        short = phase_seconds(ClosNetwork(shape), allreduce_phases(algorithm, n, count, gpus),
+                              1.0, 1e-6)
+        t2 = time.monotonic()
+        out[algorithm] = {"full_s": full, "shortcut_s": short, "full_wall_s": round(t1 - t0, 2),
+                          "shortcut_wall_s": round(t2 - t1, 3), "ratio": short / full}
+        print(f"# 1,024 GPUs, {algorithm} AllReduce of 1 GiB: full simulation {t1 - t0:.1f} s "
+              f"(incl. building the schedule), shortcut {t2 - t1:.3f} s; simulated times "
+              f"{full * 1e3:.3f} / {short * 1e3:.3f} ms, shortcut/full {short / full:.4f}")
+    return out
+
+
+def planner_at(gpus: int) -> dict:
+    """`python -m planner --gpus N --radix 128 --simulate` in a child of its
+    own: wall time, and the peak resident memory the child reports itself."""
+    import subprocess
+    code = ("import resource, sys\nfrom planner.cli import main\nmain(sys.argv[1:])\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+    cmd = [sys.executable, "-c", code, "--gpus", str(gpus), "--radix", "128", "--simulate"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    wall = time.monotonic() - t0
+    peak_mb = int(proc.stderr.split()[-1]) / 1024
+    print(f"# planner --simulate at {gpus:,} GPUs (clos-3, 2 wirings x ring and hierarchical, "
+          f"1 GiB, each with its ideal fabric): {wall:.1f} s, peak memory {peak_mb:,.0f} MB")
+    return {"gpus": gpus, "wall_s": round(wall, 1), "peak_mb": round(peak_mb)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--parts", default="emulated,speed",
+                   help="emulated (needs root: labs), speed (no root); default both")
     p.add_argument("--cases", help="comma-separated case names (default: all)")
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/fabric-lab-sim-bench"))
@@ -118,10 +186,16 @@ def main(argv=None) -> int:
     chosen = cases()
     if args.cases:
         chosen = {k: v for k, v in chosen.items() if k in args.cases.split(",")}
-    results = [one(name, *case, args.workdir) for name, case in chosen.items()]
-    summary = report(results)
+    parts = set(args.parts.split(","))
+    results, summary, fast = [], None, None
+    if "emulated" in parts:
+        results = [one(name, *case, args.workdir) for name, case in chosen.items()]
+        summary = report(results)
+    if "speed" in parts:
+        fast = speed(chosen)
     if args.json:
-        args.json.write_text(json.dumps({"cases": results, "summary": summary}, indent=1))
+        args.json.write_text(json.dumps({"cases": results, "summary": summary, "speed": fast},
+                                        indent=1))
     return 0
 
 

@@ -50,11 +50,31 @@ class Network:
                 self.port_to[(a, ap)] = d
         self.endpoints = {h.name: h for h in fabric.endpoints}
         self._cache: Dict[Tuple[str, str, int], List[DirectedLink]] = {}
+        # (switch, src, dst, flow) -> bucket: choices told rather than drawn
+        self.pinned: Dict[Tuple[str, str, str, int], int] = {}
+        self.choices: Dict[Tuple[str, str, int], List[Tuple[str, int]]] = {}
 
     def reseed(self, seed: int) -> None:
         """Draw the ECMP choices again, with another seed."""
         self.seed = seed
         self._cache.clear()
+        self.choices.clear()
+
+    def pin(self, switch: str, src: str, dst: str, flow: int, bucket=None) -> None:
+        """Send flow (src, dst, flow) through `bucket` of its group at
+        `switch` (as a lab's counters showed), whatever the draw; None: as
+        drawn again."""
+        if bucket is None:
+            self.pinned.pop((switch, src, dst, flow), None)
+        else:
+            self.pinned[(switch, src, dst, flow)] = bucket
+        self._cache.pop((src, dst, flow), None)
+        self.choices.pop((src, dst, flow), None)
+
+    def decisions(self, src: str, dst: str, flow: int = 0) -> List[Tuple[str, int]]:
+        """The (switch, buckets) where ECMP chose this flow's path, in order."""
+        self.path(src, dst, flow)
+        return self.choices[(src, dst, flow)]
 
     def path(self, src: str, dst: str, flow: int = 0) -> List[DirectedLink]:
         """The directed links a flow from endpoint `src` to endpoint `dst`
@@ -67,6 +87,7 @@ class Network:
 
     def _walk(self, src: str, dst: str, flow: int) -> List[DirectedLink]:
         a, b = self.endpoints[src], self.endpoints[dst]
+        self.choices[(src, dst, flow)] = []
         if a.box and a.box == b.box and a.nvswitch:          # same server: NVLink
             return [self._out_of_endpoint(a, nvlink=True),
                     self.port_to[(a.nvswitch, b.nv_port)]]
@@ -93,7 +114,11 @@ class Network:
         if kind == "output":
             return self.port_to[(switch, target)]
         ports = self.plan[switch].groups[target]
-        return self.port_to[(switch, ports[self.bucket(switch, src, dst, flow, len(ports))])]
+        self.choices[(src, dst, flow)].append((switch, len(ports)))
+        bucket = self.pinned.get((switch, src, dst, flow))
+        if bucket is None:
+            bucket = self.bucket(switch, src, dst, flow, len(ports))
+        return self.port_to[(switch, ports[bucket])]
 
     def bucket(self, switch: str, src: str, dst: str, flow: int, n: int) -> int:
         """The select group's choice: a hash of the flow, the switch (its own

@@ -172,6 +172,19 @@ class Replay:
             self.span_keys += [(r,) + key for key in ordered]
             self.span_of[b:b + len(ops)] = [index[key] for key in keys]
 
+    def sent_bytes(self) -> Dict[Tuple[str, str, int], float]:
+        """Wire bytes per connection (src, dst endpoint, channel): the k-th
+        message to a peer on channel k mod channels, as the agents send."""
+        out: Dict[Tuple[str, str, int], float] = {}
+        for r, ops in self.sched.items():
+            sent: Dict[int, int] = {}
+            for op in ops:
+                if op.kind == "send":
+                    k = sent[op.peer] = sent.get(op.peer, -1) + 1
+                    key = (self.ranks[r], self.ranks[op.peer], k % self.channels)
+                    out[key] = out.get(key, 0.0) + op.length * TYPE_SIZE * self.wire_per_byte
+        return out
+
     def run(self) -> Outcome:
         with _uncollected():
             state = _State(self)

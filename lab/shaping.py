@@ -11,6 +11,17 @@ charge. At the scaled rates a host can emulate, one 9000-byte frame is
 milliseconds (3.6 ms at 20 Mbit/s), so a collective whose steps move a few
 frames each would read faster than its links; the verdict flags such sizes
 instead of quoting them.
+
+Pure TCP ACKs (under 128 bytes, the ACK flag alone) leave by a class of
+their own that HTB serves first, as RoCE fabrics give ACKs and CNPs a
+priority of their own. In one shared queue a ring's ACKs waited behind the
+data going the other way, and TCP, clocked by its ACKs, ran a single-path
+ring at 1.2x what its links allow; with their own class, at 1.02x. Data,
+however small, ends a write with PSH and stays in the data class, so no
+message overtakes bytes sent before it on another connection (iperf3's
+end-of-test did, and cut its transfers short). UDP (the latency probes,
+the generators) shares the data queue too: the probes still see the
+queueing the collective causes.
 """
 
 from __future__ import annotations
@@ -18,6 +29,11 @@ from __future__ import annotations
 from typing import List
 
 ETHERNET_HEADER = 14
+ACK_CLASS_BURST = 2000          # bytes: a few dozen ACKs back to back
+ACK_CLASS_SHARE = 20            # the ACK class is guaranteed 1/20 of the rate, borrows the rest
+SMALL_IP_LENGTH = 128           # IP packets shorter than this are "small"
+TCP_ACK_ONLY = 0x10             # TCP flags of a pure ACK: no PSH, SYN, FIN or RST
+DATA_CLASS, ACK_CLASS = "1:10", "1:5"    # each holds one pfifo (or netem) queue
 
 
 def frame_bytes(mtu: int) -> int:
@@ -34,23 +50,40 @@ def burst_bytes(rate_mbit: float, mtu: int) -> int:
 
 def unpaid_bytes(rate_mbit: float, mtu: int) -> int:
     """What an idle shaped link passes before charging any time: the bucket,
-    and the frame that empties it (HTB charges after sending)."""
-    return burst_bytes(rate_mbit, mtu) + frame_bytes(mtu)
+    and the frame that empties it (HTB charges after sending), plus the ACK
+    class's own small bucket."""
+    return burst_bytes(rate_mbit, mtu) + frame_bytes(mtu) + ACK_CLASS_BURST
 
 
 def tc_commands(intf: str, spec, mtu: int) -> List[str]:
     """tc commands (without the leading 'tc') that shape one interface's
-    egress: HTB for the rate, a pfifo child for the queue (netem instead when
-    the link asks for delay or loss)."""
-    rate = f"{spec.rate_mbit:g}mbit"
-    frame, burst = frame_bytes(mtu), burst_bytes(spec.rate_mbit, mtu)
-    cmds = [f"qdisc replace dev {intf} root handle 1: htb default 1",
-            f"class add dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
-            f"burst {burst}b cburst {burst}b quantum {frame}"]
-    if spec.needs_netem:
-        cmds.append(f"qdisc add dev {intf} parent 1:1 handle 10: netem "
-                    f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "
-                    f"loss {spec.loss_percent:g}%")
-    else:
-        cmds.append(f"qdisc add dev {intf} parent 1:1 handle 10: pfifo limit {spec.queue_packets}")
+    egress: an HTB class for the link's rate, split into a data class (1:10,
+    the default) and a first-served class for small TCP packets (1:5), each
+    with a pfifo queue of the link's length (netem instead, with the same
+    delay and loss for both, when the link asks for delay or loss)."""
+    mbit = spec.rate_mbit
+    frame, burst = frame_bytes(mtu), burst_bytes(mbit, mtu)
+    ack_mbit = mbit / ACK_CLASS_SHARE
+    cmds = [f"qdisc replace dev {intf} root handle 1: htb default 10",
+            f"class add dev {intf} parent 1: classid 1:1 htb rate {mbit:g}mbit ceil {mbit:g}mbit "
+            f"burst {burst}b cburst {burst}b quantum {frame}",
+            f"class add dev {intf} parent 1:1 classid 1:10 htb rate {mbit - ack_mbit:g}mbit "
+            f"ceil {mbit:g}mbit burst {burst}b cburst {burst}b quantum {frame} prio 1",
+            f"class add dev {intf} parent 1:1 classid 1:5 htb rate {ack_mbit:g}mbit "
+            f"ceil {mbit:g}mbit burst {ACK_CLASS_BURST}b cburst {ACK_CLASS_BURST}b "
+            f"quantum {frame} prio 0"]
+    for cls in (DATA_CLASS, ACK_CLASS):
+        handle = cls.split(":")[1] + ":"
+        if spec.needs_netem:
+            cmds.append(f"qdisc add dev {intf} parent {cls} handle {handle} netem "
+                        f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "
+                        f"loss {spec.loss_percent:g}%")
+        else:
+            cmds.append(f"qdisc add dev {intf} parent {cls} handle {handle} pfifo "
+                        f"limit {spec.queue_packets}")
+    # IPv4 without options (0x45), TCP, shorter than SMALL_IP_LENGTH, flags ACK alone
+    cmds.append(f"filter add dev {intf} parent 1: protocol ip prio 1 u32 "
+                f"match u8 0x45 0xff at 0 match ip protocol 6 0xff "
+                f"match u16 0x0000 0x{0x10000 - SMALL_IP_LENGTH:04x} at 2 "
+                f"match u8 0x{TCP_ACK_ONLY:02x} 0xff at {20 + 13} flowid {ACK_CLASS}")
     return cmds

@@ -1,7 +1,7 @@
 """The fidelity rule on hand-made samples: a link that had bytes queued and
 sent less than they allowed was held back by the host."""
 
-from lab.shaping import unpaid_bytes
+from lab.shaping import ACK_CLASS_BURST, unpaid_bytes
 from tests.helpers import leaf_spine
 from traffic.measure.fidelity import fidelity, mark_unresolved, size_flags
 from traffic.measure.monitor import Monitor, summarise
@@ -73,8 +73,9 @@ def test_on_multi_gpu_servers_busbw_counts_nvlink_and_may_pass_the_nic_rate():
 
 
 def test_a_size_whose_unpaid_frames_are_a_fifth_of_its_time_is_below_resolution():
-    # 20 Mbit/s, MTU 9000: an idle bucket passes 2 x 9014 B = 7.2 ms unpaid per step
-    unpaid = 6 * 2 * 9014 * 8 / 20e6
+    # 20 Mbit/s, MTU 9000: an idle bucket passes 2 x 9014 B, and the ACK class
+    # its 2000 B: 8 ms unpaid per step
+    unpaid = 6 * (2 * 9014 + ACK_CLASS_BURST) * 8 / 20e6
     assert run(1 << 15, 0.9, serialisation_s=unpaid / 0.21)["flags"] == ["below-resolution"]
     assert run(1 << 15, 0.9, serialisation_s=unpaid / 0.19)["flags"] == []
 

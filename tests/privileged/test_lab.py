@@ -4,6 +4,7 @@ shaping, link failure, and the single-path baseline beside it (its lab has
 its own node names, so both labs can exist at once). Each lab is checked to
 leave nothing behind when it is torn down."""
 
+import re
 import subprocess
 
 import pytest
@@ -57,10 +58,35 @@ def test_links_are_shaped_and_the_controller_listens_on_loopback_only(ecmp4):
                          text=True).stdout
     assert "htb 1:1" in out and "rate 50Mbit" in out
     inside = ecmp4.host("h1").cmd("tc qdisc show dev h1-eth0")
-    assert "pfifo 10:" in inside and "limit 100p" in inside
+    assert "pfifo 10:" in inside and "pfifo 5:" in inside and "limit 100p" in inside
     listen = subprocess.run(["ss", "-Hltn", f"sport = :{ecmp4.of_port}"], capture_output=True,
                             text=True).stdout.split()
     assert listen[3] == f"127.0.0.1:{ecmp4.of_port}"
+
+
+def _class_sent(intf: str) -> dict:
+    """bytes and packets each HTB class of a switch interface has sent (tc
+    has no JSON for classes)."""
+    out = subprocess.run(["tc", "-s", "class", "show", "dev", intf], capture_output=True,
+                         text=True, check=True).stdout
+    return {handle: (int(b), int(p)) for handle, b, p in
+            re.findall(r"class htb (\S+) .*\n Sent (\d+) bytes (\d+) pkt", out)}
+
+
+def test_acks_leave_by_their_own_class_and_data_by_the_data_class(ecmp4):
+    to_h1, to_h2 = (next(l.b_intf if l.b == "leaf1" else l.a_intf for l in ecmp4.fabric.links
+                         if {l.a, l.b} == {"leaf1", h}) for h in ("h1", "h2"))
+    before = {i: _class_sent(i) for i in (to_h1, to_h2)}
+    tcp_flows(ecmp4, "h1", "h2", sports="42000:42015")
+    after = {i: _class_sent(i) for i in (to_h1, to_h2)}
+    sent = {i: {c: (after[i][c][0] - before[i][c][0], after[i][c][1] - before[i][c][1])
+                for c in ("1:5", "1:10")} for i in after}
+    data_bytes, _ = sent[to_h2]["1:10"]
+    ack_bytes, acks = sent[to_h1]["1:5"]
+    assert data_bytes >= 16 * 200_000, sent
+    assert acks >= 16 * 10 and ack_bytes / acks < 128, sent       # toward the sender: ACKs
+    assert sent[to_h1]["1:10"][0] < ack_bytes, sent               # and nothing big
+    assert sent[to_h2]["1:5"][0] < data_bytes / 20, sent          # the data went by 1:10
 
 
 def test_a_link_down_keeps_every_pair_reachable_and_coming_back_restores_it(ecmp4):

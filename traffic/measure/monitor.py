@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Dict, List
 
-from lab.shaping import unpaid_bytes
+from lab.shaping import ACK_CLASS, DATA_CLASS, unpaid_bytes
 from topologies.fabric import Fabric
 from traffic.measure.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds, tx_bytes
 from traffic.metrics import imbalance
@@ -31,14 +31,16 @@ COUNTER_SKEW_S = 0.005  # a sample's timing error when it does not record its ow
 
 
 def _queues() -> Dict[str, dict]:
-    """backlog (bytes), qlen (packets) and drops of the leaf qdisc of every root-namespace interface."""
+    """backlog (bytes), qlen (packets) and drops of every root-namespace
+    interface: its data and ACK queues together."""
     out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True,
                          timeout=10).stdout
-    queues = {}
+    queues: Dict[str, dict] = {}
     for q in json.loads(out or "[]"):
-        if q.get("parent") == "1:1":                   # our pfifo/netem under the HTB class
-            queues[q["dev"]] = {"backlog": q.get("backlog", 0), "qlen": q.get("qlen", 0),
-                                "drops": q.get("drops", 0)}
+        if q.get("parent") in (DATA_CLASS, ACK_CLASS):            # our pfifo/netem under an HTB class
+            mine = queues.setdefault(q["dev"], {"backlog": 0, "qlen": 0, "drops": 0})
+            for key in mine:
+                mine[key] += q.get(key, 0)
     return queues
 
 

@@ -12,11 +12,14 @@ The lab drives it with JSON lines on stdin and reads JSON lines on stdout:
         -> {"event": "done", "iter", "t0", "t1", "wrong", "bad_chunk_elements", "bytes_received"}
     {"cmd": "quit"} (or end of input)
 
-Each pair of ranks that exchange data has `channels` TCP connections (NCCL
+A rank sends to each peer on `channels` TCP connections of its own (NCCL
 channels / RoCE queue pairs: the flows ECMP can tell apart); the k-th message
-to a peer travels on connection k mod channels. The lower rank connects, the
-higher accepts. Times are CLOCK_MONOTONIC, which all namespaces share, so the
-lab can compare them across ranks.
+to a peer travels on connection k mod channels. As NCCL's network transport,
+a connection carries data one way: the sender connects, the receiver
+accepts, so what flows back is only ACKs, which the shaped links serve first
+(lab/shaping.py); a connection carrying data both ways would put its ACKs
+inside data segments, behind data. Times are CLOCK_MONOTONIC, which all
+namespaces share, so the lab can compare them across ranks.
 """
 
 from __future__ import annotations
@@ -59,45 +62,57 @@ def recv_exact(sock: socket.socket, n: int) -> memoryview:
     return buf
 
 
-class Connection:
-    """One TCP connection: a thread that sends queued frames, one that reads."""
+def _tcp(sock: socket.socket) -> socket.socket:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CONGESTION_CONTROL)
+    except OSError:
+        pass                            # not built into this kernel: its default, then
+    return sock
+
+
+class Sender:
+    """The sending end of one connection: a thread that sends queued frames.
+    A failed send tells the rank's inbox (None), as a closed receiver does."""
 
     def __init__(self, sock: socket.socket, inbox: queue.Queue):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CONGESTION_CONTROL)
-        except OSError:
-            pass                        # not built into this kernel: its default, then
-        self.sock, self.outbox = sock, queue.Queue()
-        threading.Thread(target=self._send_loop, daemon=True).start()
-        threading.Thread(target=self._recv_loop, args=(inbox,), daemon=True).start()
+        self.sock, self.outbox = _tcp(sock), queue.Queue()
+        threading.Thread(target=self._send_loop, args=(inbox,), daemon=True).start()
 
     def send(self, header: bytes, data: np.ndarray) -> None:
         self.outbox.put((header, data))
 
-    def _send_loop(self):
-        while True:
-            item = self.outbox.get()
-            if item is None:
-                return
-            # header and payload in one system call, with no copy of the payload
-            parts = [memoryview(item[0]), memoryview(item[1]).cast("B")]
-            while parts:
-                sent = self.sock.sendmsg(parts)
-                while parts and sent >= len(parts[0]):
-                    sent -= len(parts[0])
-                    parts.pop(0)
-                if parts:
-                    parts[0] = parts[0][sent:]
-
-    def _recv_loop(self, inbox):
+    def _send_loop(self, inbox):
         try:
             while True:
-                it, seq, nelem, src = HEADER.unpack(recv_exact(self.sock, HEADER.size))
-                data = np.frombuffer(recv_exact(self.sock, nelem * 4), dtype=np.float32)
+                item = self.outbox.get()
+                if item is None:
+                    return
+                # header and payload in one system call, with no copy of the payload
+                parts = [memoryview(item[0]), memoryview(item[1]).cast("B")]
+                while parts:
+                    sent = self.sock.sendmsg(parts)
+                    while parts and sent >= len(parts[0]):
+                        sent -= len(parts[0])
+                        parts.pop(0)
+                    if parts:
+                        parts[0] = parts[0][sent:]
+        except OSError:
+            inbox.put(None)
+
+
+def receive(sock: socket.socket, inbox: queue.Queue) -> None:
+    """The receiving end of one connection: a thread that reads frames into the inbox."""
+    def loop():
+        try:
+            while True:
+                it, seq, nelem, src = HEADER.unpack(recv_exact(sock, HEADER.size))
+                data = np.frombuffer(recv_exact(sock, nelem * 4), dtype=np.float32)
                 inbox.put((it, src, seq, data))
         except (ConnectionError, OSError):
             inbox.put(None)
+    _tcp(sock)
+    threading.Thread(target=loop, daemon=True).start()
 
 
 class Agent:
@@ -109,7 +124,8 @@ class Agent:
                                                            [""] * len(addresses)))]
         self.n = len(addresses)
         self.inbox: queue.Queue = queue.Queue()
-        self.conns = {}                          # (peer, channel) -> Connection
+        self.conns = {}                          # (peer, channel) -> Sender, to that peer
+        self.incoming = set()                    # (peer, channel) that connected to this rank
         self.arrivals = threading.Condition()
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -128,7 +144,8 @@ class Agent:
                 sock.close()                     # not one of ours: keep accepting
                 continue
             with self.arrivals:
-                self.conns[(peer, channel)] = Connection(sock, self.inbox)
+                receive(sock, self.inbox)
+                self.incoming.add((peer, channel))
                 self.arrivals.notify_all()
 
     def setup(self, collective, algorithm, count, root, piece, channels, local=1):
@@ -136,20 +153,21 @@ class Agent:
         ops = sched[self.rank]
         self.executor = RankExecutor(self.rank, self.n, ops, collective, count, root)
         self.channels = channels
-        peers = sorted({op.peer for op in ops if op.kind in ("send", "recv")})
-        for peer in peers:
+        to = sorted({op.peer for op in ops if op.kind == "send"})
+        frm = sorted({op.peer for op in ops if op.kind == "recv"})
+        for peer in to:
             for ch in range(channels):
-                if peer > self.rank and (peer, ch) not in self.conns:
-                    self.conns[(peer, ch)] = Connection(self._connect(peer, ch), self.inbox)
+                if (peer, ch) not in self.conns:
+                    self.conns[(peer, ch)] = Sender(self._connect(peer, ch), self.inbox)
         deadline = time.monotonic() + CONNECT_WAIT_S
         with self.arrivals:
-            while not all((p, c) in self.conns for p in peers for c in range(channels)):
+            while not all((p, c) in self.incoming for p in frm for c in range(channels)):
                 if not self.arrivals.wait(timeout=max(0.0, deadline - time.monotonic())):
-                    missing = sorted({p for p in peers for c in range(channels)
-                                      if (p, c) not in self.conns})
+                    missing = sorted({p for p in frm for c in range(channels)
+                                      if (p, c) not in self.incoming})
                     raise ConnectionError(f"ranks {missing} did not connect within "
                                           f"{CONNECT_WAIT_S} s")
-        return len(peers) * channels
+        return (len(to) + len(frm)) * channels
 
     def _connect(self, peer, channel):
         deadline = time.monotonic() + CONNECT_WAIT_S

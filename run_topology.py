@@ -337,6 +337,9 @@ def _lab_summary(lab, summary, say) -> None:
     status = lab.status
     summary.update(datapath=lab.datapath, openflow=sorted(set(status["versions"].values())),
                    timings=dict(lab.timings), results=str(lab.run_dir))
+    for warning in lab.warnings:
+        summary["warnings"].append(f"host: {warning}")
+        print(f"warning: host: {warning}", file=sys.stderr)
     control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
     say(f"lab      datapath {lab.datapath}, {control}, policy {lab.fabric.policy}; "
         f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")

@@ -6,12 +6,19 @@ which names are taken.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Iterable, List
 
 from topologies.fabric import Fabric
+
+# The userspace datapath sends every switch port's frames through one packet
+# socket; its send buffer holds every frame waiting in any shaped queue of the
+# fabric, and frames past it are dropped where no queue counts them.
+# scripts/setup.sh raises net.core.wmem_default to this before ovs-vswitchd starts.
+OVS_SEND_BUFFER = 64 << 20
 
 TOOLS = ("mnexec", "ovs-vsctl", "ovs-ofctl", "tc", "ip", "ethtool", "ping", "iperf3")
 
@@ -36,6 +43,34 @@ def ovs_running() -> bool:
             ["ovs-appctl", "--timeout=3", "-t", "ovs-vswitchd", "version"]))
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def parse_send_buffer(ss_output: str) -> "int | None":
+    """The send buffer of ovs-vswitchd's sending packet socket (protocol 0, no
+    interface) in `ss -0 -m -a -p` output; None when it has not opened one."""
+    for line in ss_output.splitlines():
+        if '"ovs-vswitchd"' in line and "[0]:*" in line:
+            m = re.search(r"\btb(\d+)", line)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def ovs_send_buffer_warning() -> "str | None":
+    """A sentence when the userspace datapath's send buffer (or, before it
+    opens, the default it will open with) is under OVS_SEND_BUFFER."""
+    try:
+        have = parse_send_buffer(run(["ss", "-0", "-m", "-a", "-p"], check=False).stdout)
+        if have is None:
+            have = int(Path("/proc/sys/net/core/wmem_default").read_text())
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    if have >= OVS_SEND_BUFFER:
+        return None
+    return (f"Open vSwitch's send buffer is {have >> 10} KiB, room for about "
+            f"{have // 16384} full 9000-byte frames queued across the whole fabric: frames past "
+            "it are dropped uncounted; run `sudo scripts/lab setup` with no lab running "
+            "(it raises net.core.wmem_default and restarts Open vSwitch)")
 
 
 def detect_datapath() -> str:

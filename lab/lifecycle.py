@@ -79,6 +79,7 @@ class Lab:
         self.run_dir = Path(run_dir)
         self.requested_datapath = datapath
         self.datapath: Optional[str] = None
+        self.warnings: List[str] = []        # what about the host bends the figures
         self.log = log
         self.verbose = verbose
         self.net = None
@@ -107,6 +108,8 @@ class Lab:
         t0 = time.monotonic()
         with records.names_lock():
             self.datapath = host.preflight(self.fabric, self.requested_datapath)
+            if self.datapath == "user":
+                self.warnings.extend(filter(None, [host.ovs_send_buffer_warning()]))
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._write_record()            # claims the names before the lock goes
         if self.fabric.policy != "stp":

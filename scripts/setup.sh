@@ -37,6 +37,39 @@ ovs_up() {
   ovs-vsctl --timeout=3 show >/dev/null 2>&1 \
     && ovs-appctl --timeout=3 -t ovs-vswitchd version >/dev/null 2>&1
 }
+# The userspace datapath sends every frame of every switch port through one
+# packet socket, whose send buffer (net.core.wmem_default when the socket
+# opens) holds every frame waiting in any shaped egress queue of the fabric:
+# at Linux's default, 208 KiB, a dozen 9000-byte frames. Frames past it were
+# dropped where no queue counts them (ovs-vswitchd.log: "error sending
+# Ethernet packet ... Resource temporarily unavailable"), and TCP lost 5% of
+# its segments on a 4-server ring. Raise it, for this boot and the next,
+# before ovs-vswitchd opens that socket; lab/host.py OVS_SEND_BUFFER checks it.
+OVS_SEND_BUFFER=$((64 << 20))
+sysctl -q -w net.core.wmem_default=$OVS_SEND_BUFFER
+printf '# fabric lab: scripts/setup.sh\nnet.core.wmem_default = %s\n' "$OVS_SEND_BUFFER" \
+  > /etc/sysctl.d/60-fabric-lab.conf
+send_buffer() {         # of the running ovs-vswitchd's sending socket, if it has one yet
+  ss -0 -m -a -p 2>/dev/null | grep -F '"ovs-vswitchd"' | grep -F '[0]:*' \
+    | grep -o 'tb[0-9]*' | head -1 | tr -d tb
+}
+if ovs_up; then
+  have=$(send_buffer || true)
+  if [ -n "$have" ] && [ "$have" -lt "$OVS_SEND_BUFFER" ]; then
+    if [ -z "$(ovs-vsctl --timeout=3 list-br)" ]; then
+      say "restarting Open vSwitch (no bridges) so its send buffer is $((OVS_SEND_BUFFER >> 20)) MiB"
+      if [ -d /run/systemd/system ]; then
+        systemctl restart openvswitch-switch || true
+      else
+        /usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null 2>&1 || true
+      fi
+    else
+      say "warning: Open vSwitch's send buffer is $((have >> 10)) KiB and it has bridges," \
+          "so it was not restarted: restart it when they are gone, or queued frames past" \
+          "that are dropped uncounted"
+    fi
+  fi
+fi
 if ! ovs_up; then
   say "starting Open vSwitch"
   if [ -d /run/systemd/system ]; then

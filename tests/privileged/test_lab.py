@@ -6,6 +6,7 @@ leave nothing behind when it is torn down."""
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +88,22 @@ def test_acks_leave_by_their_own_class_and_data_by_the_data_class(ecmp4):
     assert acks >= 16 * 10 and ack_bytes / acks < 128, sent       # toward the sender: ACKs
     assert sent[to_h1]["1:10"][0] < ack_bytes, sent               # and nothing big
     assert sent[to_h2]["1:5"][0] < data_bytes / 20, sent          # the data went by 1:10
+
+
+OVS_LOG = Path("/var/log/openvswitch/ovs-vswitchd.log")
+
+
+def test_every_frame_the_fabric_drops_is_dropped_where_a_queue_counts_it(ecmp4):
+    """Open vSwitch's userspace datapath sends through one packet socket: with
+    a small send buffer it drops frames (logging "error sending") before any
+    shaped queue sees them. 16 TCP flows into one server fill its queue."""
+    assert ecmp4.warnings == []
+    start = OVS_LOG.stat().st_size if OVS_LOG.exists() else 0
+    tcp_flows(ecmp4, "h1", "h3", sports="43000:43015", nbytes=400_000)
+    with OVS_LOG.open(errors="replace") as log:
+        log.seek(start)
+        lost = [line for line in log if "error sending" in line]
+    assert lost == [], lost[:3]
 
 
 def test_a_link_down_keeps_every_pair_reachable_and_coming_back_restores_it(ecmp4):

@@ -33,6 +33,9 @@ ACK_CLASS_BURST = 2000          # bytes: a few dozen ACKs back to back
 ACK_CLASS_SHARE = 20            # the ACK class is guaranteed 1/20 of the rate, borrows the rest
 SMALL_IP_LENGTH = 128           # IP packets shorter than this are "small"
 TCP_ACK_ONLY = 0x10             # TCP flags of a pure ACK: no PSH, SYN, FIN or RST
+WINDOW_FRAMES = 4               # a connection's window: at least this many frames,
+WINDOW_RTT_S = 0.010            # and the fastest link's rate over this round trip
+LONGEST_PATH_LINKS = 6          # server-leaf-agg-core-agg-leaf-server
 DATA_CLASS, ACK_CLASS = "1:10", "1:5"    # each holds one pfifo (or netem) queue
 
 
@@ -53,6 +56,29 @@ def unpaid_bytes(rate_mbit: float, mtu: int) -> int:
     and the frame that empties it (HTB charges after sending), plus the ACK
     class's own small bucket."""
     return burst_bytes(rate_mbit, mtu) + frame_bytes(mtu) + ACK_CLASS_BURST
+
+
+def window_bytes(rate_mbit: float, delay_ms: float, mtu: int) -> int:
+    """What a connection may have unacknowledged: enough for `rate_mbit` over a
+    round trip of WINDOW_RTT_S plus `delay_ms` on each link of the longest
+    path both ways, and never under WINDOW_FRAMES frames. Loss-based TCP
+    would otherwise keep every shaped queue full (32 frames of 9000 bytes are
+    115 ms at 20 Mbit/s: at the scaled rates, a buffer far deeper in time
+    than a real fabric's), and each dependent step of a pipelined collective
+    would wait behind it."""
+    rtt = WINDOW_RTT_S + 2 * LONGEST_PATH_LINKS * delay_ms / 1000
+    return max(WINDOW_FRAMES * frame_bytes(mtu), int(rate_mbit * 1e6 / 8 * rtt))
+
+
+def connection_windows(links, mtu: int) -> tuple:
+    """(to a peer across the network, to a peer in the same server): the
+    fastest NIC's window, and the fastest NVLink or PCIe link's (the NIC's
+    when the servers have one GPU)."""
+    delay = max(l.spec.delay_ms for l in links)
+    nic = max(l.spec.rate_mbit for l in links if l.kind == "server_leaf")
+    inside = [l.spec.rate_mbit for l in links if l.kind in ("intra_node", "pcie")]
+    return (window_bytes(nic, delay, mtu),
+            window_bytes(max(inside, default=nic), delay, mtu))
 
 
 def tc_commands(intf: str, spec, mtu: int) -> List[str]:

@@ -41,6 +41,19 @@ def test_every_collective_is_right_through_the_rank_agents(lab6, tmp_path, colle
     assert verdict["trustworthy"] in (True, False) and (verdict["trustworthy"] or verdict["advice"])
 
 
+def test_the_agents_windows_keep_every_queue_from_overflowing(lab6, tmp_path):
+    """Each receiver clamps its window to a few frames or the NIC over 10 ms
+    (lab/shaping.py): where three flows of a tree meet, a loss-based TCP
+    would fill the 100-packet queue and drop; the clamped ones do not."""
+    result = run_experiment(lab6, small(algorithm="tree", minbytes=2 << 20, maxbytes=2 << 20,
+                                        piece_bytes=64 * 1024), tmp_path)
+    run = result["runs"][0]
+    assert run["wrong"] == 0
+    queued = max(l["peak_backlog_bytes"] or 0 for l in run["links"].values())
+    assert queued > 0                                    # the queues were used
+    assert sum(l["drops"] or 0 for l in run["links"].values()) == 0, {i: (l["drops"], l["peak_backlog_bytes"]) for i, l in run["links"].items()}
+
+
 def test_iperf3_engine_replays_the_schedule_and_reports(lab6, tmp_path):
     result = run_experiment(lab6, small(collective="allgather", engine="iperf3",
                                         minbytes=256 * 1024, maxbytes=256 * 1024), tmp_path)

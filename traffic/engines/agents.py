@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Sequence
 
+from lab.shaping import connection_windows
 from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
 from traffic.metrics import TYPE_SIZE
@@ -23,7 +24,8 @@ class RankAgents(AgentProcesses, Engine):
         boxes = ",".join(h.server for h in hosts)
         super().__init__(lab, ranks, lambda r, s: [
             sys.executable, "-m", "traffic.programs.agent", "--rank", str(r), "--addresses", ips,
-            "--port", str(port), "--nvlink", nvlink, "--servers", boxes])
+            "--port", str(port), "--nvlink", nvlink, "--servers", boxes,
+            "--windows", ",".join(map(str, connection_windows(fabric.links, fabric.mtu)))])
 
     def prepare(self, job: Job) -> None:
         self.send({"cmd": "setup", "collective": job.collective, "algorithm": job.algorithm,

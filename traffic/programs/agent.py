@@ -62,8 +62,16 @@ def recv_exact(sock: socket.socket, n: int) -> memoryview:
     return buf
 
 
-def _tcp(sock: socket.socket) -> socket.socket:
+def _tcp(sock: socket.socket, window: int = 0) -> socket.socket:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if window:
+        # The receive buffer bounds the window: the kernel doubles the value
+        # for its bookkeeping and offers about half to two thirds of it, so
+        # the window comes out near `window`; a buffer of our own also stops
+        # autotuning from growing it. TCP_WINDOW_CLAMP alone, set after the
+        # connection is made, did not bound the window on this kernel (6.18).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, window)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CONGESTION_CONTROL)
     except OSError:
@@ -101,7 +109,7 @@ class Sender:
             inbox.put(None)
 
 
-def receive(sock: socket.socket, inbox: queue.Queue) -> None:
+def receive(sock: socket.socket, inbox: queue.Queue, window: int) -> None:
     """The receiving end of one connection: a thread that reads frames into the inbox."""
     def loop():
         try:
@@ -111,13 +119,16 @@ def receive(sock: socket.socket, inbox: queue.Queue) -> None:
                 inbox.put((it, src, seq, data))
         except (ConnectionError, OSError):
             inbox.put(None)
-    _tcp(sock)
+    _tcp(sock, window)
     threading.Thread(target=loop, daemon=True).start()
 
 
 class Agent:
-    def __init__(self, rank: int, addresses, port: int, nvlink=(), servers=()):
+    def __init__(self, rank: int, addresses, port: int, nvlink=(), servers=(), windows=(0, 0)):
         self.rank, self.port = rank, port
+        # the window a peer may use: its NIC's, or NVLink's when it shares this server
+        self.window_of = [windows[1] if servers and servers[p] == servers[rank] else windows[0]
+                          for p in range(len(addresses))]
         # a peer in the same server is reached over NVLink, as NCCL would
         self.addresses = [nv if nv and servers and servers[p] == servers[rank] else ip
                           for p, (ip, nv) in enumerate(zip(addresses, nvlink or
@@ -141,10 +152,12 @@ class Agent:
             try:
                 peer, channel = HELLO.unpack(recv_exact(sock, HELLO.size))
             except (ConnectionError, OSError, struct.error):
+                peer = -1
+            if not 0 <= peer < self.n:
                 sock.close()                     # not one of ours: keep accepting
                 continue
             with self.arrivals:
-                receive(sock, self.inbox)
+                receive(sock, self.inbox, self.window_of[peer])
                 self.incoming.add((peer, channel))
                 self.arrivals.notify_all()
 
@@ -219,10 +232,15 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=7000)
     p.add_argument("--nvlink", default="", help="NVLink address of every rank ('' for none)")
     p.add_argument("--servers", default="", help="the server of every rank")
+    p.add_argument("--windows", default="0,0",
+                   help="bytes a peer across the network, and one in the same server, may "
+                        "have unacknowledged on a connection to this rank (the receive "
+                        "buffer and TCP_WINDOW_CLAMP; 0: the kernel's autotuning)")
     a = p.parse_args(argv)
     split = lambda v: v.split(",") if v else []             # noqa: E731
     return serve(a.rank, lambda: Agent(a.rank, a.addresses.split(","), a.port,
-                                       split(a.nvlink), split(a.servers)), {
+                                       split(a.nvlink), split(a.servers),
+                                       tuple(int(w) for w in a.windows.split(","))), {
         "setup": lambda agent, m: {"event": "setup_done", "connections": agent.setup(
             m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], m["channels"],
             m.get("local", 1))},

@@ -1,0 +1,62 @@
+"""How links are shaped and what the host must give them, as pure functions:
+the tc lines (an ACK class served first, the data class the default, the
+filter that tells them apart), the window a connection may use, and the
+Open vSwitch send buffer read from `ss`."""
+
+from lab.host import OVS_SEND_BUFFER, parse_send_buffer
+from lab.shaping import connection_windows, frame_bytes, tc_commands, window_bytes
+from topologies.fabric import LinkSpec
+
+
+class L:
+    def __init__(self, kind, rate, delay=0.0):
+        self.kind = kind
+        self.spec = LinkSpec(rate_mbit=rate, queue_packets=32, delay_ms=delay, loss_percent=0)
+
+
+def test_pure_acks_get_a_class_served_first_and_everything_else_the_data_class():
+    cmds = tc_commands("x", LinkSpec(20, 32, 0, 0), 9000)
+    assert cmds[0] == "qdisc replace dev x root handle 1: htb default 10"
+    ack = next(c for c in cmds if "classid 1:5 " in c)
+    data = next(c for c in cmds if "classid 1:10 " in c)
+    assert "prio 0" in ack and "prio 1" in data and "ceil 20mbit" in ack and "ceil 20mbit" in data
+    # the two classes share the link's rate, no more
+    assert "rate 1mbit" in ack and "rate 19mbit" in data
+    (flt,) = [c for c in cmds if c.startswith("filter")]
+    assert "match ip protocol 6 0xff" in flt and "0xff80 at 2" in flt      # TCP, < 128 B
+    assert "match u8 0x10 0xff at 33" in flt and flt.endswith("flowid 1:5")  # ACK flag alone
+    assert sum("pfifo limit 32" in c for c in cmds) == 2
+
+
+def test_with_delay_both_classes_are_delayed_alike():
+    cmds = tc_commands("x", LinkSpec(20, 32, 5, 1), 1500)
+    netem = [c for c in cmds if " netem " in c]
+    assert len(netem) == 2 and all("delay 5ms loss 1%" in c for c in netem)
+
+
+def test_a_window_covers_its_link_over_the_round_trip_and_never_under_a_few_frames():
+    assert window_bytes(20, 0, 9000) == 4 * frame_bytes(9000)               # frames decide
+    assert window_bytes(1000, 0, 9000) == int(1000e6 / 8 * 0.010)          # the rate does
+    # 10 ms on each of the 6 links of the longest path, both ways
+    assert window_bytes(100, 10, 1500) == int(100e6 / 8 * (0.010 + 2 * 6 * 0.010))
+
+
+def test_peers_in_a_server_get_nvlinks_window_and_the_others_their_nics():
+    links = [L("server_leaf", 10), L("leaf_spine", 40), L("intra_node", 100), L("pcie", 50)]
+    assert connection_windows(links, 1500) == (window_bytes(10, 0, 1500),
+                                               window_bytes(100, 0, 1500))
+    one_gpu = [L("server_leaf", 10), L("leaf_spine", 40, delay=1)]
+    network, inside = connection_windows(one_gpu, 1500)
+    assert network == inside == window_bytes(10, 1, 1500)
+
+
+SS = """Netid State  Recv-Q Send-Q Local Address:Port Peer Address:PortProcess
+p_raw UNCONN 0 0 *:leaf1-eth1 * users:(("ovs-vswitchd",pid=9,fd=70)) skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)
+p_raw UNCONN 0 0 [0]:* * users:(("tcpdump",pid=5,fd=3)) skmem:(r0,rb1,t0,tb1,f0,w0,o0,bl0,d0)
+p_raw UNCONN 0 0 [0]:* * users:(("ovs-vswitchd",pid=9,fd=68)) skmem:(r0,rb212992,t0,tb67108864,f0,w0,o0,bl0,d0)
+"""
+
+
+def test_the_send_buffer_is_read_from_ovs_vswitchds_sending_socket_only():
+    assert parse_send_buffer(SS) == OVS_SEND_BUFFER
+    assert parse_send_buffer(SS.splitlines()[0] + "\n" + SS.splitlines()[1]) is None

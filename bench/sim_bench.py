@@ -36,11 +36,13 @@ sys.path.insert(0, str(REPO))
 from lab.lifecycle import Lab  # noqa: E402
 from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
 from traffic.experiment import Experiment  # noqa: E402
+from traffic.rate_calibration import at_rate  # noqa: E402
 from traffic.sweep import run_experiment  # noqa: E402
 
 T = REPO / "topologies"
 SIZES = dict(minbytes=512 << 10, maxbytes=2 << 20, stepfactor=4, iters=3, warmup=1,
              idle_seconds=1.0)
+LARGER = dict(SIZES, maxbytes=8 << 20)
 
 
 def odd_fabric():
@@ -67,12 +69,16 @@ def cases():
         "rhd odd, parallel uplinks": (odd, Experiment(algorithm="rhd", **SIZES),
                                       [h.name for h in odd.endpoints][:5]),
         "ring oversubscribed": (load_fabric(T / "oversubscribed.yaml"), Experiment(**SIZES), None),
-        "hierarchical multi-gpu": (load_fabric(T / "multi-gpu.yaml"),
+        # 16 agents on 2 cores: at its own 10 Mbit/s the host fell behind (CPU
+        # ~60%, ovs-vswitchd ~80% of a core); at 5 it keeps up, as the verdict advised
+        "hierarchical multi-gpu": (at_rate(load_fabric(T / "multi-gpu.yaml"), 5),
                                    Experiment(algorithm="hierarchical", **SIZES), None),
+        # 32 GPUs, 4 Mbit/s NICs: below 8 MiB an idle shaper's unpaid frames are
+        # too large a share of each NIC's bytes for the verdict to trust a size
         "hierarchical rail-optimized": (load_fabric(T / "rail-optimized.yaml"),
-                                        Experiment(algorithm="hierarchical", **SIZES), None),
+                                        Experiment(algorithm="hierarchical", **LARGER), None),
         "hierarchical server-per-leaf": (load_fabric(T / "leaf-spine-4gpu.yaml"),
-                                         Experiment(algorithm="hierarchical", **SIZES), None),
+                                         Experiment(algorithm="hierarchical", **LARGER), None),
     }
 
 
@@ -96,8 +102,9 @@ def one(name, fabric, exp, ranks, workdir):
                      "meas_over_ab": r["measured_over_predicted"],
                      "worst_link_bytes_error": link_err})
     return {"case": name, "seconds": round(time.monotonic() - t0, 1),
-            "trustworthy": (result["fidelity"]["host_kept_up"]
-                            and not result["fidelity"].get("host_bound")), "rows": rows}
+            "distrust": ("host did not keep up" if not result["fidelity"]["host_kept_up"] else
+                         "host-bound" if result["fidelity"].get("host_bound") else None),
+            "rows": rows}
 
 
 def report(results):
@@ -106,13 +113,13 @@ def report(results):
     trusted = []
     for res in results:
         for row in res["rows"]:
-            ok = not row["flags"] and res["trustworthy"] and row["meas_over_sim"]
+            ok = not row["flags"] and not res["distrust"] and row["meas_over_sim"]
             if ok:
                 trusted.append(row["meas_over_sim"])
             print(f"{res['case']:32} {row['size_bytes']:9d} {row['meas_over_sim'] or 0:9.2f} "
                   f"{row['fastest_over_sim'] or 0:8.2f} "
                   f"{row['meas_over_ab'] or 0:8.2f} {row['worst_link_bytes_error']:10.1%}  "
-                  + ("" if ok else "not counted: " + (", ".join(row["flags"]) or "host-bound")))
+                  + ("" if ok else "not counted: " + (", ".join(row["flags"]) or res["distrust"])))
     dev = [abs(x - 1) for x in trusted]
     summary = {"sizes": len(dev), "median_abs_dev": statistics.median(dev) if dev else None,
                "worst_abs_dev": max(dev) if dev else None}

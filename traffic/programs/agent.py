@@ -44,10 +44,10 @@ HELLO = struct.Struct("!II")             # rank, channel
 # ranks that is minutes; the lab's own wait for setup_done fails first if stuck
 CONNECT_WAIT_S = 600
 # CUBIC, Linux's own default, whatever the host's (this CI host's is BBR):
-# over the simulator benchmark's cases it left the lab closer to the fair
-# share the simulator gives (median |measured/simulated - 1| 0.15-0.18 in
-# two runs, against 0.31 with BBR, whose probing drops packets where two
-# flows meet at a shaped 32-packet queue); docs/simulator.md, "The lab's TCP"
+# before the windows were bounded, it left the lab closer to the simulator's
+# fair share than BBR, whose probing dropped packets where two flows met at a
+# shaped 32-packet queue; with windows bounded it seldom decides
+# (docs/simulator.md, "The lab's TCP")
 CONGESTION_CONTROL = b"cubic"
 
 

@@ -106,8 +106,12 @@ def host_setup_script(intfs: Dict[str, List[str]], mtu: int) -> str:
     neighbour discovery is noise on the counters), then the shaping."""
     steps = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
              "sysctl -qw net.ipv6.conf.default.disable_ipv6=1"]
-    for intf, tc_cmds in intfs.items():
+    for intf in intfs:
         steps += [f"ip link set dev {intf} mtu {mtu}",
                   f"ethtool -K {intf} tx off tso off gso off >/dev/null"]
-        steps += [f"tc {c}" for c in tc_cmds]
+    # one tc process for all of them: on the SuperPOD unit, a process per
+    # command was 3,500 processes and doubled the build
+    lines = " ".join(f"'{c}'" for cmds in intfs.values() for c in cmds)
+    if lines:
+        steps.append(f"printf '%s\\n' {lines} | tc -batch -")
     return " && ".join(steps) + " && echo lab-host-ok"

@@ -264,6 +264,11 @@ class Lab:
     def host(self, name: str):
         return self.net.get(name)
 
+    def netns(self, server: str) -> str:
+        """The path of a server's network namespace, for a process that makes
+        sockets there from outside (traffic/programs/netns.py)."""
+        return f"/proc/{self.host(server).pid}/ns/net"
+
     def popen(self, server: str, args: List[str], **kwargs) -> subprocess.Popen:
         """Start a process inside a server's namespace; the lab stops it at teardown."""
         kwargs.setdefault("stdout", subprocess.PIPE)

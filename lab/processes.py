@@ -33,7 +33,10 @@ def stop_process(proc: subprocess.Popen, grace: float = 3.0, ask: bool = True) -
             pass
     for stream in (proc.stdout, proc.stderr, proc.stdin):
         if stream:
-            stream.close()
+            try:
+                stream.close()
+            except OSError:        # a write to a process already gone, still buffered
+                pass
 
 
 def stop_process_group(leader: subprocess.Popen, grace: float = 3.0) -> None:

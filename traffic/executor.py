@@ -37,12 +37,27 @@ def _pattern(contributors: FrozenSet[int]) -> np.ndarray:
     return sum(((3 * j + 7 * r) % PERIOD) - PERIOD // 2 for r in contributors).astype(np.float32)
 
 
+TILED_MAX_BYTES = 1 << 22   # longer regions (whole buffers, at the end) are built afresh
+
+
+@functools.lru_cache(maxsize=512)
+def _tiled(contributors: FrozenSet[int], periods: int) -> np.ndarray:
+    tiled = np.tile(_pattern(contributors), periods)
+    tiled.flags.writeable = False               # shared by every caller: read-only
+    return tiled
+
+
 def expected_sum(contributors, offset: int, length: int) -> np.ndarray:
-    """The sum of the contributors' inputs over [offset, offset + length):
-    the pattern repeats every PERIOD elements, so this is a tiled copy, as
-    cheap for 16 contributors as for one (the agents check every piece)."""
-    pattern = _pattern(frozenset(contributors))
-    return np.resize(np.roll(pattern, -(offset % PERIOD)), length)
+    """The sum of the contributors' inputs over [offset, offset + length),
+    read-only: the pattern repeats every PERIOD elements, so this is a view
+    into the pattern tiled (a power-of-two number of periods, cached), as
+    cheap for 16 contributors as for one and without a copy: the agents
+    check every piece and send their inputs from here."""
+    start = offset % PERIOD
+    periods = 1 << (-(-(start + length) // PERIOD) - 1).bit_length()
+    if periods * PERIOD * 4 > TILED_MAX_BYTES:
+        return np.resize(np.roll(_pattern(frozenset(contributors)), -start), length)
+    return _tiled(frozenset(contributors), periods)[start:start + length]
 
 
 def input_data(rank: int, offset: int, length: int) -> np.ndarray:
@@ -60,7 +75,7 @@ class RankExecutor:
         for i, ds in enumerate(deps):
             for d in ds:
                 self.dependents[d].append(i)
-        self.seq = []
+        self.seq, self.initial = [], None
         counters: Dict[Tuple[str, int], int] = {}
         for op in ops:
             key = (op.kind, op.peer)
@@ -70,10 +85,12 @@ class RankExecutor:
 
     def reset(self) -> None:
         """A fresh iteration: the buffer as the collective starts, nothing done."""
-        self.buf = np.zeros(self.count, dtype=np.float32)
-        for offset, length in S.initial_regions(self.collective, self.n, self.count,
-                                                self.rank, self.root):
-            self.buf[offset:offset + length] = input_data(self.rank, offset, length)
+        if self.initial is None:                 # made once, copied per iteration
+            self.initial = np.zeros(self.count, dtype=np.float32)
+            for offset, length in S.initial_regions(self.collective, self.n, self.count,
+                                                    self.rank, self.root):
+                self.initial[offset:offset + length] = input_data(self.rank, offset, length)
+        self.buf = self.initial.copy()
         self.waiting = list(self.blockers)
         self.ready = deque(i for i, w in enumerate(self.waiting) if w == 0)
         now = time.monotonic()

@@ -21,6 +21,7 @@ from traffic import schedules as S
 from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, ROOTED,
                               default_algorithm)
 
+SCALE_UP = ("packets", "memory")  # how the agents carry NVLink traffic inside a server
 SCHEMA = {
     "collective": (optional(choice(*COLLECTIVES)), None),
     "algorithm": (optional(choice(*ALL_ALGORITHMS)), None),
@@ -35,13 +36,14 @@ SCHEMA = {
     "piece_bytes": (optional(size(64, 1 << 26)), None),
     "probe": (optional(endpoint_pair), None),
     "cross": (optional(endpoint_pair), None),
+    "scale_up": (optional(choice(*SCALE_UP)), None),
 }
 FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
 FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine": "--engine",
          "minbytes": "-b/--minbytes", "maxbytes": "-e/--maxbytes",
          "stepfactor": "-f/--stepfactor", "iters": "-n/--iters", "warmup": "-w/--warmup",
          "root": "--root", "channels": "--channels", "piece_bytes": "--piece-bytes",
-         "probe": "--probe", "cross": "--cross"}
+         "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up"}
 MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
 MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
@@ -93,6 +95,7 @@ class Experiment:
     ranks: List[str] = field(default_factory=list)     # endpoints in rank order; default all
     idle_seconds: float = 1.5                          # idle-latency measurement first
     cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
+    scale_up: str = "packets"                          # NVLink: packets on its links, or memory
 
     def check(self, n_ranks: int, local: int = 1, names: Namer = _plain) -> None:
         """Raise ExperimentError (a ValueError) with one sentence for an
@@ -123,6 +126,17 @@ class Experiment:
                  f"and this experiment has {n_ranks}")
         self._check_sizes(fail, names)
         self._check_ranks(n_ranks, local, fail)
+        self._check_scale_up(local, fail)
+
+    def _check_scale_up(self, local: int, fail) -> None:
+        if self.scale_up != "memory":
+            return
+        if local == 1:
+            fail("scale_up", "memory hands NVLink transfers over inside each server's agent "
+                 "process: it needs servers of several GPUs (server.gpus above 1)")
+        if self.engine not in ("agents", "sim"):
+            fail("scale_up", f"memory is how the rank agents carry NVLink traffic; the "
+                 f"{self.engine} engine sends it as packets (use packets, or --engine agents)")
 
     def sizes(self, limit: int = MAX_SIZES) -> List[int]:
         """The sweep's sizes (nccl-tests' -b/-e/-f), at most `limit` + 1 of them."""

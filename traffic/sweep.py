@@ -125,7 +125,7 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
     label = f"{label} {count * M.TYPE_SIZE} B"
     progress(f"{label}: setting up")
     engine.prepare(Job(exp.collective, exp.algorithm, count, exp.root, exp.piece_bytes,
-                       exp.channels, model.local))
+                       exp.channels, model.local, exp.scale_up))
     total, iters = exp.warmup + exp.iters, []
     for i in range(total):
         progress(f"{label}: iteration {i + 1}/{total}")
@@ -144,6 +144,8 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
                              model.rate, monitor.fabric.mtu, model.local))
     record["payload_bytes"] = {k: v * exp.iters for k, v in split.items()}
     record["wire_bytes"] = wire_split(monitor.fabric, record["links"])
+    if exp.scale_up == "memory":      # handed over in the agents, not put on the links
+        record["wire_bytes"]["intra_node_in_memory"] = record.get("scale_up_bytes", 0)
     return record, timeline
 
 
@@ -216,7 +218,7 @@ def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:
         "cpu_busy_pct": window["cpu_busy_pct"], "ovs_core_pct": window["ovs_core_pct"],
         "_window": window,
     }
-    for extra in ("frames_sent", "frames_lost", "retransmits"):
+    for extra in ("frames_sent", "frames_lost", "retransmits", "scale_up_bytes"):
         if extra in iters[0]:
             record[extra] = sum(i[extra] for i in iters)
     return record

@@ -10,6 +10,7 @@ import pytest
 from lab.reachability import all_pairs_reachability
 from tests.helpers import TOPOLOGIES, built, read_counter, settled
 from topologies.fabric import load_fabric
+from traffic.engines import Job, make_engine
 from traffic.experiment import Experiment
 from traffic.sweep import run_experiment
 
@@ -70,3 +71,25 @@ def test_allreduce_is_right_and_traffic_is_split(lab16, tmp_path, algorithm):
         assert {e["phase"] for e in events} == {"intra-node reduce-scatter",
                                                 "inter-node allreduce", "intra-node allgather"}
 
+
+
+def test_one_agent_process_drives_each_servers_gpus_from_their_namespaces(lab16):
+    """The engine starts one process per server; each rank's sockets are
+    made in its GPU's namespace, so its packets leave by that GPU's links:
+    every GPU's NVLink port carries what the collective gives it."""
+    fabric = lab16.fabric
+    ranks = [e.name for e in fabric.endpoints]
+    # the NVSwitch's side of each GPU's NVLink (in the root namespace)
+    gpu_ports = [l.b_intf for l in fabric.links if l.kind == "intra_node"]
+    before = settled(lambda: counters(gpu_ports))
+    engine = make_engine("agents", fabric, ranks, lab16)
+    try:
+        assert len(engine.procs) == 4 and engine.groups == [
+            list(range(s * 4, s * 4 + 4)) for s in range(4)]
+        engine.prepare(Job("allreduce", "hierarchical", count=64 * 1024, local=4))
+        assert engine.iterate(0, timeout=120)["wrong"] == 0
+    finally:
+        engine.close()
+    after = settled(lambda: counters(gpu_ports))
+    # the NVSwitch delivered to each GPU 2 x 3/4 of 256 KiB from its server's others
+    assert all(after[p] - before[p] >= 2 * 3 * 64 * 1024 for p in gpu_ports), (before, after)

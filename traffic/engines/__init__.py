@@ -39,6 +39,7 @@ class Job:
     piece_bytes: int = 65536     # messages are forwarded piece by piece
     channels: int = 1            # connections (NCCL channels, RoCE QPs) per peer
     local: int = 1               # GPUs per server, for the hierarchical algorithm
+    scale_up: str = "packets"    # NVLink inside a server: "packets" on its links, or "memory"
 
 
 class Engine:

@@ -1,6 +1,6 @@
-"""The default engine: one rank agent (traffic/programs/agent.py) per rank in
-its endpoint's namespace, real float32 data over TCP, every piece checked and
-the result verified."""
+"""The default engine: rank agents (traffic/programs/agent.py), one process
+per server driving each of its GPUs' ranks from that GPU's namespace, real
+float32 data over TCP, every piece checked and the result verified."""
 
 from __future__ import annotations
 
@@ -11,27 +11,54 @@ from typing import Sequence
 from lab.shaping import connection_windows
 from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
-from traffic.metrics import TYPE_SIZE
+from traffic.metrics import TYPE_SIZE, payload_share
 
 AGENT_PORT = 7000
 
 
+def scale_up_bps(fabric) -> float:
+    """The payload rate of a GPU's NVLink port, as TCP would get it over the
+    link (and the simulator charges it): the intra_node rate less headers."""
+    rate = max(l.spec.rate_mbit for l in fabric.links if l.kind == "intra_node")
+    return rate * 1e6 * payload_share(fabric.mtu)
+
+
+def by_server(hosts) -> list:
+    """The ranks of each server, in order of their first rank: one process per
+    server, as one machine drives its GPUs."""
+    groups: dict = {}
+    for rank, h in enumerate(hosts):
+        groups.setdefault(h.server, []).append(rank)
+    return list(groups.values())
+
+
 class RankAgents(AgentProcesses, Engine):
-    def __init__(self, fabric, ranks: Sequence[str], lab, port: int = AGENT_PORT):
+    EXTRAS = ("scale_up_bytes",)
+
+    def __init__(self, fabric, ranks: Sequence[str], lab, port: int = AGENT_PORT,
+                 per_rank: bool = False):
+        """`per_rank`: a process for each rank, as the agents ran before a
+        process drove a whole server (bench/ranks_bench.py compares both)."""
+        self.fabric = fabric
         hosts = [fabric.endpoint(s) for s in ranks]
         ips = ",".join(h.ip for h in hosts)
         nvlink = ",".join(h.nv_ip for h in hosts)
         boxes = ",".join(h.server for h in hosts)
-        super().__init__(lab, ranks, lambda r, s: [
-            sys.executable, "-m", "traffic.programs.agent", "--rank", str(r), "--addresses", ips,
+        namespaces = [lab.netns(s) for s in ranks]
+        super().__init__(lab, ranks, lambda group, s: [
+            sys.executable, "-m", "traffic.programs.agent",
+            "--ranks", ",".join(map(str, group)),
+            "--netns", ",".join(namespaces[r] for r in group), "--addresses", ips,
             "--port", str(port), "--nvlink", nvlink, "--servers", boxes,
-            "--windows", ",".join(map(str, connection_windows(fabric.links, fabric.mtu)))])
+            "--windows", ",".join(map(str, connection_windows(fabric.links, fabric.mtu)))],
+            groups=None if per_rank else by_server(hosts))
 
     def prepare(self, job: Job) -> None:
         self.send({"cmd": "setup", "collective": job.collective, "algorithm": job.algorithm,
                    "count": job.count, "root": job.root,
                    "piece": max(1, job.piece_bytes // TYPE_SIZE),
-                   "channels": job.channels, "local": job.local})
+                   "channels": job.channels, "local": job.local,
+                   "scale_up_bps": scale_up_bps(self.fabric) if job.scale_up == "memory" else 0})
         # no agent reports until its peers connected, and every agent builds
         # the whole schedule first: on a slow host, 256 of them take minutes
         self.collect("setup_done", timeout=60 + 2 * self.n)
@@ -46,7 +73,8 @@ class RankAgents(AgentProcesses, Engine):
         t1 = max(r["t1"] for r in ranks)
         out = {"t0": t0, "t1": t1, "seconds": t1 - t0,
                "wrong": sum(r["wrong"] for r in ranks),
-               "bad_chunk_elements": sum(r["bad_chunk_elements"] for r in ranks)}
+               "bad_chunk_elements": sum(r["bad_chunk_elements"] for r in ranks),
+               "scale_up_bytes": sum(r["scale_up_bytes"] for r in ranks)}
         if timeline:
             out["timeline"] = [e for r in ranks for e in r.get("timeline", ())]
         return out

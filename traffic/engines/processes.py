@@ -1,17 +1,19 @@
-"""Per-rank processes driven with JSON lines: the rank agents' and the Scapy
+"""Rank processes driven with JSON lines: the rank agents' and the Scapy
 engine's common driver.
 
-One long-lived process per rank runs in its endpoint's namespace (started by
-the lab, so the lab stops it at teardown if the engine cannot), reads
-commands as JSON lines on stdin and answers with JSON lines on stdout
-(traffic/programs/jsonlines.py is the other side). An error line from any
-rank, a rank that exits or one that does not answer in time becomes a
-CheckError in one sentence.
+Long-lived processes, each hosting a group of ranks (one rank, or a server's
+ranks), run in the namespace of their group's first endpoint (started by the
+lab, so the lab stops them at teardown if the engine cannot), read commands
+as JSON lines on stdin and answer with one JSON line per hosted rank on
+stdout (traffic/programs/jsonlines.py is the other side). An error line from
+any rank, a process that exits or a rank that does not answer in time
+becomes a CheckError in one sentence.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import selectors
 import subprocess
 from typing import Dict, List, Sequence
@@ -22,30 +24,39 @@ from lab.processes import CheckError
 
 
 class AgentProcesses:
-    def __init__(self, lab, ranks: Sequence[str], argv_for_rank, timeout: float = 60):
+    def __init__(self, lab, ranks: Sequence[str], argv_for_group,
+                 groups: Sequence[Sequence[int]] = None, timeout: float = 60):
+        """`ranks` names each rank's endpoint; `groups` says which ranks each
+        process hosts (default: one process per rank); `argv_for_group(group,
+        endpoint)` is the command line of the process hosting `group`, which
+        starts in `endpoint`'s namespace."""
         self.lab, self.ranks, self.timeout = lab, list(ranks), timeout
-        self.procs = [lab.popen(s, argv_for_rank(r, s), stdin=subprocess.PIPE, text=True,
-                                bufsize=1) for r, s in enumerate(self.ranks)]
+        self.groups = [list(g) for g in groups] if groups else [[r] for r in range(len(ranks))]
+        self.procs = [lab.popen(self.ranks[g[0]], argv_for_group(g, self.ranks[g[0]]),
+                                stdin=subprocess.PIPE, text=True, bufsize=1)
+                      for g in self.groups]
         self.selector = selectors.DefaultSelector()
-        for rank, proc in enumerate(self.procs):
-            self.selector.register(proc.stdout, selectors.EVENT_READ, rank)
+        self.partial = [b""] * len(self.procs)
+        for index, proc in enumerate(self.procs):
+            self.selector.register(proc.stdout, selectors.EVENT_READ, index)
         self.collect("ready")
 
     @property
     def n(self) -> int:
-        return len(self.procs)
+        return len(self.ranks)
 
     def send(self, msg: dict) -> None:
         line = json.dumps(msg) + "\n"
-        for rank, proc in enumerate(self.procs):
+        for group, proc in zip(self.groups, self.procs):
             try:
                 proc.stdin.write(line)
                 proc.stdin.flush()
             except (BrokenPipeError, OSError):
-                raise CheckError(f"the rank {rank} agent ({self.ranks[rank]}) is gone") from None
+                raise CheckError(f"the agent of rank {group[0]} ({self.ranks[group[0]]}) "
+                                 "is gone") from None
 
     def collect(self, event: str, timeout: float = None) -> List[dict]:
-        """One `event` line from every process; an error line from any is raised.
+        """One `event` line for every rank, in rank order; an error line from any is raised.
         `timeout` bounds the wait for the next reply, not for all of them: a
         slow host that brings up 256 agents one after another still gets
         there, a stuck agent is still found."""
@@ -60,19 +71,28 @@ class AgentProcesses:
                                  f"'{event}' ({len(replies)} of {self.n} did; none for "
                                  f"{patience:.0f} s)")
             for key, _ in self.selector.select(timeout=left):
-                replies[key.data] = self._read(key)
+                for msg in self._read(key.data):
+                    replies[msg["rank"]] = msg
                 deadline = time.monotonic() + patience
         return [replies[r] for r in range(self.n)]
 
-    def _read(self, key) -> dict:
-        line = key.fileobj.readline()
-        if not line:
-            err = self.procs[key.data].stderr.read()[-300:]
-            raise CheckError(f"the rank {key.data} agent exited: {err.strip()}")
+    def _read(self, index: int) -> List[dict]:
+        """The whole lines process `index` has written. Read from the pipe
+        itself: a process answers with several lines at once, and lines
+        sitting in a file object's buffer would not wake the selector."""
+        chunk = os.read(self.procs[index].stdout.fileno(), 1 << 16)
+        first = self.groups[index][0]
+        if not chunk:
+            err = self.procs[index].stderr.read()[-300:]
+            raise CheckError(f"the agent of rank {first} exited: {err.strip()}")
+        *lines, self.partial[index] = (self.partial[index] + chunk).split(b"\n")
+        return [self._parse(line.decode(errors="replace"), first) for line in lines]
+
+    def _parse(self, line: str, first: int) -> dict:
         try:
             msg = json.loads(line)
         except ValueError:
-            raise CheckError(f"the rank {key.data} agent said {line.strip()[:200]!r}") from None
+            raise CheckError(f"the agent of rank {first} said {line.strip()[:200]!r}") from None
         if msg.get("event") == "error":
             raise CheckError(f"rank {msg['rank']} ({self.ranks[msg['rank']]}): {msg['message']}")
         return msg

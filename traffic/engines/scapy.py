@@ -20,8 +20,8 @@ class RoceAgents(AgentProcesses, Engine):
         self.fabric = fabric
         ips = ",".join(fabric.endpoint(s).ip for s in ranks)
         macs = ",".join(fabric.endpoint(s).mac for s in ranks)
-        super().__init__(lab, ranks, lambda r, s: [
-            sys.executable, "-m", "traffic.programs.roce", "--rank", str(r), "--intf",
+        super().__init__(lab, ranks, lambda group, s: [
+            sys.executable, "-m", "traffic.programs.roce", "--rank", str(group[0]), "--intf",
             fabric.endpoint(s).intf, "--addresses", ips, "--macs", macs])
 
     def prepare(self, job: Job) -> None:

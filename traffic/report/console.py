@@ -24,8 +24,8 @@ def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
         lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
                      f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} "
                      f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) "
-                     "per peer" + (f"; then the same with {', '.join(compare)}" if compare
-                                   else ""))
+                     "per peer" + (", NVLink in memory" if exp.scale_up == "memory" else "")
+                     + (f"; then the same with {', '.join(compare)}" if compare else ""))
     lines += [f"  warning: {w}" for w in fabric.warnings]
     return "\n".join(lines)
 
@@ -51,12 +51,16 @@ def split_text(result: dict) -> str:
     if result.get("gpus_per_server", 1) == 1 and not any(
             r["wire_bytes"]["intra_node"] for r in result["runs"]):
         return ""
+    memory = any("intra_node_in_memory" in r["wire_bytes"] for r in result["runs"])
     lines = ["traffic  per size: payload the schedule sends inside servers / between servers; "
-             "bytes put on NVLink-class links / on links into servers"]
+             + ("bytes handed over in memory at the NVLink rate (--scale-up memory) / put on "
+                "links into servers" if memory else
+                "bytes put on NVLink-class links / on links into servers")]
     for r in result["runs"]:
         p, w = r["payload_bytes"], r["wire_bytes"]
+        intra = w["intra_node_in_memory"] if memory else w["intra_node"]
         lines.append(f"         {r['size_bytes']:>10}  payload {p['intra'] / 1e6:8.2f} / "
-                     f"{p['inter'] / 1e6:8.2f} MB   wire {w['intra_node'] / 1e6:8.2f} / "
+                     f"{p['inter'] / 1e6:8.2f} MB   wire {intra / 1e6:8.2f} / "
                      f"{w['network_to_servers'] / 1e6:8.2f} MB")
     return "\n".join(lines)
 

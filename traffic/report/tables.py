@@ -20,7 +20,8 @@ def nccl_table(result: dict, link_rate_mbit: float) -> str:
     exp, runs = result["experiment"], result["runs"]
     lines = [f"# Collective test: {exp['collective']} ({exp['algorithm']}), engine {exp['engine']}, "
              f"{len(result['ranks'])} ranks, {exp['channels']} connection(s) per peer, "
-             f"{exp['iters']} iterations after {exp['warmup']} warm-up",
+             f"{exp['iters']} iterations after {exp['warmup']} warm-up"
+             + (", NVLink in memory" if exp.get("scale_up") == "memory" else ""),
              f"# Ranks: {' '.join(result['ranks'])}; links {link_rate_mbit:g} Mbit/s "
              f"= {link_rate_mbit / 8e3:.6f} GB/s",
              "#", NCCL_HEADER]

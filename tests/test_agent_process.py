@@ -1,0 +1,168 @@
+"""Rank agents hosting several ranks per process, without a lab: the real
+agent program and the lab's JSON-lines driver, over loopback (ranks share the
+test's namespace, each listening on its own 127.0.0.x address), real float32
+data and #wrong as a lab run computes them."""
+
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from traffic.engines import Job
+from traffic.engines.agents import RankAgents, by_server
+from traffic.executor import PERIOD, expected_sum
+from traffic.metrics import payload_share
+from traffic.engines.processes import AgentProcesses
+from lab.processes import CheckError
+
+
+class Endpoint:
+    def __init__(self, i, server):
+        self.ip, self.nv_ip, self.server = f"127.0.0.{i + 1}", "", server
+
+
+class Link:
+    def __init__(self, kind, rate_mbit):
+        self.kind = kind
+        self.spec = type("Spec", (), {"rate_mbit": rate_mbit, "delay_ms": 0.0})
+
+
+NVLINK_MBIT = 20
+
+
+class LoopbackFabric:
+    """The little of a fabric the engine reads: endpoints, their servers, link rates."""
+    def __init__(self, n, gpus, mtu=9000, nic_mbit=1000.0):
+        self.mtu, self.links = mtu, (Link("server_leaf", nic_mbit), Link("intra_node", NVLINK_MBIT))
+        self.hosts = {f"h{i // gpus + 1}g{i % gpus + 1}": Endpoint(i, f"h{i // gpus + 1}")
+                      for i in range(n)}
+
+    def endpoint(self, name):
+        return self.hosts[name]
+
+
+class LocalLauncher:
+    """Starts the agents as plain local processes: the lab's popen, minus the namespace."""
+    def __init__(self):
+        self.procs = []
+
+    def netns(self, name):
+        return ""                                  # the test's own
+
+    def popen(self, server, args, **kwargs):
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        self.procs.append(subprocess.Popen(args, **kwargs))
+        return self.procs[-1]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def agents_of():
+    made = []
+
+    def make(n, gpus, **fabric_kw):
+        fabric = LoopbackFabric(n, gpus, **fabric_kw)
+        engine = RankAgents(fabric, list(fabric.hosts), LocalLauncher(), port=free_port())
+        made.append(engine)
+        return engine
+    yield make
+    for engine in made:
+        engine.close()
+        assert all(p.poll() is not None for p in engine.procs)
+
+
+@pytest.mark.parametrize("algorithm,collective,n,gpus", [
+    ("hierarchical", "allreduce", 8, 4), ("ring", "allreduce", 8, 4), ("rhd", "allreduce", 8, 2),
+    ("tree", "allreduce", 6, 3), ("ring", "allgather", 6, 2), ("pairwise", "alltoall", 4, 2),
+    ("ring", "broadcast", 4, 4)])
+def test_one_process_per_server_gives_the_right_result(agents_of, algorithm, collective, n, gpus):
+    engine = agents_of(n, gpus)
+    assert len(engine.procs) == n // gpus                        # one per server
+    assert engine.groups == [list(range(s * gpus, (s + 1) * gpus)) for s in range(n // gpus)]
+    engine.prepare(Job(collective, algorithm, count=50_400, channels=2, piece_bytes=16384,
+                       local=gpus))
+    for i in range(2):
+        out = engine.iterate(i, timeout=60)
+        assert out["wrong"] == 0 and out["bad_chunk_elements"] == 0
+        assert out["t1"] > out["t0"]
+
+
+@pytest.mark.parametrize("algorithm", ["hierarchical", "ring"])
+def test_scale_up_in_memory_is_right_and_takes_the_nvlink_time(agents_of, algorithm):
+    """GPUs of one server hand their messages over in memory, each paced at
+    the NVLink rate on its sender's and receiver's port: the data is still
+    right, every byte between GPUs of a server went that way, and no
+    iteration is quicker than a GPU's port needs for its bytes."""
+    engine = agents_of(8, 4)
+    count, size = 50_400, 50_400 * 4
+    engine.prepare(Job("allreduce", algorithm, count=count, piece_bytes=16384, local=4,
+                       scale_up="memory"))
+    # hierarchical: each GPU sends 2 x 3/4 of the buffer to its server's
+    # others; the ring (0..7): 6 of its 8 hops stay inside a server, each
+    # carrying a block (1/8) in each of its 14 steps
+    per_port, senders = (2 * 3 * size // 4, 8) if algorithm == "hierarchical" else \
+        (14 * size // 8, 6)
+    need = per_port * 8 / (NVLINK_MBIT * 1e6 * payload_share(9000))
+    for i in range(2):
+        out = engine.iterate(i, timeout=60)
+        assert out["wrong"] == 0 and out["bad_chunk_elements"] == 0
+        assert out["seconds"] >= need * 0.99
+        assert out["scale_up_bytes"] == senders * per_port
+
+
+def test_a_rank_done_sending_still_delivers_what_waits_for_the_window(agents_of):
+    """A send is done when handed to the connection; what TCP cannot take
+    yet (the window, the send buffer) waits in the process. A rank whose last
+    operation is a send is done before its data left: its process must keep
+    sending, or the peer waits forever. Here messages of 8 MiB, more than a
+    send buffer grows to (4 MiB), against windows of 4 frames."""
+    engine = agents_of(4, 1, mtu=65000, nic_mbit=0.5)
+    assert "--windows 260056," in " ".join(engine.procs[0].args)
+    engine.prepare(Job("reduce", "ring", count=8 << 20, piece_bytes=32 << 20))
+    assert engine.iterate(0, timeout=60)["wrong"] == 0
+
+
+def test_a_process_that_dies_is_one_sentence(agents_of):
+    engine = agents_of(4, 2)
+    engine.procs[1].kill()
+    engine.procs[1].wait()
+    with pytest.raises(CheckError, match=r"the agent of rank 2 .*(exited|is gone)"):
+        engine.prepare(Job("allreduce", "ring", count=1000))
+        engine.iterate(0, timeout=10)
+
+
+def test_ranks_are_grouped_by_server_in_rank_order():
+    hosts = [Endpoint(i, s) for i, s in enumerate("aabbab")]
+    assert by_server(hosts) == [[0, 1, 4], [2, 3, 5]]
+
+
+def test_expected_sums_are_read_only_views_equal_to_the_pattern():
+    contributors = (0, 3, 5)
+    for offset, length in [(0, 10), (1030, 5), (5 * PERIOD + 17, 70_000), (3, 2_000_000)]:
+        got = expected_sum(contributors, offset, length)
+        j = np.arange(offset, offset + length)
+        want = sum(((3 * j + 7 * r) % PERIOD) - PERIOD // 2 for r in contributors)
+        assert np.array_equal(got, want.astype(np.float32))
+    assert not expected_sum(contributors, 5, 100).flags.writeable
+
+
+def test_the_driver_reads_several_replies_written_at_once():
+    """A process hosting many ranks writes their replies in one go: every
+    one must be read, none left waiting in a buffer the selector cannot see."""
+    script = ("import json,sys\n"
+              "for r in range(50): print(json.dumps({'event': 'ready', 'rank': r}))\n"
+              "sys.stdout.flush()\n"
+              "sys.stdin.readline()\n")
+    procs = AgentProcesses(LocalLauncher(), [f"e{r}" for r in range(50)],
+                           lambda group, s: [sys.executable, "-c", script],
+                           groups=[list(range(50))], timeout=10)
+    assert procs.n == 50
+    procs.close()

@@ -1,0 +1,498 @@
+"""A test bed of machines on one host, for the coming cluster mode (Mininet's
+cluster edition across machines over ssh): `python -m lab.testbed up N|down|status`.
+
+A machine (m1..mN) is namespaces, not a virtual machine: `unshare --mount --net
+--pid --uts --ipc --fork` runs a boot script as PID 1 of a new PID namespace.
+In its private mount namespace it mounts an overlayfs (lower: the cached root
+file system; upper, work: /run/fabric-lab/testbed/mN), /proc, /sys, the host's
+/dev (/dev/net/tun: the userspace datapath's taps), fresh tmpfs on /run, /tmp
+and /dev/shm and the project read-only at its own path (.venv included), then
+chroots there, starts its own Open vSwitch (ovsdb-server by ovs-ctl,
+ovs-vswitchd directly, as scripts/setup.sh does where ovs-ctl refuses) and
+sshd, and stays as the reaper. Those mounts never reach the host's mount table
+and vanish with the namespace; killing PID 1 kills the whole machine, and its
+veth pair goes with its network namespace. eth0 (10.77.0.10+N/24, peer of host
+veth fltb-mN) sits on the host bridge fltb0 (10.77.0.1/24).
+
+debootstrap (bookworm, minbase) builds the root file system once, in
+/var/cache/fabric-lab/testbed/rootfs (rootfs.stamp: the package list and build
+settings; a change rebuilds it), with the ssh key pair that `up` names in
+/etc/ssh/ssh_config.d/fabric-lab-testbed.conf. record.json, rewritten as `up`
+goes, names all it made (bridge, veths, each machine's PID 1 and unshare with
+their start times: a reused pid is never signalled): `down`, and a failed
+`up`'s roll-back, remove exactly that, even after its maker died.
+net.core.wmem_default is not per network namespace here (read-only inside):
+machines get the host's, which scripts/setup.sh raises to 64 MiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CACHE = Path("/var/cache/fabric-lab/testbed")
+ROOTFS, STAMP, KEY = CACHE / "rootfs", CACHE / "rootfs.stamp", CACHE / "id_ed25519"
+STATE = Path("/run/fabric-lab/testbed")
+RECORD, SNIPPET = STATE / "record.json", Path("/etc/ssh/ssh_config.d/fabric-lab-testbed.conf")
+PROJECT = Path(__file__).resolve().parent.parent
+SUITE, VARIANT = "bookworm", "minbase"
+MIRROR = os.environ.get("FABRIC_TESTBED_MIRROR", "http://deb.debian.org/debian")
+PACKAGES = ("openvswitch-switch", "openssh-server", "openssh-client", "mininet", "iproute2",
+            "iputils-ping", "ethtool", "procps", "python3", "python3-venv", "iperf3", "iperf",
+            "fping", "tcpdump", "kmod", "sudo", "python-is-python3")
+BUILD_VERSION = 1          # bump when the build's post-install steps change
+BRIDGE, NET, MAX_MACHINES = "fltb0", "10.77.0", 64
+SEND_BUFFER, SSH_WAIT = 64 << 20, 60.0
+SSHD_CONFIG = "# fabric lab test bed: root by key only; room for Mininet cluster's ssh\n" + "".join(
+    f"{o}\n" for o in ("PermitRootLogin prohibit-password", "PasswordAuthentication no",
+                       "KbdInteractiveAuthentication no", "UsePAM no", "UseDNS no",
+                       "PermitTunnel yes", "MaxSessions 100", "MaxStartups 100"))
+SSH_OPTIONS = ("User root", f"IdentityFile {KEY}", "IdentitiesOnly yes", "StrictHostKeyChecking no",
+               "UserKnownHostsFile /dev/null", "BatchMode yes", "LogLevel ERROR")
+SNIPPET_TEXT = ("# fabric lab: written by `scripts/lab testbed up`, removed by `scripts/lab "
+                f"testbed down`\nHost {NET}.*\n" + "".join(f"    {o}\n" for o in SSH_OPTIONS))
+BOOT = """\
+set -eu
+R={dir}
+mount -t overlay overlay -o lowerdir={rootfs},upperdir=$R/upper,workdir=$R/work $R/root
+mount -t proc proc $R/root/proc
+mount -t sysfs sysfs $R/root/sys
+mount --rbind /dev $R/root/dev
+mount -t tmpfs -o mode=1777 tmpfs $R/root/dev/shm
+mount -t tmpfs -o mode=755 tmpfs $R/root/run
+mount -t tmpfs -o mode=1777 tmpfs $R/root/tmp
+mount -o bind,ro {project} $R/root{project}
+hostname {name}
+exec chroot $R/root /bin/sh /usr/local/sbin/fabric-testbed-init
+"""
+INIT = """\
+# PID 1 of a fabric-lab test-bed machine: Open vSwitch, sshd, then reap orphans
+# (SIGCHLD ignored: the kernel reaps them).
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+ip link set lo up
+mkdir -p /run/sshd /run/openvswitch /var/log/openvswitch
+/usr/share/openvswitch/scripts/ovs-ctl --no-ovs-vswitchd --system-id=random start
+ovs-vswitchd unix:/run/openvswitch/db.sock -vconsole:emer -vsyslog:err -vfile:info \\
+  --no-chdir --log-file=/var/log/openvswitch/ovs-vswitchd.log \\
+  --pidfile=/run/openvswitch/ovs-vswitchd.pid --detach --monitor
+/usr/sbin/sshd -E /var/log/sshd.log
+exec python3 -c 'import signal; signal.signal(signal.SIGCHLD, signal.SIG_IGN); signal.pause()'
+"""
+
+
+class TestbedError(Exception):
+    """A failure the user can act on, said in one sentence."""
+
+
+def run(*cmd, check=True, **kw) -> subprocess.CompletedProcess:
+    """Run a command quietly; on failure raise its last line of error as a TestbedError."""
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, **kw)
+    if check and proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["exit status %d" % proc.returncode])[-1]
+        raise TestbedError(f"`{' '.join(cmd[:4])}` failed: {why}")
+    return proc
+
+
+def start_time(pid: int) -> int:
+    """The kernel's start time of a process (clock ticks after boot); 0 once it
+    is gone or a zombie (killed, not yet reaped). With the pid, it names a process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return 0 if fields[0] == "Z" else int(fields[19])
+
+
+def alive(pid: int, started: int) -> bool:
+    return bool(started) and start_time(pid) == started
+
+
+def link_exists(name: str) -> bool:
+    return Path(f"/sys/class/net/{name}").exists()
+
+
+def running(machine: dict) -> bool:
+    """True while the machine's PID 1 or its unshare is still the recorded process."""
+    return any(alive(machine.get(k, 0), machine.get(f"{k}_start")) for k in ("init", "unshare"))
+
+
+@contextlib.contextmanager
+def locked():
+    """Serialise up and down, so two never work on the same record at once."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def load_record():
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads(RECORD.read_text())
+
+
+def save_record(record: dict) -> None:
+    """Write the record so that readers never see half a file."""
+    tmp = RECORD.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, RECORD)
+
+
+STAMP_TEXT = (f"suite {SUITE}\nvariant {VARIANT}\nmirror {MIRROR}\nbuild {BUILD_VERSION}\n"
+              f"packages {' '.join(PACKAGES)}\n")
+
+
+def rootfs_current() -> bool:
+    return (ROOTFS / "usr/sbin/sshd").exists() and STAMP.is_file() \
+        and STAMP.read_text() == STAMP_TEXT
+
+
+def mounts_under(path: Path):
+    """Mount points at or below `path` in this mount namespace, deepest first."""
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    inside = [p for p in points if p == str(path) or p.startswith(f"{path}/")]
+    return sorted(set(inside), key=len, reverse=True)
+
+
+def remove_tree(path: Path) -> None:
+    """rm -rf, but never through a mount point (a bind of the project, say)."""
+    for point in mounts_under(path):
+        run("umount", "-l", point, check=False)
+    if mounts_under(path):
+        raise TestbedError(f"{path} still has mounts below it, so it was not deleted.")
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def ensure_debootstrap() -> None:
+    if shutil.which("debootstrap"):
+        return
+    print("testbed: installing debootstrap", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run("sh", "-c", "apt-get update -q && apt-get install -y -q debootstrap", env=env)
+
+
+def build_rootfs() -> None:
+    """debootstrap into a scratch directory, in namespaces of its own so that no
+    daemon a package's postinst starts outlives it and no mount leaks; then
+    strip what must differ per machine and move it into place."""
+    ensure_debootstrap()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    scratch, log = CACHE / "rootfs.new", CACHE / "build.log"
+    remove_tree(scratch)
+    print(f"testbed: building the machines' root file system once (minutes; log: {log})",
+          flush=True)
+    with open(log, "w") as out:
+        proc = subprocess.run(
+            ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--uts", "--ipc",
+             "debootstrap", f"--variant={VARIANT}", f"--include={','.join(PACKAGES)}",
+             SUITE, str(scratch), MIRROR], stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        remove_tree(scratch)
+        raise TestbedError(f"debootstrap failed (exit status {proc.returncode}): see {log}.")
+    for pattern in ("etc/openvswitch/*conf.db*", "etc/openvswitch/system-id.conf",
+                    "var/cache/apt/archives/*.deb", "var/log/openvswitch/*.log"):
+        for item in scratch.glob(pattern):      # one Open vSwitch identity per machine
+            item.unlink()
+    (scratch / "etc/ssh/sshd_config.d/fabric-lab-testbed.conf").write_text(SSHD_CONFIG)
+    (scratch / PROJECT.relative_to("/")).mkdir(parents=True, exist_ok=True)
+    STAMP.unlink(missing_ok=True)
+    remove_tree(ROOTFS)
+    scratch.rename(ROOTFS)
+    STAMP.write_text(STAMP_TEXT)
+
+
+def ensure_key() -> str:
+    """The test bed's ssh key pair, made once; returns the public key."""
+    if not KEY.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fabric-lab-testbed", "-f", KEY)
+    return Path(f"{KEY}.pub").read_text()
+
+
+def prepare(n: int, count: int, pubkey: str) -> Path:
+    """The machine's directories and the files that make it itself, written into
+    its upper directory before the overlay is mounted; the key pair and ssh
+    snippet too, so that machines ssh to each other as cluster mode does."""
+    name, mdir = f"m{n}", STATE / f"m{n}"
+    for sub in ("work", "root", f"upper{PROJECT}", "upper/root"):
+        (mdir / sub).mkdir(mode=0o700 if sub == "upper/root" else 0o755, parents=True,
+                           exist_ok=True)
+    hosts = "".join(f"{NET}.{10 + i}\tm{i}\n" for i in range(1, count + 1))
+    files = {"etc/hostname": f"{name}\n", "root/.ssh/authorized_keys": pubkey,
+             "etc/hosts": f"127.0.0.1\tlocalhost\n{NET}.1\ttestbed-host\n{hosts}",
+             "usr/local/sbin/fabric-testbed-init": INIT, str(SNIPPET)[1:]: SNIPPET_TEXT,
+             str(KEY)[1:]: KEY.read_text()}
+    for path, text in files.items():
+        (mdir / "upper" / path).parent.mkdir(parents=True, exist_ok=True)
+        (mdir / "upper" / path).write_text(text)
+    (mdir / "upper" / str(KEY)[1:]).chmod(0o600)
+    (mdir / "boot.sh").write_text(BOOT.format(dir=mdir, rootfs=ROOTFS, project=PROJECT,
+                                              name=name))
+    return mdir
+
+
+def last_words(console: Path) -> str:
+    """The last line a machine wrote to its console, for an error message."""
+    lines = console.read_text(errors="replace").split("\n") if console.exists() else []
+    return ([line.strip() for line in lines if line.strip()] or ["(no output)"])[-1]
+
+
+def child_of(proc: subprocess.Popen, console: Path, timeout: float = 10.0) -> int:
+    """The child of unshare (the machine's PID 1), once it exists."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError):
+            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            if kids:
+                return int(kids[0])
+        time.sleep(0.02)
+    raise TestbedError(f"a machine failed to start: {last_words(console)}")
+
+
+def launch(mdir: Path) -> dict:
+    """Start the machine: unshare runs boot.sh as PID 1 of new namespaces
+    (--kill-child: should unshare die, so does the machine)."""
+    log = open(mdir / "console.log", "w")
+    with log:
+        proc = subprocess.Popen(
+            ["unshare", "--mount", "--net", "--pid", "--uts", "--ipc", "--fork", "--kill-child",
+             "--propagation", "private", "/bin/sh", str(mdir / "boot.sh")],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    launched = time.monotonic()
+    try:
+        init = child_of(proc, mdir / "console.log")
+    except TestbedError:
+        proc.kill()
+        raise
+    return {"launched": launched, "unshare": proc.pid, "unshare_start": start_time(proc.pid),
+            "init": init, "init_start": start_time(init)}
+
+
+def wire(machine: dict) -> None:
+    """Its veth: the host end on the bridge, the other end its eth0."""
+    host_end, peer, pid = machine["veth"], f"fltbp-{machine['name']}", str(machine["init"])
+    run("ip", "link", "add", host_end, "type", "veth", "peer", "name", peer)
+    run("ip", "link", "set", host_end, "master", BRIDGE, "up")
+    run("ip", "link", "set", peer, "netns", pid)
+    inside = ("nsenter", "-t", pid, "-n", "ip")
+    run(*inside, "link", "set", peer, "name", "eth0")
+    run(*inside, "addr", "add", f"{machine['address']}/24", "dev", "eth0")
+    run(*inside, "link", "set", "eth0", "up")
+    run(*inside, "route", "add", "default", "via", f"{NET}.1")
+
+
+def wait_for_ssh(machines) -> dict:
+    """Seconds from each machine's launch until it answers `true` over ssh."""
+    ready, deadline = {}, time.monotonic() + SSH_WAIT
+    while len(ready) < len(machines) and time.monotonic() < deadline:
+        for m in machines:
+            if m["name"] in ready:
+                continue
+            if not alive(m["init"], m["init_start"]):
+                raise TestbedError(f"machine {m['name']} died while booting: "
+                                   f"{last_words(STATE / m['name'] / 'console.log')}")
+            ssh = ["ssh", "-F", "none", "-o", "ConnectTimeout 2"] + [f"-o{o}" for o in SSH_OPTIONS]
+            if run(*ssh, m["address"], "true", check=False, timeout=10).returncode == 0:
+                ready[m["name"]] = time.monotonic() - m["launched"]
+        if len(ready) < len(machines):
+            time.sleep(0.2)
+    late = [m["name"] for m in machines if m["name"] not in ready]
+    if late:
+        raise TestbedError(f"sshd of {', '.join(late)} did not answer within {SSH_WAIT:.0f} s.")
+    return ready
+
+
+def check_free(count: int) -> None:
+    """Refuse names that something else on the host already uses."""
+    for name in [BRIDGE] + [f"fltb{p}-m{n}" for n in range(1, count + 1) for p in ("", "p")]:
+        if link_exists(name):
+            raise TestbedError(f"interface {name} already exists and is not the test bed's: "
+                               "remove it first.")
+
+
+def make_bridge(record: dict) -> None:
+    record["bridge"] = BRIDGE          # recorded first: check_free showed the name was free
+    save_record(record)
+    run("ip", "link", "add", BRIDGE, "type", "bridge")
+    run("ip", "addr", "add", f"{NET}.1/24", "dev", BRIDGE)
+    run("ip", "link", "set", BRIDGE, "up")
+
+
+def make_machine(record: dict, n: int, count: int, pubkey: str) -> dict:
+    """Start machine n and wire it; the record names each piece as it is made."""
+    name = f"m{n}"
+    machine = {"name": name, "address": f"{NET}.{10 + n}", "veth": f"fltb-{name}",
+               "dir": str(STATE / name)}
+    record["machines"].append(machine)
+    save_record(record)
+    mdir = prepare(n, count, pubkey)
+    machine.update(launch(mdir))
+    machine["mounts"] = [f"{mdir}/root{p}" for p in
+                         ("", "/proc", "/sys", "/dev", "/dev/shm", "/run", "/tmp", str(PROJECT))]
+    save_record(record)
+    try:
+        wire(machine)
+    except TestbedError:
+        if alive(machine["init"], machine["init_start"]):
+            raise
+        raise TestbedError(f"machine {name} died while booting: "
+                           f"{last_words(mdir / 'console.log')}") from None
+    return machine
+
+
+def write_snippet(record: dict) -> None:
+    record["ssh_snippet"] = str(SNIPPET)
+    save_record(record)
+    SNIPPET.parent.mkdir(parents=True, exist_ok=True)
+    SNIPPET.write_text(SNIPPET_TEXT)
+    main_config = Path("/etc/ssh/ssh_config")
+    if main_config.exists() and "ssh_config.d" not in main_config.read_text():
+        print(f"testbed: warning: {main_config} does not include ssh_config.d/*.conf, so plain "
+              f"`ssh {NET}.11` will not use {SNIPPET}", file=sys.stderr)
+
+
+def check_send_buffer(machine: dict) -> None:
+    """The userspace datapath's send buffer (see scripts/setup.sh), as a machine sees it."""
+    value = run("nsenter", "-t", str(machine["init"]), "-n", "cat",
+                "/proc/sys/net/core/wmem_default", check=False).stdout.strip()
+    if value.isdigit() and int(value) < SEND_BUFFER:
+        print(f"testbed: warning: the machines' net.core.wmem_default is {value}: raise the "
+              "host's (sudo scripts/lab setup)", file=sys.stderr)
+
+
+def up(count: int) -> None:
+    if not 1 <= count <= MAX_MACHINES:
+        raise TestbedError(f"the number of machines must be between 1 and {MAX_MACHINES}.")
+    started = time.monotonic()
+    with locked():
+        record = load_record()
+        if record and any(running(m) for m in record["machines"]):
+            raise TestbedError(f"the test bed is already up with {len(record['machines'])} "
+                               f"machines: run `scripts/lab testbed down` first.")
+        if record:
+            print("testbed: removing what a test bed that died left behind", flush=True)
+            if teardown(record):
+                raise TestbedError("a dead test bed's remains would not go: see `status`.")
+        check_free(count)
+        if not rootfs_current():
+            build_rootfs()
+        pubkey = ensure_key()
+        record = {"owner": os.getpid(), "bridge": None, "machines": [], "ssh_snippet": None}
+        try:
+            save_record(record)
+            make_bridge(record)
+            for n in range(1, count + 1):
+                make_machine(record, n, count, pubkey)
+            write_snippet(record)
+            ready = wait_for_ssh(record["machines"])
+        except BaseException:
+            teardown(record)
+            raise
+    check_send_buffer(record["machines"][0])
+    for m in record["machines"]:
+        print(f"{m['name']}  {m['address']}  ssh ready in {ready[m['name']]:.1f} s "
+              f"(init pid {m['init']})")
+    print(f"testbed: {count} machines up in {time.monotonic() - started:.1f} s; "
+          f"try `ssh {NET}.11 hostname`")
+
+
+def kill_machine(machine: dict) -> None:
+    """SIGKILL the machine's PID 1 (the kernel then kills its whole PID namespace),
+    and its unshare, each only if it is still the process that was recorded."""
+    for key in ("init", "unshare"):
+        if alive(machine.get(key, 0), machine.get(f"{key}_start")):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(machine[key], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and running(machine):
+        time.sleep(0.05)
+
+
+def teardown(record: dict) -> list:
+    """Remove what the record names, last made first; returns what could not be
+    removed, and then keeps the record so that `down` can be tried again."""
+    left, snippet = [], Path(record.get("ssh_snippet") or "/nonexistent")
+    if snippet.exists() and "fabric lab" in snippet.read_text():
+        snippet.unlink()
+    for machine in reversed(record.get("machines", [])):
+        kill_machine(machine)
+        if running(machine):
+            left.append(f"machine {machine['name']} (pid {machine.get('init')}) still runs")
+            continue
+        if link_exists(machine["veth"]):
+            run("ip", "link", "del", machine["veth"], check=False)
+        try:
+            remove_tree(Path(machine["dir"]))
+        except TestbedError as error:
+            left.append(str(error))
+    if record.get("bridge") and link_exists(record["bridge"]):
+        run("ip", "link", "del", record["bridge"], check=False)
+    if not left:
+        RECORD.unlink(missing_ok=True)
+    return left
+
+
+def down() -> None:
+    started = time.monotonic()
+    with locked():
+        record = load_record()
+        if record is None:
+            print("testbed: the test bed is not up: nothing to remove.")
+            return
+        left = teardown(record)
+    if left:
+        raise TestbedError("down left something behind: " + "; ".join(left) + ".")
+    print(f"testbed: {len(record['machines'])} machines, their veths, {BRIDGE} and the ssh "
+          f"snippet removed in {time.monotonic() - started:.1f} s")
+
+
+def status() -> int:
+    """What is up, from the record; exit status 1 when a recorded machine died."""
+    record = load_record()
+    print(f"root file system {ROOTFS}: {'built' if rootfs_current() else 'not built or stale'}")
+    if record is None:
+        print("testbed: not up")
+        return 0
+    states = [running(m) for m in record["machines"]]
+    for m, ok in zip(record["machines"], states):
+        print(f"{m['name']}  {m['address']}  {'up' if ok else 'DEAD'}  init pid {m.get('init')}"
+              f"  veth {m['veth']}")
+    print(f"bridge {BRIDGE}: {'present' if link_exists(BRIDGE) else 'missing'}; "
+          f"ssh snippet: {record.get('ssh_snippet')}")
+    return 0 if all(states) else 1
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        if args == ["status"]:
+            return status()
+        if os.geteuid() != 0:
+            raise TestbedError("the test bed needs root (namespaces, mounts, links): "
+                               "run it with sudo.")
+        if len(args) == 2 and args[0] == "up" and args[1].isdigit():
+            up(int(args[1]))
+        elif args == ["down"]:
+            down()
+        else:
+            print("usage: python -m lab.testbed up N | down | status", file=sys.stderr)
+            return 2
+    except TestbedError as error:
+        print(f"testbed: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("testbed: interrupted; what was made was removed.", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

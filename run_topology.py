@@ -48,6 +48,7 @@ if __name__ == "__main__":
 
 try:
     from topologies.fabric import FabricError, check_policy, describe_links, load_fabric
+    from topologies.placement import cluster_of, place_cluster, placement_text
     from topologies.schema import shown
     from traffic import flags
     from traffic.experiment import FIELDS, experiment_from
@@ -99,6 +100,8 @@ def _main(argv) -> int:
             check_policy(fabric)
         exp = experiment_from(fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
         _check_fabric_flags(fabric, args)
+        cluster = cluster_of(fabric, args.cluster)
+        placement = cluster and place_cluster(fabric, cluster)
         problem, notes = _output_problem(args, _run_name(fabric, args, "YYYYmmdd-HHMMSS"))
     except SystemExit as exc:                   # --help
         return exc.code if isinstance(exc.code, int) else 0
@@ -111,11 +114,19 @@ def _main(argv) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stdout if args.check else sys.stderr)
     if args.check:
-        return _check(fabric, exp, args)          # its summary lists the warnings
+        code = _check(fabric, exp, args)          # its summary lists the warnings
+        if code == 0 and cluster:
+            print(placement_text(fabric, cluster, placement))
+        return code
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
         from traffic.sim.sweep import simulated_run
         return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
                              args.csv, _progress(args.json), args.compare)
+    if cluster:
+        print(f"error: cluster mode runs only with --check in this version: {cluster.where} "
+              f"asks to spread the fabric over {len(cluster.machines)} machine(s); --check "
+              "prints where each switch and server would run", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)

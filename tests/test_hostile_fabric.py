@@ -554,7 +554,7 @@ def test_check_prints_the_warnings(tmp_path):
 KEYWORDS = {"$schema", "title", "description", "type", "properties", "additionalProperties",
             "required", "enum", "const", "minimum", "maximum", "exclusiveMaximum",
             "multipleOf", "pattern", "anyOf", "allOf", "if", "then", "else", "items",
-            "minItems", "maxItems", "default"}
+            "minItems", "maxItems", "uniqueItems", "default"}
 TYPES = {"object": dict, "array": list, "string": str, "null": type(None)}
 
 
@@ -612,6 +612,8 @@ def _array_errors(value, schema, at):
         return []
     errors = [f"{at}: too few items"] if len(value) < schema.get("minItems", 0) else []
     errors += [f"{at}: too many items"] if len(value) > schema.get("maxItems", len(value)) else []
+    if schema.get("uniqueItems") and len(set(map(json.dumps, value))) < len(value):
+        errors.append(f"{at}: items not unique")
     for i, item in enumerate(value):
         errors += schema_errors(item, schema.get("items", True), f"{at}[{i}]")
     return errors

@@ -56,6 +56,16 @@ _SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20}) ?"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _SUBNET = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}/(?:[0-9]{{1,2}})")
 _SUBNET_JSON = rf"^{_OCTET}(?:\.{_OCTET}){{3}}/(?:[89]|1[0-6])$"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+# A machine of a cluster: an IPv4 address, or a host name of dot-separated
+# labels (letters, digits, inner '-'), not all digits and dots. It reaches ssh
+# and shell command lines, so nothing else passes (no user@, no leading '-').
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = re.compile(rf"{_IPV4}|(?![0-9.]*$){_LABEL}(?:\.{_LABEL}){{0,126}}")
+HOST_MAX = 253              # characters of a DNS name
+MAX_MACHINES = 64
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+TUNNELS = ("vxlan", "ssh")
 
 
 class Section(dict):
@@ -207,6 +217,34 @@ _meta(endpoint_pair, type="array", minItems=2, maxItems=2,
       items={"type": "string", "pattern": f"^(?:{_ENDPOINT.pattern})$"})
 
 
+def host(v, fail):
+    if not isinstance(v, str) or len(v) > HOST_MAX or not _HOST.fullmatch(v):
+        fail(f"expected a host name such as gpu-node1 or an IPv4 address such as "
+             f"10.77.0.11, got {shown(v)}")
+    return v
+
+
+_meta(host, type="string", pattern=f"^(?:{_HOST.pattern})$")
+
+
+def machines(v, fail):
+    """1..MAX_MACHINES distinct hosts (ssh destinations)."""
+    if not isinstance(v, list) or not 1 <= len(v) <= MAX_MACHINES:
+        got = (kind_of(v) if not isinstance(v, list)
+               else "an empty list" if not v else f"{len(v)} machines")
+        fail(f"expected a list of 1 to {MAX_MACHINES} machines (host names or IPv4 "
+             f"addresses), got {got}")
+    for i, item in enumerate(v):
+        host(item, lambda message: fail(f"{message} as machine {i + 1}"))
+        if item in v[:i]:
+            fail(f"expected each machine once, got {shown(item)} twice")
+    return list(v)
+
+
+_meta(machines, type="array", minItems=1, maxItems=MAX_MACHINES, uniqueItems=True,
+      items=host.json_schema)
+
+
 def passed_on(v, fail):
     """A section another module validates (the experiment, in traffic/): kept as written."""
     return copy.deepcopy(v)
@@ -329,6 +367,16 @@ SCHEMA = {
             ("spine", "spine switches", "spine"), ("leaf", "leaf (edge) switches", "leaf"),
             ("agg", "fat-tree aggregation switches", "agg"),
             ("core", "fat-tree core switches", "core"), ("server", "servers", "h"))}), {}),
+    "cluster": (Section("the machines a cluster run spreads the fabric over (docs/fabric.md)", {
+        "machines": (described("ssh destinations, host names or IPv4 addresses", machines),
+                     REQUIRED),
+        "user": (described("the user ssh logs in as (root, or one with passwordless sudo)",
+                           text(_USER, "a user name such as root (a-z, 0-9, '_', '-')")),
+                 "root"),
+        "tunnel": (described("how links between machines are carried: vxlan, or ssh "
+                             "(Tunnel=Ethernet)", choice(*TUNNELS)), "vxlan"),
+        "controller": (described("address the controller listens on (default: the first "
+                                 "machine)", optional(host)), None)}), OPTIONAL_SECTION),
 }
 
 # What each kind of fabric takes in `fabric:` (beyond kind and mtu): required

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from topologies.errors import OneLineParser
-from topologies.schema import POLICIES, choice, integer, shown
+from topologies.schema import POLICIES, choice, integer, machines, shown
 from traffic import registry
 from traffic.experiment import FLAGS, SCHEMA
 
@@ -145,6 +145,12 @@ def _collective_flags(g) -> None:
     g.add_argument("--channels", type=_field("channels", _whole),
                    help="TCP connections (NCCL channels, RoCE QPs) per peer, 1 to 16: the "
                         "flow entropy ECMP spreads (default 1)")
+    g.add_argument("--scale-up", choices=("packets", "memory"), type=_field("scale_up"),
+                   help="how the rank agents carry traffic between GPUs of one server: "
+                        "packets over its NVLink-class links and switch (default), or memory: "
+                        "handed over inside the server's agent process, paced at the NVLink "
+                        "rate, as NCCL copies peer to peer (cheaper for the host: more GPUs "
+                        "or higher rates)")
     g.add_argument("--piece-bytes", type=_field("piece_bytes"),
                    help="messages are cut into pieces of this size, 64 to 64M, and forwarded "
                         "piece by piece (default 64K)")
@@ -178,6 +184,11 @@ def _run_flags(p) -> None:
     p.add_argument("--cleanup", action="store_true",
                    help="remove what labs killed without teardown (SIGKILL) left behind, "
                         "from their records in /run/fabric-lab; touches nothing else")
+    p.add_argument("--cluster", metavar="HOST,HOST",
+                   type=_checked(machines, lambda text: text.split(",")),
+                   help="spread the fabric over these machines (ssh destinations; overrides "
+                        "the YAML's cluster.machines); for now with --check only, which "
+                        "prints where each switch and server would run")
     p.add_argument("-v", "--verbose", action="store_true", help="Mininet and controller detail")
 
 
@@ -187,7 +198,8 @@ NAMES = {**FLAGS, "compare": "--compare", "fabric": "the fabric file", "check": 
          "policy": "--policy", "datapath": "--datapath", "no_traffic": "--no-traffic",
          "iperf_check": "--iperf-check", "seconds": "--seconds", "streams": "--streams",
          "calibrate": "--calibrate", "cli": "--cli", "results": "--results", "json": "--json",
-         "csv": "--csv", "cleanup": "--cleanup", "verbose": "-v/--verbose"}
+         "csv": "--csv", "cleanup": "--cleanup", "verbose": "-v/--verbose",
+         "cluster": "--cluster"}
 CALIBRATE_IGNORES = COLLECTIVE_FLAGS + ("no_traffic", "iperf_check", "seconds", "streams",
                                         "csv", "policy")
 NO_TRAFFIC_IGNORES = COLLECTIVE_FLAGS + ("iperf_check", "seconds", "streams", "csv")
@@ -221,7 +233,8 @@ def refusal(args) -> Optional[str]:
             return (f"--no-traffic replays nothing, so {NAMES[ignored[0]]} would do nothing: "
                     "use one of them")
     if getattr(args, "engine", None) == "sim":
-        builds = [key for key in ("cli", "iperf_check", "no_traffic", "calibrate", "datapath")
+        builds = [key for key in ("cli", "iperf_check", "no_traffic", "calibrate", "datapath",
+                                  "cluster")
                   if key in given]
         if builds:
             return (f"--engine sim simulates and builds no network, so {NAMES[builds[0]]} has "

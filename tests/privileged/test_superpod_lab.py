@@ -37,12 +37,18 @@ def test_run_topology_compares_algorithms_and_writes_the_figures(tmp_path, clean
 @pytest.mark.slow
 def test_the_superpod_unit_builds_runs_and_leaves_nothing(tmp_path, clean_host):
     proc = run(str(TOPOLOGIES / "superpod-su.yaml"), "--json", "--results", str(tmp_path),
-               "-n", "1", "-w", "0", timeout=1800)
+               "-b", "64K", "-e", "64K", "-n", "1", "-w", "0", timeout=1800)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(proc.stdout)
     assert summary["reachability"]["ok"] == summary["reachability"]["total"] == 256 * 255
     run_ = summary["collectives"]["runs"][0]
     assert (run_["algorithm"], run_["ranks"], run_["wrong"]) == ("hierarchical", 256, 0)
+    # NVLink in memory (the YAML's scale_up): every byte between GPUs of a
+    # server handed over in the agents (2 x 7/8 of 64 KiB per GPU), none on
+    # the NVLink-class links
+    wire = run_["wire_bytes"]
+    assert wire["intra_node_in_memory"] == run_["payload_bytes"]["intra"] == 256 * 2 * 7 * 8192
+    assert wire["intra_node"] < 10_000         # a stray neighbour discovery at most
     # rail-optimized: the inter-node step stays on the rail leaves; only the
     # latency probe (GPU 1 of server 1 to GPU 8 of server 32) crosses a spine,
     # a 106-byte frame each way per probe, however long the run took: from

@@ -3,7 +3,7 @@ sent less than they allowed was held back by the host."""
 
 from lab.shaping import ACK_CLASS_BURST, unpaid_bytes
 from tests.helpers import leaf_spine
-from traffic.measure.fidelity import fidelity, mark_unresolved, size_flags
+from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved, size_flags
 from traffic.measure.monitor import Monitor, summarise
 
 FABRIC = leaf_spine(2, 2, 1, rate=8)          # 8 Mbit/s = 1 MB/s
@@ -88,3 +88,24 @@ def test_the_verdict_names_flagged_sizes_and_is_not_trustworthy():
     assert "busbw beat the link rate at 32768 B" in verdict["advice"]
     clean = mark_unresolved({"trustworthy": True, "host_kept_up": True}, runs[1:], 20, 9000)
     assert clean["trustworthy"] and clean["flagged_sizes"] == []
+
+
+def timed(size, over_predicted, over_simulated, cpu):
+    return {"size_bytes": size, "measured_over_predicted": over_predicted,
+            "measured_over_simulated": over_simulated, "cpu_busy_pct": cpu}
+
+
+def test_far_behind_the_simulator_with_the_cpu_saturated_is_host_bound():
+    """The links kept their rates and the alpha-beta model was not twice
+    beaten, but the simulator beside the run says 1.61x, at 96% CPU (the
+    SuperPOD unit at 4 Mbit/s per NIC): the host, not the fabric."""
+    base = {"trustworthy": True, "max_cpu_busy_pct": 96.0}
+    verdict = mark_host_bound(dict(base), [timed(16 << 20, 1.5, 1.61, 96.0)])
+    assert verdict["host_bound"]
+    assert "16777216 B took 1.61x the simulated time while the CPU was 96% busy" in \
+        verdict["advice"]
+    # as far behind with CPU to spare, or close to the simulator at 96%: not the host
+    assert not mark_host_bound(dict(base), [timed(16 << 20, 1.5, 1.61, 80.0)]).get("host_bound")
+    assert not mark_host_bound(dict(base), [timed(16 << 20, 1.1, 1.12, 96.0)]).get("host_bound")
+    # a run the simulator could not follow (None) is judged by the model alone
+    assert not mark_host_bound(dict(base), [timed(16 << 20, 1.5, None, 96.0)]).get("host_bound")

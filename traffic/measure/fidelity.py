@@ -4,7 +4,8 @@ Trustworthy unless a link with a queue sent less than the queue owed it at
 the link's rate (traffic/measure/monitor.py finds those shortfalls). High CPU
 is reported as the likely cause, with a lower rate to try. HOST-BOUND: the
 links kept their rates, but a size took far longer than the alpha-beta model
-with the CPU busy, so the rank processes, not the links, set the pace.
+with the CPU busy, or over 1.25x the simulated time with the CPU saturated,
+so the rank processes, not the links, set the pace.
 
 Per size, two flags say a figure is not one to quote, whatever the host did
 (`size_flags`, `mark_unresolved`): *over-rate*, busbw beat the link rate,
@@ -24,6 +25,7 @@ from lab.shaping import unpaid_bytes
 OVS_BUSY = 95.0         # % of a core: the forwarding thread is saturated
 CPU_BUSY_WARN = 95.0
 HOST_BOUND_RATIO, HOST_BOUND_CPU = 2.0, 80.0   # slower than the model, with the CPU busy
+SIM_HOST_BOUND = 1.25   # measured/simulated past the simulator's worst on trusted sizes (0.21)
 UNPAID_SHARE = 0.2      # at most this share of a size's serialisation may go unpaid
 
 
@@ -53,14 +55,26 @@ def fidelity(summaries: List[dict], fabric) -> dict:
 
 def mark_host_bound(verdict: dict, runs: List[dict]) -> dict:
     """Add the HOST-BOUND verdict when a size ran far slower than its model
-    while the CPU was busy."""
+    while the CPU was busy; or slower than the simulator beside it by more
+    than the simulator ever misses a trusted size, with the CPU saturated
+    (the links kept their rates, so only the time shows it)."""
     slow = max((r["measured_over_predicted"] or 0 for r in runs), default=0)
+    why = None
     if slow > HOST_BOUND_RATIO and verdict["max_cpu_busy_pct"] > HOST_BOUND_CPU:
+        why = (f"a size took {slow:.1f}x the alpha-beta time while the CPU was "
+               f"{verdict['max_cpu_busy_pct']:.0f}% busy")
+    else:
+        behind = [r for r in runs if (r.get("measured_over_simulated") or 0) > SIM_HOST_BOUND
+                  and r.get("cpu_busy_pct", 0) > CPU_BUSY_WARN]
+        if behind:
+            worst = max(behind, key=lambda r: r["measured_over_simulated"])
+            why = (f"{worst['size_bytes']} B took {worst['measured_over_simulated']:.2f}x the "
+                   f"simulated time while the CPU was {worst['cpu_busy_pct']:.0f}% busy")
+    if why:
         verdict["host_bound"] = True
         verdict["advice"] = "; ".join(filter(None, [verdict.get("advice"), (
-            f"a size took {slow:.1f}x the alpha-beta time while the CPU was "
-            f"{verdict['max_cpu_busy_pct']:.0f}% busy: the rank processes, not the links, "
-            "set the pace; lower link rates or fewer ranks measure the fabric instead")]))
+            f"{why}: the rank processes, not the links, set the pace; lower link rates or "
+            "fewer ranks measure the fabric instead")]))
     return verdict
 
 

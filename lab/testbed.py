@@ -12,7 +12,7 @@ ovs-vswitchd directly, as scripts/setup.sh does where ovs-ctl refuses) and
 sshd, and stays as the reaper. Those mounts never reach the host's mount table
 and vanish with the namespace; killing PID 1 kills the whole machine, and its
 veth pair goes with its network namespace. eth0 (10.77.0.10+N/24, peer of host
-veth fltb-mN) sits on the host bridge fltb0 (10.77.0.1/24).
+veth fltb-mN, MTU 9050) sits on the host bridge fltb0 (10.77.0.1/24).
 
 debootstrap (bookworm, minbase) builds the root file system once, in
 /var/cache/fabric-lab/testbed/rootfs (rootfs.stamp: the package list and build
@@ -50,6 +50,7 @@ PACKAGES = ("openvswitch-switch", "openssh-server", "openssh-client", "mininet",
             "fping", "tcpdump", "kmod", "sudo", "python-is-python3")
 BUILD_VERSION = 1          # bump when the build's post-install steps change
 BRIDGE, NET, MAX_MACHINES = "fltb0", "10.77.0", 64
+WIRE_MTU = 9050   # 9000-byte frames in VXLAN (+50); at 1500, OVS drops them ("Message too long")
 SEND_BUFFER, SSH_WAIT = 64 << 20, 60.0
 SSHD_CONFIG = "# fabric lab test bed: root by key only; room for Mininet cluster's ssh\n" + "".join(
     f"{o}\n" for o in ("PermitRootLogin prohibit-password", "PasswordAuthentication no",
@@ -279,7 +280,8 @@ def launch(mdir: Path) -> dict:
 def wire(machine: dict) -> None:
     """Its veth: the host end on the bridge, the other end its eth0."""
     host_end, peer, pid = machine["veth"], f"fltbp-{machine['name']}", str(machine["init"])
-    run("ip", "link", "add", host_end, "type", "veth", "peer", "name", peer)
+    run("ip", "link", "add", host_end, "mtu", str(WIRE_MTU), "type", "veth", "peer", "name", peer,
+        "mtu", str(WIRE_MTU))
     run("ip", "link", "set", host_end, "master", BRIDGE, "up")
     run("ip", "link", "set", peer, "netns", pid)
     inside = ("nsenter", "-t", pid, "-n", "ip")
@@ -321,7 +323,7 @@ def check_free(count: int) -> None:
 def make_bridge(record: dict) -> None:
     record["bridge"] = BRIDGE          # recorded first: check_free showed the name was free
     save_record(record)
-    run("ip", "link", "add", BRIDGE, "type", "bridge")
+    run("ip", "link", "add", BRIDGE, "mtu", str(WIRE_MTU), "type", "bridge")
     run("ip", "addr", "add", f"{NET}.1/24", "dev", BRIDGE)
     run("ip", "link", "set", BRIDGE, "up")
 

@@ -83,6 +83,9 @@ def test_testbed_up_ssh_ovs_ping_venv_and_down_leaves_nothing():
             assert bridge not in host_bridges() and not Path(f"/sys/class/net/{bridge}").exists()
         ping = ssh(MACHINES["m1"], f"ping -c 3 -W 2 {MACHINES['m2']}")
         assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout
+        # room for a fabric's 9000-byte frames in VXLAN between machines: 9050, unfragmented
+        jumbo = ssh(MACHINES["m1"], f"ping -c 1 -W 2 -M do -s 9022 {MACHINES['m2']}")
+        assert jumbo.returncode == 0, jumbo.stdout + jumbo.stderr
         venv = ssh(MACHINES["m1"], f"{REPO}/.venv/bin/python -c "
                                    "'import numpy, mininet; print(\"venv ok\")'")
         assert venv.stdout.strip() == "venv ok", venv.stderr

@@ -64,6 +64,7 @@ HELLO = struct.Struct("!II")             # rank, channel
 # setup_done fails first if one is stuck
 CONNECT_WAIT_S = 600
 BACKLOG = 1024
+READS_PER_TURN = 8      # reads of one connection before the event loop serves the others
 # CUBIC, Linux's own default, whatever the host's (this CI host's is BBR):
 # before the windows were bounded, it left the lab closer to the simulator's
 # fair share than BBR, whose probing dropped packets where two flows met at a
@@ -131,8 +132,10 @@ class Conn:
     # --- receiving -------------------------------------------------------------
 
     def readable(self) -> None:
-        """Read what has arrived; hand each whole frame to the rank."""
-        while True:
+        """Read what has arrived, a few reads at a time (the selector comes
+        back while more waits: no connection starves the others); hand each
+        whole frame to the rank."""
+        for _ in range(READS_PER_TURN):
             buf = self.head if self.body is None else self.body
             try:
                 k = self.sock.recv_into(buf[self.got:], len(buf) - self.got)

@@ -8,7 +8,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 PY=/usr/bin/python3
 PACKAGES=(mininet openvswitch-switch iperf3 iperf tcpdump ethtool iputils-ping fping
-          iproute2 procps python3 python3-venv python-is-python3 make)
+          iproute2 procps python3 python3-venv python-is-python3 make
+          debootstrap)   # the test bed's machines (scripts/lab testbed)
 
 say() { printf 'set-up: %s\n' "$*"; }
 die() { printf 'set-up: %s\n' "$*" >&2; exit 1; }

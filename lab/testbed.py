@@ -70,7 +70,7 @@ mount --rbind /dev $R/root/dev
 mount -t tmpfs -o mode=1777 tmpfs $R/root/dev/shm
 mount -t tmpfs -o mode=755 tmpfs $R/root/run
 mount -t tmpfs -o mode=1777 tmpfs $R/root/tmp
-mount -o bind,ro {project} $R/root{project}
+mkdir -p $R/root{project} && mount -o bind,ro {project} $R/root{project}
 hostname {name}
 exec chroot $R/root /bin/sh /usr/local/sbin/fabric-testbed-init
 """

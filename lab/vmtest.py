@@ -98,6 +98,7 @@ mount -t tmpfs -o mode=1777 tmpfs /tmp
 dmesg -n 1
 hostname fabric-vm; ip link set lo up
 modprobe 9pnet_virtio; modprobe 9p
+mkdir -p {PROJECT}
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro project {PROJECT} \\
   || {{ echo "{MARK} error: the project did not mount over 9p ==="; off; }}
 modprobe openvswitch && modprobe sch_netem || echo "{MARK} error: modprobe failed ==="

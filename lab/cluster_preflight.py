@@ -3,11 +3,13 @@ checked over ssh, in order, and reported by its first failure, in one line:
 
 1. ssh logs in without a password (batch mode), as root, or as a user with
    passwordless sudo (``sudo -n true``);
-2. Open vSwitch is running (``ovs-vsctl --timeout=3 show``);
+2. Open vSwitch is running: its database (``ovs-vsctl --timeout=3 show``)
+   and its switch daemon (``ovs-appctl -t ovs-vswitchd version``);
 3. the project is checked out at the same path and the same commit as here
    (``git -C <project> rev-parse HEAD``);
-4. the project's Python environment is there and the same as here
-   (``<project>/.venv/bin/python -c "import sys, numpy, mininet; ..."``).
+4. the project's Python environment is there and the same as here: the
+   same Python version and numpy (``<project>/.venv/bin/python -c "import
+   sys, numpy, mininet; ..."``).
 
 Commands run through a runner, ``runner(argv, timeout) -> (status, output)``:
 by default `run_command` (a subprocess with a timeout); tests pass a fake.
@@ -36,7 +38,10 @@ REPO = Path(__file__).resolve().parent.parent
 SSH = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
 TIMEOUT = 30.0                 # seconds for one command, ssh's connection included
 SHOWN = 100                    # characters of a command's output a line quotes
-PYTHON_PROBE = "import sys, numpy, mininet; print(sys.version)"
+# the same Python is the same version with the same numpy, whatever its build
+# date (a machine's Debian python3.11 may be a later build of 3.11.2)
+PYTHON_PROBE = ("import sys, numpy, mininet; "
+                "print('Python %d.%d.%d' % sys.version_info[:3], 'numpy', numpy.__version__)")
 
 Runner = Callable[[Sequence[str], float], Tuple[int, str]]
 
@@ -88,7 +93,9 @@ def checks_for(user: str, project: Path, commit: Optional[str],
         checks.append(Check("sudo -n true", "sudo -n true",
                             f"{user} cannot run sudo without a password"))
     return checks + [
-        Check("ovs-vsctl show", f"{sudo}ovs-vsctl --timeout=3 show",
+        # the database answering is not enough: the switch daemon must too
+        Check("ovs-vsctl show", f"{sudo}ovs-vsctl --timeout=3 show >/dev/null && "
+              f"{sudo}ovs-appctl --timeout=3 -t ovs-vswitchd version",
               "Open vSwitch is not running"),
         Check("git rev-parse", f"git -C {where} rev-parse HEAD",
               f"the project is not checked out at {printable(str(project), 60)}", commit,

@@ -47,7 +47,7 @@ SUITE, VARIANT = "bookworm", "minbase"
 MIRROR = os.environ.get("FABRIC_TESTBED_MIRROR", "http://deb.debian.org/debian")
 PACKAGES = ("openvswitch-switch", "openssh-server", "openssh-client", "mininet", "iproute2",
             "iputils-ping", "ethtool", "procps", "python3", "python3-venv", "iperf3", "iperf",
-            "fping", "tcpdump", "kmod", "sudo", "python-is-python3")
+            "fping", "tcpdump", "kmod", "sudo", "python-is-python3", "git")
 BUILD_VERSION = 1          # bump when the build's post-install steps change
 BRIDGE, NET, MAX_MACHINES = "fltb0", "10.77.0", 64
 WIRE_MTU = 9050   # 9000-byte frames in VXLAN (+50); at 1500, OVS drops them ("Message too long")

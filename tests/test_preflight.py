@@ -2,6 +2,7 @@
 and exactly the failing machines reported, one line each. Nothing reaches a
 network (the subprocess runner is tried on local programs only)."""
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab import cluster_preflight
-from lab.cluster_preflight import SSH, checks_for, preflight, run_command
+from lab.cluster_preflight import PYTHON_PROBE, SSH, checks_for, preflight, run_command
 
 PROJECT = Path("/opt/fabric-lab")
 COMMIT = "9b1e0d2c4a7f" + "0" * 28
@@ -55,9 +56,10 @@ def test_every_machine_ready_gives_no_lines():
     runner = FakeMachines()
     assert preflight(["a", "10.77.0.12"], project=PROJECT, runner=runner) == []
     remote = [c[-1] for c in runner.calls if c[0] == "ssh" and c[-2] == "root@a"]
-    assert remote == ["true", "ovs-vsctl --timeout=3 show", "git -C /opt/fabric-lab rev-parse HEAD",
-                      "/opt/fabric-lab/.venv/bin/python -c 'import sys, numpy, mininet; "
-                      "print(sys.version)'"]
+    assert remote == ["true", "ovs-vsctl --timeout=3 show >/dev/null && "
+                      "ovs-appctl --timeout=3 -t ovs-vswitchd version",
+                      "git -C /opt/fabric-lab rev-parse HEAD",
+                      f"/opt/fabric-lab/.venv/bin/python -c {shlex.quote(PYTHON_PROBE)}"]
 
 
 def test_exactly_the_failing_machines_are_reported_by_their_first_failure():
@@ -83,8 +85,9 @@ def test_a_machine_that_fails_ssh_gets_no_further_commands():
 
 def test_another_user_needs_passwordless_sudo():
     checks = checks_for("lab", PROJECT, COMMIT, VERSION)
-    assert [c.remote for c in checks][:3] == ["true", "sudo -n true",
-                                              "sudo -n ovs-vsctl --timeout=3 show"]
+    assert [c.remote for c in checks][:3] == [
+        "true", "sudo -n true", "sudo -n ovs-vsctl --timeout=3 show >/dev/null && "
+        "sudo -n ovs-appctl --timeout=3 -t ovs-vswitchd version"]
     lines = preflight(["a", "b"], user="lab", project=PROJECT,
                       runner=FakeMachines({"b": "sudo"}))
     assert lines == ["b: lab cannot run sudo without a password (sudo -n true: sudo: a "

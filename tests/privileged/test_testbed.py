@@ -1,12 +1,14 @@
 """The test bed of machines on one host (lab/testbed.py, `scripts/lab testbed`):
 two machines come up with their own sshd and Open vSwitch, reach each other,
-run the project's environment, leave the host's Open vSwitch alone, and
-`down` leaves nothing behind. Slow only when the root file system has to be
+run the project's environment, pass the cluster preflight (and fail it, one
+line, when one's switch daemon is stopped), leave the host's Open vSwitch
+alone, and `down` leaves nothing behind. Slow only when the root file system has to be
 built first (debootstrap, a minute or more); a few seconds once it is cached."""
 
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,11 @@ def lab(*args, timeout=60):
 def ssh(ip, command, timeout=30):
     """Plain ssh: the host's ssh_config.d snippet from `up` supplies user, key and batch mode."""
     return subprocess.run(["ssh", ip, command], capture_output=True, text=True, timeout=timeout)
+
+
+def preflight(ips):
+    return subprocess.run([sys.executable, "-m", "lab.cluster_preflight", ",".join(ips)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 def host_ovs():
@@ -89,6 +96,16 @@ def test_testbed_up_ssh_ovs_ping_venv_and_down_leaves_nothing():
         venv = ssh(MACHINES["m1"], f"{REPO}/.venv/bin/python -c "
                                    "'import numpy, mininet; print(\"venv ok\")'")
         assert venv.stdout.strip() == "venv ok", venv.stderr
+        # the cluster preflight on real machines: both ready; then m2's switch
+        # daemon gone (its database still answers), and only m2 is reported
+        ready = preflight(MACHINES.values())
+        assert ready.returncode == 0, ready.stdout + ready.stderr
+        ssh(MACHINES["m2"], "ovs-appctl -t ovs-vswitchd exit")
+        broken = preflight(MACHINES.values())
+        assert broken.returncode == 1
+        lines = broken.stdout.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"{MACHINES['m2']}: Open vSwitch is not running"), broken.stdout
         assert lab("status").returncode == 0
     finally:
         down = lab("down")

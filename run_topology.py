@@ -48,7 +48,7 @@ if __name__ == "__main__":
 
 try:
     from topologies.fabric import FabricError, check_policy, describe_links, load_fabric
-    from topologies.placement import cluster_of, place_cluster, placement_text
+    from topologies.placement import cluster_of, place_cluster, placement_text, refuse_in_cluster
     from topologies.schema import shown
     from traffic import flags
     from traffic.experiment import FIELDS, experiment_from
@@ -102,6 +102,8 @@ def _main(argv) -> int:
         _check_fabric_flags(fabric, args)
         cluster = cluster_of(fabric, args.cluster)
         placement = cluster and place_cluster(fabric, cluster)
+        if cluster and not args.check:
+            refuse_in_cluster(fabric, cluster, args.cli, args.calibrate)
         problem, notes = _output_problem(args, _run_name(fabric, args, "YYYYmmdd-HHMMSS"))
     except SystemExit as exc:                   # --help
         return exc.code if isinstance(exc.code, int) else 0
@@ -122,11 +124,6 @@ def _main(argv) -> int:
         from traffic.sim.sweep import simulated_run
         return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
                              args.csv, _progress(args.json), args.compare)
-    if cluster:
-        print(f"error: cluster mode runs only with --check in this version: {cluster.where} "
-              f"asks to spread the fabric over {len(cluster.machines)} machine(s); --check "
-              "prints where each switch and server would run", file=sys.stderr)
-        return 2
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)
@@ -137,7 +134,7 @@ def _main(argv) -> int:
         signal.signal(sig, _interrupt)
     if args.calibrate:
         return _guarded(lambda: _calibrate(fabric, args))
-    return _guarded(lambda: _run(fabric, exp, args))
+    return _guarded(lambda: _run(fabric, exp, args, cluster and (cluster, placement)))
 
 
 def _check_fabric_flags(fabric, args) -> None:
@@ -316,7 +313,7 @@ def _guarded(job) -> int:
         return 130
 
 
-def _run(fabric, exp, args) -> int:
+def _run(fabric, exp, args, cluster=None) -> int:
     from lab.lifecycle import Lab
 
     run_dir = args.results / _run_name(fabric, args)
@@ -325,13 +322,20 @@ def _run(fabric, exp, args) -> int:
                "links": describe_links(fabric), "policy": fabric.policy,
                "warnings": list(fabric.warnings)}
     say(f"fabric   {fabric.name}: {fabric.shape()}")
-    with Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose) as lab:
+    if cluster:
+        from lab.cluster import ClusterLab
+        lab = ClusterLab(fabric, run_dir, *cluster, datapath=args.datapath, verbose=args.verbose)
+    else:
+        lab = Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose)
+    with lab:
         _lab_summary(lab, summary, say)
         if _reachability(lab, summary, say) and not args.no_traffic and exp is not None:
             _traffic(lab, exp, run_dir, args, summary, say)
         if args.cli:
             _mininet_cli(lab)
     summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)
+    if "cluster" in summary:                       # each machine's teardown, now known
+        summary["cluster"] = lab.summary()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if args.json:
@@ -354,6 +358,9 @@ def _lab_summary(lab, summary, say) -> None:
     control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
     say(f"lab      datapath {lab.datapath}, {control}, policy {lab.fabric.policy}; "
         f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
+    if hasattr(lab, "summary"):                    # across machines
+        summary["cluster"] = lab.summary()
+        say(console.cluster_text(summary["cluster"]))
 
 
 def _reachability(lab, summary, say) -> bool:

@@ -120,7 +120,7 @@ def lab_names(fabric: Fabric) -> List[str]:
     return names
 
 
-def preflight(fabric: Fabric, datapath: str) -> str:
+def preflight(fabric: Fabric, datapath: str, extra_names: Iterable[str] = ()) -> str:
     """Refuse early, with one sentence, anything that would fail half-way.
     Returns the datapath to use ('kernel' or 'user')."""
     if os.geteuid() != 0:
@@ -133,7 +133,8 @@ def preflight(fabric: Fabric, datapath: str) -> str:
         raise LabError("Open vSwitch is not running (ovsdb-server or ovs-vswitchd does not "
                        "answer): start it with `sudo scripts/lab setup`")
     check_netem(fabric)
-    taken = sorted((existing_interfaces() | existing_bridges()) & set(lab_names(fabric)))
+    taken = sorted((existing_interfaces() | existing_bridges())
+                   & set(lab_names(fabric) + list(extra_names)))
     if taken:
         raise LabError(
             f"{taken[0]} already exists on this host ({len(taken)} of the fabric's names "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,11 +54,11 @@ class _ControllerTarget:
     Mininet starting a shell for it: we run the controller ourselves."""
     name, protocol = "c0", "tcp"
 
-    def __init__(self, port: int):
-        self.port = port
+    def __init__(self, port: int, ip: str = "127.0.0.1"):
+        self.port, self.ip = port, ip
 
     def IP(self):                       # noqa: N802 (Mininet's name)
-        return "127.0.0.1"
+        return self.ip
 
     def start(self):
         pass
@@ -66,9 +67,9 @@ class _ControllerTarget:
         pass
 
 
-def free_port() -> int:
+def free_port(ip: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((ip, 0))
         return s.getsockname()[1]
 
 
@@ -88,6 +89,10 @@ class Lab:
         self.timings: Dict[str, float] = {}
         self.tag = f"{os.getpid()}-{next(_LAB_NUMBERS)}"
         self.record_path = records.RECORDS / f"{self.tag}.json"
+        self.controller_ip = "127.0.0.1"     # where the switches find the controller
+        self.extra_names: List[str] = []     # root-namespace names beyond the model's
+        self.neighbours = fabric.endpoints   # whom each server knows up front (big fabrics)
+        self.connect_later = False           # switches meet the controller after the build
         self._stopped = False
 
     # --- start --------------------------------------------------------------------
@@ -107,7 +112,8 @@ class Lab:
     def start(self) -> None:
         t0 = time.monotonic()
         with records.names_lock():
-            self.datapath = host.preflight(self.fabric, self.requested_datapath)
+            self.datapath = host.preflight(self.fabric, self.requested_datapath,
+                                           self.extra_names)
             if self.datapath == "user":
                 self.warnings.extend(filter(None, [host.ovs_send_buffer_warning()]))
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -126,14 +132,19 @@ class Lab:
         self.timings["programmed_s"] = time.monotonic() - t2
         self.timings["start_s"] = time.monotonic() - t0
 
+    def names(self) -> List[str]:
+        """Every root-namespace name this lab creates."""
+        return host.lab_names(self.fabric) + self.extra_names
+
     def _start_controller(self) -> None:
         spec = self.run_dir / "fabric.json"
         spec.write_text(json.dumps(self.fabric.spec, indent=1))
         self.status_path = self.run_dir / "controller-status.json"
         self.status_path.unlink(missing_ok=True)
-        self.of_port = free_port()
+        self.of_port = free_port(self.controller_ip)
         cmd = [sys.executable, "-m", "controller", "--spec", str(spec),
-               "--status", str(self.status_path), "--port", str(self.of_port)]
+               "--status", str(self.status_path), "--port", str(self.of_port),
+               "--host", self.controller_ip]
         if self.verbose:
             cmd.append("--verbose")
         self.controller_log = self.run_dir / "controller.log"
@@ -149,11 +160,12 @@ class Lab:
                 raise LabError("the controller exited while starting: "
                                f"{self._log_tail()} (log: {self.controller_log})")
             try:
-                socket.create_connection(("127.0.0.1", self.of_port), timeout=0.5).close()
+                socket.create_connection((self.controller_ip, self.of_port), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.1)
-        raise LabError(f"the controller did not listen on 127.0.0.1:{self.of_port} within 30 s "
+        raise LabError(f"the controller did not listen on {self.controller_ip}:{self.of_port} "
+                       "within 30 s "
                        f"(log: {self.controller_log})")
 
     def _build_network(self) -> None:
@@ -171,7 +183,8 @@ class Lab:
                            host=tracking(Host, self._track), link=Link, controller=None,
                            build=False, autoSetMacs=False, inNamespace=False, listenPort=None,
                            waitConnected=False)
-        self.net.controllers = [] if stp else [_ControllerTarget(self.of_port)]
+        self.net.controllers = ([] if stp or self.connect_later
+                                else [_ControllerTarget(self.of_port, self.controller_ip)])
         self.net.build()
         self.net.start()
         self.net.controllers = []      # the switches know it; Mininet need not
@@ -189,7 +202,7 @@ class Lab:
             f"link set dev {intf} mtu {self.fabric.mtu}\n" for intf in root_intfs))
         host.run(["tc", "-batch", "-"], timeout=120, input="".join(
             f"{cmd}\n" for intf in root_intfs for cmd in plan[intf]))
-        for name in host.lab_names(self.fabric):      # no IPv6 chatter on the counters
+        for name in self.names():                     # no IPv6 chatter on the counters
             knob = Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6")
             if knob.exists():
                 knob.write_text("1")
@@ -199,13 +212,13 @@ class Lab:
     def _configure_endpoint(self, ep, plan) -> None:
         intfs = [ep.intf] + ([ep.nv_intf] if ep.nv_ip else [])
         script = host_setup_script({i: plan[i] for i in intfs}, self.fabric.mtu)
-        if len(self.fabric.endpoints) > STATIC_NEIGHBOURS_ABOVE:
+        if len(self.neighbours) > STATIC_NEIGHBOURS_ABOVE:
             table = self.run_dir / f"neighbours-{ep.name}"
             table.write_text("".join(
                 f"neigh replace {h.ip} lladdr {h.mac} dev {ep.intf} nud permanent\n"
-                for h in self.fabric.endpoints if h is not ep) + "".join(
+                for h in self.neighbours if h is not ep) + "".join(
                 f"neigh replace {h.nv_ip} lladdr {h.nv_mac} dev {ep.nv_intf} "
-                "nud permanent\n" for h in self.fabric.endpoints
+                "nud permanent\n" for h in self.neighbours
                 if h is not ep and h.nv_ip and h.nvswitch == ep.nvswitch))
             script = f"ip -batch {table} && {script}"
         out = self.net.get(ep.name).cmd(script)
@@ -301,10 +314,11 @@ class Lab:
         raised at the end, and the record is kept for --cleanup."""
         shells = [p for p in self.processes if is_mininet_shell(p)]
         others = [p for p in self.processes if not is_mininet_shell(p) and p is not self.controller]
-        steps = [lambda: [stop_process(p) for p in others]]
+        steps = [lambda: [stop_process(p) for p in others],
+                 lambda: records.kill_registered(self.tag)]
         if self.net is not None or shells:
             steps.append(lambda: host.remove_network(host.tagged_bridges(self.tag),
-                                                       host.lab_names(self.fabric)))
+                                                       self.names()))
         steps.append(lambda: [stop_process_group(p) for p in shells])
         if self.net is not None:
             steps.append(lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches])
@@ -320,6 +334,7 @@ class Lab:
             raise LabError(f"teardown was incomplete: {errors[0]}; "
                            "`sudo python run_topology.py --cleanup` finishes it")
         self.record_path.unlink(missing_ok=True)
+        shutil.rmtree(records.registered_dir(self.tag), ignore_errors=True)
 
     def _track(self, proc: subprocess.Popen) -> None:
         self.processes.append(proc)
@@ -329,7 +344,7 @@ class Lab:
         self.processes = [p for p in self.processes if p.poll() is None]
         records.write_json(self.record_path, {
             "fabric": self.fabric.source,
-            "interfaces": host.lab_names(self.fabric),
+            "interfaces": self.names(),
             "processes": [(p.pid, records.start_time(p.pid)) for p in self.processes],
         })
 

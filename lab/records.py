@@ -52,6 +52,40 @@ def names_lock():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def registered_dir(tag: str) -> Path:
+    """Where processes started into a lab's servers from outside it (over ssh,
+    in cluster mode: lab/machine.py's exec) register, one file per pid
+    holding its start time."""
+    return RECORDS / f"{tag}.procs"
+
+
+def register(tag: str, pid: int) -> None:
+    folder = registered_dir(tag)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no running lab {tag} on this machine")
+    (folder / str(pid)).write_text(str(start_time(pid)))
+
+
+def kill_registered(tag: str) -> int:
+    """SIGKILL every registered process still running (same pid and start
+    time); their files go, the folder stays for processes yet to come."""
+    folder, killed = registered_dir(tag), 0
+    for entry in folder.iterdir() if folder.is_dir() else []:
+        try:
+            pid, started = int(entry.name), int(entry.read_text() or 0)
+        except (OSError, ValueError):
+            entry.unlink(missing_ok=True)
+            continue
+        if started and start_time(pid) == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        entry.unlink(missing_ok=True)
+    return killed
+
+
 def pid_alive(pid: int) -> bool:
     """True for a running process; a zombie (killed, not yet reaped) is dead."""
     try:
@@ -95,12 +129,17 @@ def cleanup_dead_labs(log=print) -> int:
                     killed += 1
                 except ProcessLookupError:
                     pass
+        killed += kill_registered(path.stem)
+        shutil.rmtree(registered_dir(path.stem), ignore_errors=True)
         bridges = tagged_bridges(path.stem)
         present = existing_interfaces()
         interfaces = [n for n in record.get("interfaces", []) if n not in claimed and n in present]
         remove_network(bridges, interfaces)
         log(f"cleaned up after lab {path.stem} ({record.get('fabric')}): {killed} processes, "
             f"{len(bridges)} bridges, {len(interfaces)} interfaces")
+        if record.get("cluster"):              # a cluster run's head: its machines too
+            from lab.cluster import cleanup_machines
+            cleanup_machines(record["cluster"]["machines"], record["cluster"]["user"], log)
         path.unlink()
     return len(dead)
 

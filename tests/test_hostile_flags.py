@@ -331,7 +331,7 @@ def test_a_closed_pipe_mid_run_still_tears_the_lab_down(monkeypatch, tmp_path):
             print("teardown says something", flush=True)
             events.append("torn down")
 
-    def run(fabric, exp, args):
+    def run(fabric, exp, args, cluster=None):
         with Lab():
             print("fabric   ...", flush=True)
             events.append("printed after the pipe closed")

@@ -174,7 +174,7 @@ def test_the_cluster_section_and_its_defaults():
     f = parse_fabric(f"{BASE}\ncluster: {{machines: [10.77.0.11, gpu-b.lab]}}\n", "c.yaml")
     c = cluster_of(f)
     assert (c.machines, c.user, c.tunnel, c.controller) == (
-        ("10.77.0.11", "gpu-b.lab"), "root", "vxlan", "10.77.0.11")
+        ("10.77.0.11", "gpu-b.lab"), "root", "vxlan", None)
     assert cluster_of(f, ["x", "y"]).machines == ("x", "y")
     assert cluster_of(fabric("default.yaml")) is None
     assert cluster_of(fabric("default.yaml"), ["x"]).where == "--cluster"
@@ -184,7 +184,8 @@ def test_check_prints_the_placement():
     proc = run("--check", "--cluster", "a,b", str(TOPOLOGIES / "default.yaml"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith(
-        "  cluster: 2 machines, ssh as root, vxlan tunnels, controller on a\n"
+        "  cluster: 2 machines, ssh as root, vxlan tunnels, controller here, on the address "
+        "facing a\n"
         "  machine 1 a: leaf1, spine1, h1, h2 (2 servers, 2 switches, 3 links)\n"
         "  machine 2 b: leaf2, spine2, h3, h4 (2 servers, 2 switches, 3 links)\n"
         "  tunnels: 1-2: 2 links (2 links cross machines, over vxlan)\n")
@@ -206,11 +207,18 @@ def test_check_refuses_a_bad_cluster_in_one_sentence(flags, message):
     assert proc.returncode == 2 and proc.stderr == message
 
 
-def test_a_run_with_a_cluster_stops_before_building(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("section,flags,why", [
+    ("{machines: [a, b]}", ["--cli"], "--cli opens Mininet's prompt"),
+    ("{machines: [a, b]}", ["--policy", "stp"], "the stp policy has no controller"),
+    ("{machines: [a, b], tunnel: ssh}", [], "cluster.tunnel ssh (Mininet's RemoteSSHLink)"),
+])
+def test_a_cluster_run_refuses_what_it_cannot_do_before_building(tmp_path, monkeypatch, capsys,
+                                                                  section, flags, why):
     """In-process, with the one way to a lab (_guarded) made to fail the test."""
     path = tmp_path / "c.yaml"
-    path.write_text(f"{BASE}\ncluster: {{machines: [a, b]}}\n")
+    path.write_text(f"{BASE}\ncluster: {section}\n")
     monkeypatch.setattr(run_topology, "_guarded", lambda job: pytest.fail("would build"))
-    assert run_topology.main([str(path), "--results", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.startswith(
-        f"error: cluster mode runs only with --check in this version: {path}: cluster.machines")
+    assert run_topology.main([str(path), "--results", str(tmp_path), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: cluster.machines: a run across machines cannot do "
+                          f"this: {why}") and err.count("\n") == 1

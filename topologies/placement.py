@@ -64,7 +64,8 @@ class Cluster:
     machines: Tuple[str, ...]    # ssh destinations, validated host names or IPv4 addresses
     user: str
     tunnel: str                  # "vxlan" or "ssh"
-    controller: str              # where the controller listens
+    controller: Optional[str]    # where the controller listens (None: the address
+                                 # this machine reaches the first from)
     where: str                   # where the machines were given, for messages
 
 
@@ -93,8 +94,21 @@ def cluster_of(fabric: Fabric, machines: Optional[Sequence[str]] = None) -> Opti
     hosts = tuple(machines if machines is not None else section["machines"])
     where = ("--cluster" if machines is not None
              else f"{printable(str(fabric.source), SOURCE_MAX, tail=True)}: cluster.machines")
-    return Cluster(hosts, section["user"], section["tunnel"], section["controller"] or hosts[0],
-                   where)
+    return Cluster(hosts, section["user"], section["tunnel"], section["controller"], where)
+
+
+def refuse_in_cluster(fabric: Fabric, cluster: Cluster, cli: bool, calibrate: bool) -> None:
+    """What a run across machines cannot do in this version: ValueError, one sentence."""
+    refused = [(cli, "--cli opens Mininet's prompt on the nodes of this machine"),
+               (calibrate, "--calibrate builds labs of its own on this machine"),
+               (fabric.policy == "stp", "the stp policy has no controller to tell when the "
+                                        "fabric is ready"),
+               (cluster.tunnel == "ssh", "cluster.tunnel ssh (Mininet's RemoteSSHLink) is not "
+                                         "built by this version: use vxlan")]
+    for refuse, why in refused:
+        if refuse:
+            raise ValueError(f"{cluster.where}: a run across machines cannot do this: {why} "
+                             "(docs/cluster.md)")
 
 
 def place_cluster(fabric: Fabric, cluster: Cluster) -> Placement:
@@ -205,7 +219,9 @@ def placement_text(fabric: Fabric, cluster: Cluster, placement: Placement) -> st
     """Indented lines for --check: the cluster, each machine's nodes, the tunnels."""
     n = placement.machines
     lines = [f"  cluster: {n} machine{'s' if n > 1 else ''}, ssh as {cluster.user}, "
-             f"{cluster.tunnel} tunnels, controller on {cluster.controller}"]
+             f"{cluster.tunnel} tunnels, controller "
+             + (f"on {cluster.controller}" if cluster.controller
+                else f"here, on the address facing {cluster.machines[0]}")]
     multi = fabric.gpus_per_server > 1 or fabric.spec["server"]["nics"] > 1
     for m, host in enumerate(cluster.machines):
         c = placement.counts[m]

@@ -375,8 +375,9 @@ SCHEMA = {
                  "root"),
         "tunnel": (described("how links between machines are carried: vxlan, or ssh "
                              "(Tunnel=Ethernet)", choice(*TUNNELS)), "vxlan"),
-        "controller": (described("address the controller listens on (default: the first "
-                                 "machine)", optional(host)), None)}), OPTIONAL_SECTION),
+        "controller": (described("address the controller listens on (default: the one this "
+                                 "machine reaches the first machine from)", optional(host)),
+                       None)}), OPTIONAL_SECTION),
 }
 
 # What each kind of fabric takes in `fabric:` (beyond kind and mtu): required

@@ -63,7 +63,7 @@ def run_experiment(lab, exp: Experiment, results: Path,
     # ranks actually chosen, before anything starts
     exp.check(model.n, model.local)
     probe = exp.probe or [ranks[0], ranks[-1]]
-    monitor = Monitor(fabric).start()
+    monitor = Monitor(fabric, source=getattr(lab, "counters", None)).start()
     prober = Prober(lab, probe[0], probe[1])
     engine = cross = None
     cross_report, runs, timeline = None, [], None
@@ -217,6 +217,7 @@ def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:
         "ecmp_imbalance": window["ecmp_imbalance"],
         "cpu_busy_pct": window["cpu_busy_pct"], "ovs_core_pct": window["ovs_core_pct"],
         "_window": window,
+        **({"machines": window["machines"]} if "machines" in window else {}),
     }
     for extra in ("frames_sent", "frames_lost", "retransmits", "scale_up_bytes"):
         if extra in iters[0]:

@@ -44,9 +44,26 @@ def _queues() -> Dict[str, dict]:
     return queues
 
 
+def read_counters(intfs) -> dict:
+    """One sample of this machine: bytes sent on each of `intfs`, their queues,
+    the CPU and ovs-vswitchd's CPU time. Counters first, timestamped as they
+    are read; then the queues (a tc process, tens of milliseconds on a busy
+    host, would skew the time)."""
+    t0 = time.monotonic()
+    every = tx_bytes()
+    t1 = time.monotonic()
+    # every counter was read within t_err of t
+    return {"t": (t0 + t1) / 2, "t_err": (t1 - t0) / 2, "cpu": cpu_times(),
+            "ovs_cpu_s": ovs_cpu_seconds(), "tx": {i: every[i] for i in intfs if i in every},
+            "queues": {i: q for i, q in _queues().items() if i in intfs}}
+
+
 class Monitor:
-    def __init__(self, fabric: Fabric, interval: float = 0.1):
+    def __init__(self, fabric: Fabric, interval: float = 0.1, source=None):
+        """`source(interfaces)` reads a sample (default: read_counters, this
+        machine; a cluster lab merges its machines')."""
         self.fabric, self.interval = fabric, interval
+        self.source = source or read_counters
         switches = {s.name for s in fabric.switches}
         self.rate = {}                     # interface -> Mbit/s
         self.link_of = {}                  # interface -> "a-b" link name
@@ -63,17 +80,7 @@ class Monitor:
         self._thread = None
 
     def sample(self) -> dict:
-        """Counters first, timestamped as they are read; then the queues (a tc
-        process, tens of milliseconds on a busy host, would skew the time)."""
-        t0 = time.monotonic()
-        every = tx_bytes()
-        t1 = time.monotonic()
-        tx = {intf: every[intf] for intf in self.rate if intf in every}
-        # every counter was read within t_err of t
-        s = {"t": (t0 + t1) / 2, "t_err": (t1 - t0) / 2, "cpu": cpu_times(),
-             "ovs_cpu_s": ovs_cpu_seconds(), "tx": tx}
-        s["queues"] = _queues()
-        return s
+        return self.source(self.rate)
 
     def wait_past(self, t: float, timeout: float = 30.0) -> None:
         """Wait until a sample read wholly after `t` exists, so a window
@@ -161,8 +168,17 @@ def summarise(mon: Monitor, span: List[dict]) -> dict:
                        "peak_util": peak, "peak_backlog_bytes": peak_backlog, "drops": drops}
     uplinks = {leaf.name: [links[l.a_intf]["tx_bytes"] for l in mon.fabric.uplinks(leaf.name)]
                for leaf in mon.fabric.leaves}
-    cpu = cpu_busy_pct(first["cpu"], last["cpu"])
-    ovs = 100.0 * (last["ovs_cpu_s"] - first["ovs_cpu_s"]) / dt
-    return {"seconds": dt, "links": links,
-            "ecmp_imbalance": {leaf: imbalance(v) for leaf, v in uplinks.items() if sum(v) > 0},
-            "cpu_busy_pct": cpu, "ovs_core_pct": ovs, "shortfalls": shortfalls}
+    out = {"seconds": dt, "links": links,
+           "ecmp_imbalance": {leaf: imbalance(v) for leaf, v in uplinks.items() if sum(v) > 0},
+           "shortfalls": shortfalls}
+    if "machines" not in first:
+        out["cpu_busy_pct"] = cpu_busy_pct(first["cpu"], last["cpu"])
+        out["ovs_core_pct"] = 100.0 * (last["ovs_cpu_s"] - first["ovs_cpu_s"]) / dt
+        return out
+    # a cluster: each machine's figures, and the busiest's, which sets the pace
+    cpu = [cpu_busy_pct(a["cpu"], b["cpu"]) for a, b in zip(first["machines"], last["machines"])]
+    ovs = [100.0 * (b["ovs_cpu_s"] - a["ovs_cpu_s"]) / dt
+           for a, b in zip(first["machines"], last["machines"])]
+    out.update(cpu_busy_pct=max(cpu), ovs_core_pct=max(ovs),
+               machines=[{"cpu_busy_pct": c, "ovs_core_pct": o} for c, o in zip(cpu, ovs)])
+    return out

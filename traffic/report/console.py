@@ -85,3 +85,13 @@ def iperf3_check_text(fabric, traffic: dict) -> str:
                      f"Mbit/s  {flow['retransmits']} retransmits{err}")
     lines.append(uplinks_text(fabric, traffic["uplink_tx_bytes"], "during the check"))
     return "\n".join(lines)
+
+
+def cluster_text(cluster: dict) -> str:
+    """The machines of a cluster run, each with its build time."""
+    machines = ", ".join(f"{i + 1} {m['host']} built in {m['build_s']:.1f} s"
+                         + (f" (clock {m['clock_offset_s'] * 1e3:+.1f} ms apart)"
+                            if abs(m["clock_offset_s"]) > 0.0005 else "")
+                         for i, m in enumerate(cluster["machines"]))
+    return (f"cluster  {len(cluster['machines'])} machines: {machines}; "
+            f"{cluster['tunnels']} links over VXLAN; controller {cluster['controller']}")

@@ -1,0 +1,337 @@
+"""A fabric spread over several machines (cluster mode): the lab as the rest
+of the project sees it (lab/lifecycle.py's interface), run from the machine
+that runs run_topology.py, the head.
+
+1. preflight (lab/cluster_preflight.py): one line per machine that cannot
+   take part, and nothing is started;
+2. the os-ken controller starts here, listening only on the address this
+   machine reaches the first machine from (or cluster.controller);
+3. each machine gets, over ssh, a `python -m lab.machine serve` that builds
+   the nodes placed on it (topologies/placement.py) as an ordinary lab, the
+   links that cross machines as VXLAN tunnels (lab/tunnels.py), its switches
+   connected to the controller here; the machines build at the same time;
+4. ready when the controller has programmed every switch of every machine.
+
+A program in a server (`popen`) runs through ssh on the server's machine
+(`lab.machine exec`), in the server's network namespace and, where that
+machine's clock runs apart from this one's, in a time namespace that reads
+this machine's monotonic clock: the agents' start times, the probes'
+timestamps and the monitor's samples share one time line. The monitor asks
+every machine for its counters (`counters`).
+
+Teardown: the programs (their ssh sessions: each program dies with its
+session), then every machine's lab ("stop", all at once), then the ssh
+sessions, then the controller. Every ssh here dies with this process
+(setpriv --pdeathsig) and every machine's lab tears itself down when its ssh
+session ends, so even a SIGKILLed head leaves nothing on the machines; the
+record under /run/fabric-lab names the machines, and `--cleanup` runs
+`--cleanup` on each of them too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shlex
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from lab import cluster_preflight, records
+from lab.host import LabError, run
+from lab.lifecycle import REPO, Lab
+from lab.processes import stop_process
+from lab.tunnels import tunnels
+
+PYTHON = REPO / ".venv" / "bin" / "python"
+SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
+               "-o", "ServerAliveCountMax=6", "-o", "LogLevel=ERROR")
+BUILD_TIMEOUT = 600.0       # a machine building its part (the SuperPOD unit: minutes)
+ASK_TIMEOUT = 60.0
+CLOCK_APART = 0.0005        # seconds: closer than this, a machine's clock is taken as ours
+CLOCK_ROUNDS = 8
+
+
+def ssh_command(user: str, host: str, remote: str) -> List[str]:
+    """ssh running `remote` (in the project, as root: sudo -n for another
+    user), that dies with the process that starts it."""
+    sudo = "" if user == "root" else "sudo -n "
+    return ["setpriv", "--pdeathsig", "TERM", "ssh", *SSH_OPTIONS, "--", f"{user}@{host}",
+            f"cd {shlex.quote(str(REPO))} && exec {sudo}{remote}"]
+
+
+def source_address(address: str) -> str:
+    """The address this machine sends from to reach `address`."""
+    out = run(["ip", "-o", "route", "get", address]).stdout.split()
+    if "src" not in out:
+        raise LabError(f"no route from this machine to {address}")
+    return out[out.index("src") + 1]
+
+
+def resolve(host: str) -> str:
+    try:
+        return socket.gethostbyname(host)
+    except OSError as exc:
+        raise LabError(f"cannot resolve the machine {host!r}: {exc}") from None
+
+
+class Machine:
+    """One machine's `lab.machine serve` over ssh, asked one thing at a time."""
+
+    def __init__(self, index: int, host: str, address: str, user: str, run_dir: Path):
+        self.index, self.host, self.address, self.user = index, host, address, user
+        self.log = run_dir / f"machine{index + 1}.log"
+        self.proc: Optional[subprocess.Popen] = None
+        self.lock = threading.Lock()
+        self.built: dict = {}
+        self.offset = 0.0                      # our monotonic clock minus its
+
+    @property
+    def name(self) -> str:
+        return f"machine {self.index + 1} ({self.host})"
+
+    def start(self) -> subprocess.Popen:
+        with open(self.log, "w") as err:
+            self.proc = subprocess.Popen(
+                ssh_command(self.user, self.host, f"{shlex.quote(str(PYTHON))} -m lab.machine "
+                            "serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                text=True, bufsize=1, start_new_session=True)
+        return self.proc
+
+    def send(self, msg: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise LabError(f"{self.name} went away: {self._last_words()}") from None
+
+    def read(self, timeout: float) -> dict:
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(timeout):
+                raise LabError(f"{self.name} did not answer within {timeout:.0f} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise LabError(f"{self.name} went away: {self._last_words()}")
+        msg = json.loads(line)
+        if msg.get("event") == "error":
+            raise LabError(f"{self.name}: {msg['error']}")
+        return msg
+
+    def ask(self, msg: dict, timeout: float = ASK_TIMEOUT) -> dict:
+        with self.lock:
+            self.send(msg)
+            return self.read(timeout)
+
+    def measure_clock(self) -> float:
+        """Our monotonic clock minus the machine's, from the exchange with the
+        shortest round trip (its error is under half that round trip)."""
+        best = None
+        for _ in range(CLOCK_ROUNDS):
+            t0 = time.monotonic()
+            theirs = self.ask({"cmd": "clock"})["t"]
+            t1 = time.monotonic()
+            if best is None or t1 - t0 < best[0]:
+                best = (t1 - t0, (t0 + t1) / 2 - theirs)
+        self.offset = best[1] if abs(best[1]) > CLOCK_APART else 0.0
+        return best[1]
+
+    def _last_words(self) -> str:
+        try:
+            lines = [l for l in self.log.read_text().splitlines() if l.strip()]
+        except OSError:
+            lines = []
+        return lines[-1].strip() if lines else "ssh ended with no message"
+
+
+class ClusterLab(Lab):
+    def __init__(self, fabric, run_dir: Path, cluster, placement, datapath: str = "auto",
+                 log=print, verbose: bool = False):
+        super().__init__(fabric, run_dir, datapath, log, verbose)
+        self.cluster, self.placement = cluster, placement
+        self.machines: List[Machine] = []
+        self.tunnels = []
+        self.pids: Dict[str, int] = {}
+
+    # --- start ------------------------------------------------------------------
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+        if os.geteuid() != 0:
+            raise LabError("a cluster run needs root here too (its record under /run, the "
+                           "controller): run it with sudo")
+        problems = cluster_preflight.preflight(self.cluster.machines, self.cluster.user)
+        if problems:
+            raise LabError(f"not every machine can take part: {'; '.join(problems)}")
+        addresses = {m: resolve(h) for m, h in enumerate(self.cluster.machines)}
+        self.controller_ip = (resolve(self.cluster.controller) if self.cluster.controller
+                              else source_address(addresses[0]))
+        self.tunnels = tunnels(self.fabric, self.placement.node, addresses)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.machines = [Machine(m, h, addresses[m], self.cluster.user, self.run_dir)
+                         for m, h in enumerate(self.cluster.machines)]
+        self._write_record()
+        self._start_controller()
+        self.timings["controller_s"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        self._build_machines()
+        self.timings["build_s"] = time.monotonic() - t1
+        t2 = time.monotonic()
+        self.status = self.wait_programmed(timeout=120)
+        self.timings["programmed_s"] = time.monotonic() - t2
+        self.clock_offsets = [m.measure_clock() for m in self.machines]
+        self.timings["start_s"] = time.monotonic() - t0
+
+    def _build_machines(self) -> None:
+        for m in self.machines:          # from this thread: their ssh die with it
+            self._track(m.start())
+        build = {"cmd": "build", "spec": self.fabric.spec, "source": str(self.fabric.source),
+                 "node": self.placement.node, "controller": [self.controller_ip, self.of_port],
+                 "datapath": self.requested_datapath,
+                 "tunnels": [{"vni": t.vni, "kind": t.kind, "ends": [e.__dict__ for e in t.ends]}
+                             for t in self.tunnels]}
+        for m in self.machines:
+            m.send({**build, "machine": m.index,
+                    "run_dir": str(self.run_dir / f"machine{m.index + 1}")})
+        with ThreadPoolExecutor(len(self.machines)) as pool:
+            built = list(pool.map(lambda m: _built(m), self.machines))
+        errors = [b for b in built if isinstance(b, LabError)]
+        if errors:
+            raise errors[0]
+        for m, reply in zip(self.machines, built):
+            m.built = reply
+            self.pids.update(reply["pids"])
+            self.warnings += [f"{m.name}: {w}" for w in reply["warnings"]]
+        self.datapath = "/".join(sorted({m.built["datapath"] for m in self.machines}))
+
+    # --- use ----------------------------------------------------------------------
+
+    def names(self) -> List[str]:
+        return []                          # nothing in this machine's root namespace
+
+    def machine_of(self, node: str) -> Machine:
+        return self.machines[self.placement.node[node]]
+
+    def host(self, name: str):
+        raise LabError("a cluster run has no Mininet node here: its servers are on "
+                       f"{self.machine_of(name).name}")
+
+    def netns(self, server: str) -> str:
+        return f"/proc/{self.pids[server]}/ns/net"
+
+    def popen(self, server: str, args: List[str], **kwargs) -> subprocess.Popen:
+        """A program in a server, on its machine; it dies with its ssh session."""
+        m = self.machine_of(server)
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        remote = shlex.join([str(PYTHON), "-m", "lab.machine", "exec", m.built["tag"],
+                             self.netns(server), *([repr(m.offset)] if m.offset else []),
+                             "--", *map(str, args)])
+        proc = subprocess.Popen(ssh_command(self.cluster.user, m.host, remote),
+                                start_new_session=True, **kwargs)
+        self._track(proc)
+        return proc
+
+    def set_link(self, a: str, b: str, up: bool, index: int = 0) -> None:
+        link = [l for l in self.fabric.links if {l.a, l.b} == {a, b}][index]
+        ends: Dict[int, list] = {}
+        for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf)):
+            ends.setdefault(self.placement.node[node], []).append([node, intf])
+        for m, its in ends.items():
+            self.machines[m].ask({"cmd": "link", "ends": its, "up": up})
+
+    def counters(self, _intfs=None) -> dict:
+        """A monitor sample of the whole fabric: every machine's, merged; the
+        time is this machine's, its error the span of the asking."""
+        t0 = time.monotonic()
+        samples = [m.ask({"cmd": "sample"}) for m in self.machines]
+        t1 = time.monotonic()
+        merged = {"t": (t0 + t1) / 2, "t_err": (t1 - t0) / 2, "tx": {}, "queues": {},
+                  "cpu": samples[0]["cpu"], "ovs_cpu_s": samples[0]["ovs_cpu_s"],
+                  "machines": [{"cpu": s["cpu"], "ovs_cpu_s": s["ovs_cpu_s"]} for s in samples]}
+        for s in samples:
+            merged["tx"].update(s["tx"])
+            merged["queues"].update(s["queues"])
+        return merged
+
+    def usage(self) -> List[float]:
+        """CPU seconds each machine's processes have used so far."""
+        return [m.ask({"cmd": "usage"})["cpu_s"] for m in self.machines]
+
+    def summary(self) -> dict:
+        return {"machines": [{"host": m.host, "address": m.address,
+                              "build_s": round(m.built.get("build_s", 0.0), 2),
+                              "teardown_s": m.built.get("teardown_s"),
+                              "clock_offset_s": offset}
+                             for m, offset in zip(self.machines, self.clock_offsets)],
+                "controller": f"{self.controller_ip}:{self.of_port}",
+                "tunnels": len(self.tunnels)}
+
+    # --- teardown -------------------------------------------------------------------
+
+    def _teardown(self) -> None:
+        sessions = [m.proc for m in self.machines if m.proc is not None]
+        programs = [p for p in self.processes if p not in sessions and p is not self.controller]
+        errors = []
+        for step in (lambda: [stop_process(p, grace=5) for p in programs],
+                     self._stop_machines,
+                     lambda: [stop_process(p, grace=10) for p in sessions],
+                     lambda: self.controller and stop_process(self.controller)):
+            try:
+                step()
+            except Exception as exc:      # noqa: BLE001 - keep tearing down
+                errors.append(exc)
+        if errors:
+            raise LabError(f"teardown was incomplete: {errors[0]}; `sudo python "
+                           "run_topology.py --cleanup` here finishes it on every machine")
+        self.record_path.unlink(missing_ok=True)
+
+    def _stop_machines(self) -> None:
+        running = [m for m in self.machines if m.proc is not None and m.proc.poll() is None]
+        for m in running:
+            try:
+                m.send({"cmd": "stop"})
+            except LabError:
+                pass
+        errors = []
+        for m in running:
+            try:
+                while m.proc.poll() is None:
+                    reply = m.read(BUILD_TIMEOUT)
+                    if reply.get("event") == "stopped":
+                        m.built["teardown_s"] = round(reply["teardown_s"], 2)
+                        break
+            except LabError as exc:
+                if "went away" not in str(exc):
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def _write_record(self) -> None:
+        self.processes = [p for p in self.processes if p.poll() is None]
+        records.write_json(self.record_path, {
+            "fabric": self.fabric.source, "interfaces": [],
+            "processes": [(p.pid, records.start_time(p.pid)) for p in self.processes],
+            "cluster": {"machines": list(self.cluster.machines), "user": self.cluster.user}})
+
+
+def _built(m: Machine):
+    try:
+        return m.read(BUILD_TIMEOUT)
+    except LabError as exc:
+        return exc
+
+
+def cleanup_machines(machines: List[str], user: str, log=print) -> None:
+    """`run_topology.py --cleanup` on each machine of a dead cluster run."""
+    for host in machines:
+        proc = subprocess.run(ssh_command(user, host, f"{shlex.quote(str(PYTHON))} "
+                                          "run_topology.py --cleanup"),
+                              capture_output=True, text=True, timeout=300)
+        for line in (proc.stdout + proc.stderr).strip().splitlines():
+            log(f"{host}: {line}")

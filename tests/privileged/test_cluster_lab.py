@@ -1,0 +1,194 @@
+"""A fabric spread over two machines of the test bed (lab/testbed.py) in
+cluster mode (lab/cluster.py, lab/machine.py): the default fabric and a
+rail-optimized fabric of multi-GPU servers reach every pair and give every
+collective right; a link between the machines fails and every pair still
+reaches every other; run_topology.py runs across them; teardown, Ctrl-C,
+SIGTERM and a SIGKILLed head leave nothing on either machine or here."""
+
+import json
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from lab import testbed
+from lab.cluster import ClusterLab
+from lab.reachability import all_pairs_reachability
+from lab.records import RECORDS, host_state
+from tests.helpers import TOPOLOGIES, run, start
+from topologies.fabric import load_fabric, parse_fabric
+from topologies.placement import cluster_of, place
+from traffic import schedules as S
+from traffic.experiment import Experiment
+from traffic.sweep import run_experiment
+
+MACHINES = ("10.77.0.11", "10.77.0.12")
+pytestmark = [] if testbed.rootfs_current() else [pytest.mark.slow]
+
+RAIL = """
+name: rail-2units
+fabric: {kind: rail-optimized, servers_per_unit: 2, units: 2, spines: 2, mtu: 9000}
+server: {gpus: 2, nics: 2}
+links:
+  intra_node:  {rate_mbit: 40, queue_packets: 64}
+  server_leaf: {rate_mbit: 10, queue_packets: 32}
+  leaf_spine:  {rate_mbit: 10, queue_packets: 32}
+"""
+
+
+def machine_state(ip):
+    """What a lab could leave on a machine: bridges, interfaces besides lo
+    and eth0, lab records, lab-like processes."""
+    out = subprocess.run(
+        ["ssh", ip, "ovs-vsctl --timeout=5 list-br; echo ---; ip -o link show | "
+         "grep -v ': lo:' | grep -v ': eth0@'; echo ---; ls /run/fabric-lab 2>/dev/null; "
+         "echo ---; ps -eo args"], capture_output=True, text=True, timeout=30).stdout
+    bridges, links, recs, procs = (part.split("\n") for part in out.split("---\n"))
+    lab_like = re.compile(r"mininet:|lab\.machine|-m controller|traffic\.programs|iperf3? ")
+    return {"bridges": [b for b in bridges if b], "interfaces": [l for l in links if l],
+            "records": [r for r in recs if r], "processes": [p for p in procs if lab_like.search(p)]}
+
+
+def clean_everywhere(timeout=0):
+    """{where: what is left}, empty when nothing is; waits up to `timeout`
+    seconds for machines that tear down on their own."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {ip: {k: v for k, v in machine_state(ip).items() if v} for ip in MACHINES}
+        left = {ip: v for ip, v in left.items() if v}
+        here = [p for p in RECORDS.glob("*-*.json")] if RECORDS.is_dir() else []
+        if here:
+            left["head records"] = [p.name for p in here]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def bed():
+    if testbed.RECORD.exists():
+        pytest.skip("a test bed is already up: `sudo scripts/lab testbed down` first")
+    up = subprocess.run(["scripts/lab", "testbed", "up", "2"], capture_output=True, text=True,
+                        timeout=1800, cwd=testbed.PROJECT)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield MACHINES
+    finally:
+        down = subprocess.run(["scripts/lab", "testbed", "down"], capture_output=True,
+                              text=True, timeout=300, cwd=testbed.PROJECT)
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+def cluster_lab(fabric, tmp_path):
+    cluster = cluster_of(fabric, list(MACHINES))
+    return ClusterLab(fabric, tmp_path, cluster, place(fabric, len(MACHINES)))
+
+
+def small(**kw):
+    base = dict(minbytes=48 * 1024, maxbytes=48 * 1024, iters=1, warmup=0, piece_bytes=8192,
+                idle_seconds=0.2)
+    return Experiment(**{**base, **kw})
+
+
+def every_collective(lab, tmp_path, cases):
+    """(collective, algorithm, #wrong) of each case that was not right."""
+    bad = []
+    for collective, algorithm in cases:
+        root = 1 if collective in S.ROOTED else 0
+        result = run_experiment(lab, small(collective=collective, algorithm=algorithm, root=root),
+                                tmp_path / f"{collective}-{algorithm}")
+        r = result["runs"][0]
+        if r["wrong"] != 0 or r["bad_chunk_elements"] != 0:
+            bad.append((collective, algorithm, r["wrong"]))
+        assert len(r["machines"]) == 2                 # each machine's CPU, reported
+    return bad
+
+
+def test_default_fabric_across_two_machines(bed, tmp_path):
+    fabric = load_fabric(TOPOLOGIES / "default.yaml")
+    before = host_state()
+    with cluster_lab(fabric, tmp_path) as lab:
+        assert {m.built["tag"] for m in lab.machines} and len(lab.tunnels) == 2
+        for ip in MACHINES:                            # each machine holds its half
+            assert len(machine_state(ip)["bridges"]) == 2
+        reach = all_pairs_reachability(lab)
+        assert reach.complete and reach.total == 12
+        cases = [(c, S.ALGORITHMS[c][0]) for c in S.ALGORITHMS]
+        assert every_collective(lab, tmp_path, cases) == []
+        # a link between the machines fails: every pair still reaches every other
+        crossing = next(l for l in fabric.links
+                        if lab.placement.node[l.a] != lab.placement.node[l.b])
+        lab.set_link(crossing.a, crossing.b, up=False)
+        ends = {f"{crossing.a}:{crossing.a_port}", f"{crossing.b}:{crossing.b_port}"}
+        lab.wait_programmed(timeout=10, until=lambda s: ends <= set(s["down_ports"]))
+        reach = all_pairs_reachability(lab)
+        assert reach.complete, reach.failures
+        lab.set_link(crossing.a, crossing.b, up=True)
+        lab.wait_programmed(timeout=10, until=lambda s: s["down_ports"] == [])
+        assert all_pairs_reachability(lab).complete
+    assert clean_everywhere() == {}
+    assert host_state() == before
+
+
+def test_rail_optimized_multi_gpu_across_two_machines(bed, tmp_path):
+    fabric = parse_fabric(RAIL, "rail-2units.yaml")
+    with cluster_lab(fabric, tmp_path) as lab:
+        reach = all_pairs_reachability(lab)
+        assert reach.complete and reach.total == 8 * 7
+        cases = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs
+                 if c != "allreduce" or a in ("ring", "hierarchical")]
+        assert every_collective(lab, tmp_path, cases) == []
+    assert clean_everywhere() == {}
+
+
+def test_run_topology_across_two_machines(bed, tmp_path):
+    proc = run("--cluster", ",".join(MACHINES), "-b", "64K", "-e", "64K", "--json",
+               "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert [m["host"] for m in summary["cluster"]["machines"]] == list(MACHINES)
+    assert all(m["teardown_s"] is not None for m in summary["cluster"]["machines"])
+    assert summary["collectives"]["runs"][0]["wrong"] == 0
+    assert clean_everywhere() == {}
+
+
+@pytest.mark.parametrize("how,when", [(signal.SIGINT, "building"), (signal.SIGINT, "reach"),
+                                      (signal.SIGTERM, "# Collective test")])
+def test_an_interruption_leaves_nothing_anywhere(bed, tmp_path, how, when):
+    before = host_state()
+    proc = start("--cluster", ",".join(MACHINES), "-b", "1M", "-e", "4M",
+                 "--results", str(tmp_path))
+    if when == "building":                 # as soon as a machine has begun building
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+                machine_state(ip)["processes"] for ip in MACHINES):
+            time.sleep(0.05)
+    else:
+        for line in proc.stdout:
+            if line.startswith(when):
+                break
+    proc.send_signal(how)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "the lab was torn down" in err
+    assert clean_everywhere() == {}
+    assert host_state() == before
+
+
+def test_a_killed_head_leaves_nothing_on_the_machines(bed, tmp_path):
+    """SIGKILL: no teardown here; each machine tears its part down as its ssh
+    session ends, and --cleanup removes the head's record."""
+    proc = start("--cluster", ",".join(MACHINES), "-b", "1M", "-e", "4M",
+                 "--results", str(tmp_path))
+    for line in proc.stdout:
+        if line.startswith("reach"):
+            break
+    proc.kill()
+    proc.communicate(timeout=30)
+    left = clean_everywhere(timeout=60)
+    left.pop("head records", None)
+    assert left == {}
+    cleanup = run("--cleanup")
+    assert cleanup.returncode == 0 and "cleaned up after lab" in cleanup.stdout
+    assert clean_everywhere() == {}

@@ -168,6 +168,7 @@ class ClusterLab(Lab):
         problems = cluster_preflight.preflight(self.cluster.machines, self.cluster.user)
         if problems:
             raise LabError(f"not every machine can take part: {'; '.join(problems)}")
+        self.timings["preflight_s"] = time.monotonic() - t0
         addresses = {m: resolve(h) for m, h in enumerate(self.cluster.machines)}
         self.controller_ip = (resolve(self.cluster.controller) if self.cluster.controller
                               else source_address(addresses[0]))
@@ -259,9 +260,12 @@ class ClusterLab(Lab):
             merged["queues"].update(s["queues"])
         return merged
 
-    def usage(self) -> List[float]:
-        """CPU seconds each machine's processes have used so far."""
-        return [m.ask({"cmd": "usage"})["cpu_s"] for m in self.machines]
+    def usage(self) -> List[dict]:
+        """Per machine, so far: CPU seconds of its processes (cpu_s) and of
+        its ovs-vswitchd (ovs_cpu_s); bytes sent on the wire its tunnels use
+        (wire_tx_bytes), bytes and frames into its tunnels (tunnel_tx_bytes,
+        tunnel_tx_packets) and bytes by all its switch ports (switch_tx_bytes)."""
+        return [m.ask({"cmd": "usage"}) for m in self.machines]
 
     def summary(self) -> dict:
         return {"machines": [{"host": m.host, "address": m.address,

@@ -16,7 +16,10 @@ the head, one reply line per request line:
     {"cmd": "sample"}              -> a monitor sample of this machine's switch ports
     {"cmd": "link", "ends", "up"}  -> {"event": "done"}: interfaces down or up
     {"cmd": "clock"}               -> {"event": "clock", "t": this machine's monotonic clock}
-    {"cmd": "usage"}               -> {"event": "usage", "cpu_s": CPU of this machine's processes}
+    {"cmd": "usage"}               -> {"event": "usage", ...}: CPU seconds of this
+                                      machine's processes and of its ovs-vswitchd; bytes
+                                      sent by the devices under its tunnels, bytes and
+                                      frames by its tunnels, bytes by its switch ports
     {"cmd": "stop"}                -> teardown, {"event": "stopped", "teardown_s"}
 
 and tears its lab down on "stop", on the end of its input (the head, or its
@@ -182,7 +185,16 @@ def answer(lab: SliceLab, msg: dict) -> dict:
     if cmd == "clock":
         return {"event": "clock", "t": time.monotonic()}
     if cmd == "usage":
-        return {"event": "usage", "cpu_s": cpu_of_this_machine()}
+        from traffic.measure.counters import ovs_cpu_seconds, tx_bytes
+        every = tx_bytes()
+        wire = {route_mtu(end.remote)[0] for _, end in lab.ends}
+        return {"event": "usage", "cpu_s": cpu_of_this_machine(),
+                "ovs_cpu_s": ovs_cpu_seconds(),
+                "wire_tx_bytes": sum(every.get(d, 0) for d in wire),
+                "tunnel_tx_bytes": sum(every.get(d, 0) for d in lab.extra_names),
+                "tunnel_tx_packets": sum(int(Path(f"/sys/class/net/{d}/statistics/tx_packets")
+                                             .read_text()) for d in lab.extra_names),
+                "switch_tx_bytes": sum(every.get(d, 0) for d in lab.names())}
     return {"event": "error", "error": f"unknown request {cmd!r}"}
 
 

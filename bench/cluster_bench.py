@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""One fabric on this host, on one test-bed machine and on two (cluster
+mode), side by side in one run; and, on paper from the figures, what N real
+machines would carry.
+
+    sudo .venv/bin/python bench/cluster_bench.py [--fabric F] [--sizes 1M,4M] [--json out.json]
+
+For each layout: seconds to start the controller, build, be programmed and
+tear down (each machine's build and teardown too); a ring AllReduce per size
+(time, measured/simulated, the verdict, #wrong); the bytes the links between
+machines carried (the tunnels' inner frames, as the monitor counts them) and
+what the wire under them sent (outer frames, the VXLAN overhead and the
+lab's own ssh and OpenFlow traffic included); CPU seconds per machine (its
+processes: switch daemon, agents, Mininet shells) and of the controller here.
+
+The test-bed machines share this host's two cores: two machines here show
+what cluster mode costs, never more capacity. The paper part divides the
+bytes the switches forwarded by the CPU seconds the machines spent on it,
+and scales that to machines with more cores.
+
+Brings up a 2-machine test bed if none is up, and takes it down after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from lab import testbed  # noqa: E402
+from lab.cluster import ClusterLab  # noqa: E402
+from lab.tunnels import VXLAN_OVERHEAD  # noqa: E402
+from lab.lifecycle import Lab  # noqa: E402
+from topologies.fabric import load_fabric  # noqa: E402
+from topologies.placement import cluster_of, place  # noqa: E402
+from traffic.experiment import Experiment  # noqa: E402
+from traffic.sweep import run_experiment  # noqa: E402
+
+MACHINES = ("10.77.0.11", "10.77.0.12")
+TICKS = 100.0
+BUSY = 0.8                   # of a machine's cores the paper part lets the lab use
+
+
+def size(text: str) -> int:
+    """1M, 64K, 4096: bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1:].upper() in units else int(text)
+
+
+def size_text(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def proc_cpu(pid: int) -> float:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(stat[11]) + int(stat[12])) / TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def make_lab(layout: str, fabric, workdir: Path):
+    if layout == "this host":
+        return Lab(fabric, workdir)
+    hosts = MACHINES[:1] if layout == "1 test-bed machine" else MACHINES
+    return ClusterLab(fabric, workdir, cluster_of(fabric, list(hosts)), place(fabric, len(hosts)))
+
+
+def usage(lab) -> list:
+    return lab.usage() if isinstance(lab, ClusterLab) else []
+
+
+def one_layout(layout: str, fabric, sizes, workdir: Path) -> dict:
+    exp = Experiment(minbytes=sizes[0], maxbytes=sizes[-1], stepfactor=4, iters=3, warmup=1,
+                     idle_seconds=1.0)
+    lab = make_lab(layout, fabric, workdir)
+    with lab:
+        before, ctrl0 = usage(lab), proc_cpu(lab.controller.pid)
+        result = run_experiment(lab, exp, workdir / "run")
+        after, ctrl1 = usage(lab), proc_cpu(lab.controller.pid)
+    runs = result["runs"]
+    row = {"timings": {k: round(v, 2) for k, v in lab.timings.items()},
+           "sizes": [{"size": r["size_bytes"], "time_s": round(r["time_s"], 3),
+                      "meas_sim": r["measured_over_simulated"] and round(
+                          r["measured_over_simulated"], 3),
+                      "cpu_pct": round(r["cpu_busy_pct"]), "ovs_pct": round(r["ovs_core_pct"]),
+                      "wrong": r["wrong"]} for r in runs],
+           "trustworthy": result["fidelity"]["trustworthy"],
+           "host_bound": bool(result["fidelity"].get("host_bound")),
+           "controller_cpu_s": round(ctrl1 - ctrl0, 2)}
+    busy = sum(r["time_s"] * r["iterations"] for r in runs)
+    row["forwarded_mbit_s"] = round(sum(l["tx_bytes"] for r in runs for l in r["links"].values())
+                                    * 8 / 1e6 / busy, 1)
+    if isinstance(lab, ClusterLab):
+        row["machines"] = [{"host": m.host, "build_s": m.built["build_s"],
+                            "teardown_s": m.built.get("teardown_s"),
+                            **{k: round(b[k] - a[k], 2) for k in (
+                                "cpu_s", "ovs_cpu_s", "wire_tx_bytes", "tunnel_tx_bytes",
+                                "tunnel_tx_packets", "switch_tx_bytes")}}
+                           for m, a, b in zip(lab.machines, before, after)]
+        row["tunnels"] = len(lab.tunnels)
+    return row
+
+
+def show(layout: str, row: dict) -> None:
+    t = row["timings"]
+    print(f"\n{layout}: controller {t['controller_s']:.1f} s, build {t['build_s']:.1f} s, "
+          f"programmed {t['programmed_s']:.1f} s, ready {t['start_s']:.1f} s, "
+          f"teardown {t['teardown_s']:.1f} s; verdict "
+          f"{'trustworthy' if row['trustworthy'] else 'NOT trustworthy'}"
+          f"{', HOST-BOUND' if row['host_bound'] else ''}")
+    for s in row["sizes"]:
+        print(f"   ring AllReduce {size_text(s['size']):>7}: {s['time_s']:7.3f} s  meas/sim "
+              f"{s['meas_sim']}  CPU {s['cpu_pct']}%  busiest ovs-vswitchd {s['ovs_pct']}% "
+              f"of a core  #wrong {s['wrong']}")
+    for i, m in enumerate(row.get("machines", [])):
+        print(f"   machine {i + 1} {m['host']}: build {m['build_s']:.1f} s, teardown "
+              f"{m['teardown_s']} s, CPU {m['cpu_s']:.1f} s, its switches sent "
+              f"{m['switch_tx_bytes'] / 1e6:.1f} MB, into tunnels {m['tunnel_tx_bytes'] / 1e6:.2f}"
+              f" MB, on the wire {m['wire_tx_bytes'] / 1e6:.2f} MB")
+    if row.get("tunnels"):
+        inner = sum(m["tunnel_tx_bytes"] for m in row["machines"])
+        vxlan = VXLAN_OVERHEAD * sum(m["tunnel_tx_packets"] for m in row["machines"])
+        wire = sum(m["wire_tx_bytes"] for m in row["machines"])
+        print(f"   {row['tunnels']} tunnels carried {inner / 1e6:.2f} MB of fabric frames; the "
+              f"wire under them sent {wire / 1e6:.2f} MB: VXLAN's headers "
+              f"{vxlan / 1e6:.2f} MB ({vxlan / max(inner, 1):.2%}), the lab's own traffic "
+              f"(ssh to the head: agents, monitor, probes) {(wire - inner - vxlan) / 1e6:.2f} MB")
+    print(f"   controller CPU {row['controller_cpu_s']:.2f} s")
+
+
+def demand_mbit(fabric, exp) -> float:
+    """Mbit/s the switches of `fabric` forward during `exp`, simulated
+    (traffic/sim): bytes every switch port sends over the collective's time.
+    NVLink-class links count only where the experiment puts them on the wire
+    (scale_up packets)."""
+    from traffic.sim.sweep import simulate_experiment
+    switches = {s.name for s in fabric.switches}
+    ports = {intf for l in fabric.links if l.kind != "intra_node" or exp.scale_up == "packets"
+             for node, intf in ((l.a, l.a_intf), (l.b, l.b_intf)) if node in switches}
+    run = simulate_experiment(fabric, exp)["runs"][-1]
+    sent = sum(v["tx_bytes"] for intf, v in run["links"].items() if intf in ports)
+    return sent * 8 / 1e6 / run["time_s"]
+
+
+def on_paper(row: dict, measured_mbit: float) -> dict:
+    """What a machine forwards per CPU second, so what it can carry; and,
+    from the simulator, what each example fabric's collective asks of each
+    of its machines per Mbit/s of NIC rate: the highest NIC rate N machines
+    of each kind carry."""
+    ms = row["machines"]
+    sent = sum(m["switch_tx_bytes"] for m in ms) * 8 / 1e6
+    per_ovs = sent / max(sum(m["ovs_cpu_s"] for m in ms), 1e-9)
+    per_cpu = sent / max(sum(m["cpu_s"] for m in ms), 1e-9)
+    kinds = {"userspace": per_ovs * BUSY, "16 cores": per_cpu * 16 * BUSY,
+             "64 cores": per_cpu * 64 * BUSY}
+    out = {"mbit_per_ovs_cpu_s": round(per_ovs), "mbit_per_cpu_s": round(per_cpu),
+           "capacity_mbit": {k: round(v) for k, v in kinds.items()}, "fabrics": {}}
+    print(f"\non paper: per CPU second the machines forwarded {per_ovs:.0f} Mbit of link traffic "
+          f"in ovs-vswitchd and {per_cpu:.0f} Mbit counting all their processes (agents, "
+          f"shells), every switch port counted (the benchmark's collective forwarded "
+          f"{measured_mbit:.0f} Mbit/s). At {BUSY:.0%} busy a machine forwards: "
+          + ", ".join(f"{k} {v:,.0f} Mbit/s" for k, v in kinds.items()) + ".")
+    print("   userspace: one ovs-vswitchd thread forwards, as here; 16 and 64 cores: every core "
+          "forwards, as the kernel datapath would, at the CPU cost measured here, agents "
+          "included.\n   The simulator's forwarding per machine per 1 Mbit/s of NIC rate, and "
+          "the highest NIC rate the machines carry:")
+    print(f"   {'fabric, collective':<52} {'machines':>8} {'per Mbit':>8} "
+          + " ".join(f"{k:>10}" for k in kinds))
+    for name, fabric, exp, machines in PAPER_FABRICS():
+        nic = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        per_nic = demand_mbit(fabric, exp) / nic / machines
+        rates = {k: v / per_nic for k, v in kinds.items()}
+        out["fabrics"][name] = {"machines": machines, "mbit_per_machine_per_nic_mbit":
+                                round(per_nic, 1), "highest_nic_mbit": {
+                                    k: round(v, 2) for k, v in rates.items()}}
+        print(f"   {name:<52} {machines:>8} {per_nic:>8.1f} "
+              + " ".join(f"{v:>10.2f}" for v in rates.values()))
+    return out
+
+
+def PAPER_FABRICS():                                   # noqa: N802 (a table)
+    pod = load_fabric(REPO / "topologies" / "superpod-su.yaml")
+    ring = Experiment(minbytes=4 << 20, maxbytes=4 << 20)
+    hier = Experiment(algorithm="hierarchical", minbytes=16 << 20, maxbytes=16 << 20,
+                      scale_up="memory")
+    yield ("leaf-spine-4x4, ring AllReduce 4 MiB", load_fabric(
+        REPO / "topologies" / "leaf-spine-4x4.yaml"), ring, 2)
+    yield "SuperPOD unit (256 GPUs), hierarchical 16 MiB", pod, hier, 1
+    yield ("4 SuperPOD units (1024 GPUs), hierarchical 16 MiB",
+           pod.edited(lambda s: s["fabric"].update(units=4)), hier, 4)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fabric", type=Path, default=REPO / "topologies" / "leaf-spine-4x4.yaml")
+    parser.add_argument("--sizes", default="1M,4M")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    fabric = load_fabric(args.fabric)
+    sizes = [size(s) for s in args.sizes.split(",")]
+    ours = not testbed.RECORD.exists()
+    if ours:
+        subprocess.run([str(REPO / "scripts" / "lab"), "testbed", "up", "2"], check=True,
+                       cwd=REPO, capture_output=True)
+    out = {"fabric": fabric.shape(), "layouts": {}}
+    print(f"fabric {fabric.name}: {fabric.shape()}")
+    try:
+        work = Path(f"/tmp/cluster-bench-{time.strftime('%Y%m%d-%H%M%S')}")
+        for i, layout in enumerate(("this host", "1 test-bed machine", "2 test-bed machines")):
+            out["layouts"][layout] = row = one_layout(layout, fabric, sizes, work / str(i))
+            show(layout, row)
+        two = out["layouts"]["2 test-bed machines"]
+        out["on_paper"] = on_paper(two, two["forwarded_mbit_s"])
+    finally:
+        if ours:
+            subprocess.run([str(REPO / "scripts" / "lab"), "testbed", "down"], cwd=REPO,
+                           capture_output=True)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

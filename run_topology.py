@@ -416,6 +416,8 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
     say(fabric_table(result, rate))
     if result["cross_traffic"]:
         say(console.cross_text(result["cross_traffic"]))
+    if hasattr(lab, "machines"):
+        say(console.machines_text(result["runs"], [m.host for m in lab.machines]))
     if not args.json:
         print(console.uplinks_text(lab.fabric, result["uplink_tx_bytes"],
                                    "during the collectives"))

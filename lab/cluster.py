@@ -166,8 +166,9 @@ class ClusterLab(Lab):
             raise LabError("a cluster run needs root here too (its record under /run, the "
                            "controller): run it with sudo")
         problems = cluster_preflight.preflight(self.cluster.machines, self.cluster.user)
-        if problems:
-            raise LabError(f"not every machine can take part: {'; '.join(problems)}")
+        if problems:           # one line per machine, as lab.cluster_preflight prints them
+            raise LabError("not every machine can take part:\n" + "\n".join(
+                f"  {line}" for line in problems))
         self.timings["preflight_s"] = time.monotonic() - t0
         addresses = {m: resolve(h) for m, h in enumerate(self.cluster.machines)}
         self.controller_ip = (resolve(self.cluster.controller) if self.cluster.controller
@@ -197,8 +198,7 @@ class ClusterLab(Lab):
                  "tunnels": [{"vni": t.vni, "kind": t.kind, "ends": [e.__dict__ for e in t.ends]}
                              for t in self.tunnels]}
         for m in self.machines:
-            m.send({**build, "machine": m.index,
-                    "run_dir": str(self.run_dir / f"machine{m.index + 1}")})
+            m.send({**build, "machine": m.index})
         with ThreadPoolExecutor(len(self.machines)) as pool:
             built = list(pool.map(lambda m: _built(m), self.machines))
         errors = [b for b in built if isinstance(b, LabError)]

@@ -42,8 +42,10 @@ import ctypes
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import List, Tuple
@@ -109,6 +111,10 @@ class SliceLab(Lab):
         self._connect()
         self.timings["build_s"] = time.monotonic() - t0
 
+    def _teardown(self) -> None:
+        super()._teardown()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
     def _check_wire(self) -> None:
         need = wire_mtu(self.fabric)
         for address in sorted({end.remote for _, end in self.ends}):
@@ -157,8 +163,9 @@ def build(msg: dict) -> SliceLab:
     for t in msg["tunnels"]:
         tunnel = Tunnel(t["vni"], t["kind"], tuple(TunnelEnd(**e) for e in t["ends"]))
         ends += [(tunnel, end) for end in tunnel.ends if end.machine == msg["machine"]]
-    return SliceLab(whole, mine, ends, tuple(msg["controller"]), Path(msg["run_dir"]),
-                    msg["datapath"])
+    # its files (neighbour tables) in a folder of its own, gone with it
+    return SliceLab(whole, mine, ends, tuple(msg["controller"]),
+                    Path(tempfile.mkdtemp(prefix="fabric-lab-part-")), msg["datapath"])
 
 
 def cpu_of_this_machine() -> float:

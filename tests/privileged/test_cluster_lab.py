@@ -144,10 +144,12 @@ def test_rail_optimized_multi_gpu_across_two_machines(bed, tmp_path):
 
 
 def test_run_topology_across_two_machines(bed, tmp_path):
-    proc = run("--cluster", ",".join(MACHINES), "-b", "64K", "-e", "64K", "--json",
+    proc = run("--cluster", ",".join(MACHINES), "-b", "64K", "-e", "64K",
                "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
-    summary = json.loads(proc.stdout)
+    assert "cluster  2 machines: 1 10.77.0.11 built in" in proc.stdout
+    assert "machines busiest during a size: 1 10.77.0.11 CPU" in proc.stdout
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert [m["host"] for m in summary["cluster"]["machines"]] == list(MACHINES)
     assert all(m["teardown_s"] is not None for m in summary["cluster"]["machines"])
     assert summary["collectives"]["runs"][0]["wrong"] == 0
@@ -192,3 +194,14 @@ def test_a_killed_head_leaves_nothing_on_the_machines(bed, tmp_path):
     cleanup = run("--cleanup")
     assert cleanup.returncode == 0 and "cleaned up after lab" in cleanup.stdout
     assert clean_everywhere() == {}
+
+
+def test_a_machine_that_cannot_take_part_stops_the_run_before_anything_starts(bed, tmp_path):
+    before = host_state()
+    proc = run("--cluster", "10.77.0.11,10.77.0.19", "--results", str(tmp_path), timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "error: not every machine can take part:"
+    assert len(lines) == 2 and lines[1].startswith(
+        "  10.77.0.19: cannot log in with ssh as root without a password")
+    assert clean_everywhere() == {} and host_state() == before

@@ -95,3 +95,15 @@ def cluster_text(cluster: dict) -> str:
                          for i, m in enumerate(cluster["machines"]))
     return (f"cluster  {len(cluster['machines'])} machines: {machines}; "
             f"{cluster['tunnels']} links over VXLAN; controller {cluster['controller']}")
+
+
+def machines_text(runs: list, hosts: list) -> str:
+    """Each machine's busiest CPU and ovs-vswitchd over the sizes of a
+    cluster run ('' for a run on one host)."""
+    per = [r["machines"] for r in runs if r.get("machines")]
+    if not per:
+        return ""
+    parts = [f"{i + 1} {host} CPU {max(p[i]['cpu_busy_pct'] for p in per):.0f}%, ovs-vswitchd "
+             f"{max(p[i]['ovs_core_pct'] for p in per):.0f}% of a core"
+             for i, host in enumerate(hosts)]
+    return "machines busiest during a size: " + "; ".join(parts)

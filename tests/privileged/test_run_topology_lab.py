@@ -41,7 +41,11 @@ def test_default_fabric_end_to_end(tmp_path, clean_host):
         assert max(l["peak_util"] for l in r["links"].values()) <= 1.0, r["size_bytes"]
         assert (r["size_bytes"] in verdict["flagged_sizes"]) == bool(r["flags"])
     if verdict["flagged_sizes"]:
-        assert not verdict["trustworthy"] and "too small to measure" in verdict["advice"]
+        assert not verdict["trustworthy"]
+    if any(set(r["flags"]) & {"over-rate", "below-resolution"} for r in runs):
+        assert "too small to measure" in verdict["advice"]
+    if any("slower-than-simulated" in r["flags"] for r in runs):
+        assert "the simulated time with the links at their rates" in verdict["advice"]
     folder = tmp_path / os.path.basename(summary["results"])
     assert json.loads((folder / "summary.json").read_text())["reachability"] == summary["reachability"]
     assert len((folder / "results.csv").read_text().splitlines()) == 1 + len(runs)

@@ -61,7 +61,8 @@ def fabric_table(result: dict, link_rate_mbit: float) -> str:
     return "\n".join(lines)
 
 
-NOTES = {"over-rate": "faster than its link!", "below-resolution": "too small at this rate"}
+NOTES = {"over-rate": "faster than its link!", "below-resolution": "too small at this rate",
+         "slower-than-simulated": "behind the simulator: the host?"}
 
 
 def _note(flags) -> str:

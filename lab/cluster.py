@@ -38,7 +38,6 @@ import socket
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -90,6 +89,7 @@ class Machine:
         self.lock = threading.Lock()
         self.built: dict = {}
         self.offset = 0.0                      # our monotonic clock minus its
+        self.pending = b""                     # read from its ssh, not yet a whole line
 
     @property
     def name(self) -> str:
@@ -100,24 +100,31 @@ class Machine:
             self.proc = subprocess.Popen(
                 ssh_command(self.user, self.host, f"{shlex.quote(str(PYTHON))} -m lab.machine "
                             "serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                text=True, bufsize=1, start_new_session=True)
+                bufsize=0, start_new_session=True)
+        self.pending = b""
         return self.proc
 
     def send(self, msg: dict) -> None:
         try:
-            self.proc.stdin.write(json.dumps(msg) + "\n")
-            self.proc.stdin.flush()
+            self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
         except (BrokenPipeError, OSError):
             raise LabError(f"{self.name} went away: {self._last_words()}") from None
 
     def read(self, timeout: float) -> dict:
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            if not sel.select(timeout):
-                raise LabError(f"{self.name} did not answer within {timeout:.0f} s")
-        line = self.proc.stdout.readline()
-        if not line:
-            raise LabError(f"{self.name} went away: {self._last_words()}")
+        """The next reply line, read from the pipe itself (a buffered reader
+        could hold a second line that select() then never reports)."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                if not sel.select(max(0.0, deadline - time.monotonic())):
+                    raise LabError(f"{self.name} did not answer within {timeout:.0f} s")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise LabError(f"{self.name} went away: {self._last_words()}")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
         msg = json.loads(line)
         if msg.get("event") == "error":
             raise LabError(f"{self.name}: {msg['error']}")
@@ -199,8 +206,9 @@ class ClusterLab(Lab):
                              for t in self.tunnels]}
         for m in self.machines:
             m.send({**build, "machine": m.index})
-        with ThreadPoolExecutor(len(self.machines)) as pool:
-            built = list(pool.map(lambda m: _built(m), self.machines))
+        # they build at the same time; reading their replies in turn costs
+        # nothing, and an interruption here needs no thread to wait for
+        built = [_built(m) for m in self.machines]
         errors = [b for b in built if isinstance(b, LabError)]
         if errors:
             raise errors[0]
@@ -305,7 +313,7 @@ class ClusterLab(Lab):
         errors = []
         for m in running:
             try:
-                while m.proc.poll() is None:
+                while True:                    # a reply to an earlier request may come first
                     reply = m.read(BUILD_TIMEOUT)
                     if reply.get("event") == "stopped":
                         m.built["teardown_s"] = round(reply["teardown_s"], 2)

@@ -282,7 +282,11 @@ def exec_in(tag: str, netns: str, argv: List[str], offset: float = 0.0) -> None:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:
-        return serve(sys.stdin, _reply_to(sys.stdout))
+        # replies on a copy of stdout; whatever else writes to stdout (a
+        # library, a child inheriting it) goes to stderr, not into them
+        replies = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+        return serve(sys.stdin, _reply_to(replies))
     if argv[:1] == ["exec"] and "--" in argv and len(argv) > argv.index("--") + 1:
         split = argv.index("--")
         tag, netns, *rest = argv[1:split]

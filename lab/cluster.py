@@ -184,7 +184,8 @@ class ClusterLab(Lab):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.machines = [Machine(m, h, addresses[m], self.cluster.user, self.run_dir)
                          for m, h in enumerate(self.cluster.machines)]
-        self._write_record()
+        with records.names_lock():            # (makes /run/fabric-lab on a fresh machine)
+            self._write_record()
         self._start_controller()
         self.timings["controller_s"] = time.monotonic() - t0
         t1 = time.monotonic()

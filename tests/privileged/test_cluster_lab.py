@@ -205,3 +205,28 @@ def test_a_machine_that_cannot_take_part_stops_the_run_before_anything_starts(be
     assert len(lines) == 2 and lines[1].startswith(
         "  10.77.0.19: cannot log in with ssh as root without a password")
     assert clean_everywhere() == {} and host_state() == before
+
+
+def test_the_head_can_be_one_of_the_machines(bed, tmp_path):
+    """run_topology.py on m1 with m1 and m2 as the cluster: m1 runs the
+    controller and its own part (ssh to itself), on a machine that has never
+    run a lab (no /run/fabric-lab yet)."""
+    key = testbed.KEY
+    subprocess.run(["scp", "-q", str(key), f"{MACHINES[0]}:/root/.ssh/id_ed25519"], check=True,
+                   timeout=30)
+    setup = ("chmod 600 /root/.ssh/id_ed25519 && rm -rf /run/fabric-lab && printf 'Host 10.77.0.*"
+             "\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n  LogLevel ERROR\\n'"
+             " > /root/.ssh/config")
+    subprocess.run(["ssh", MACHINES[0], setup], check=True, timeout=30)
+    try:
+        proc = subprocess.run(
+            ["ssh", MACHINES[0], f"cd {testbed.PROJECT} && .venv/bin/python run_topology.py "
+             f"--cluster {','.join(MACHINES)} -b 256K -e 256K --results /tmp/head-run"],
+            capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert "reach    12/12 server pairs reach each other" in proc.stdout
+        assert re.search(r"controller 10\.77\.0\.11:\d+", proc.stdout)
+    finally:
+        subprocess.run(["ssh", MACHINES[0], "rm -rf /root/.ssh/id_ed25519 /root/.ssh/config "
+                        "/tmp/head-run"], timeout=30)
+    assert clean_everywhere() == {}

@@ -416,6 +416,8 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
     say(fabric_table(result, rate))
     if result["cross_traffic"]:
         say(console.cross_text(result["cross_traffic"]))
+    if result.get("failures"):
+        say(console.failures_text(result["failures"]))
     if hasattr(lab, "machines"):
         say(console.machines_text(result["runs"], [m.host for m in lab.machines]))
     if not args.json:

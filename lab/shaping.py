@@ -21,7 +21,9 @@ however small, ends a write with PSH and stays in the data class, so no
 message overtakes bytes sent before it on another connection (iperf3's
 end-of-test did, and cut its transfers short). UDP (the latency probes,
 the generators) shares the data queue too: the probes still see the
-queueing the collective causes.
+queueing the collective causes. The failure probe's UDP flows (to ports
+9296-9311) leave by the ACK class: they must show when a path stopped, and
+a full data queue's drops would look like a stop.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ WINDOW_FRAMES = 4               # a connection's window: at least this many fram
 WINDOW_RTT_S = 0.010            # and the fastest link's rate over this round trip
 LONGEST_PATH_LINKS = 6          # server-leaf-agg-core-agg-leaf-server
 DATA_CLASS, ACK_CLASS = "1:10", "1:5"    # each holds one pfifo (or netem) queue
+FAILPROBE_PORTS = 9296          # UDP to 9296-9311, the failure probe's, leaves by the ACK class
 
 
 def frame_bytes(mtu: int) -> int:
@@ -107,6 +110,11 @@ def tc_commands(intf: str, spec, mtu: int) -> List[str]:
         else:
             cmds.append(f"qdisc add dev {intf} parent {cls} handle {handle} pfifo "
                         f"limit {spec.queue_packets}")
+    # the failure probe's flows (traffic/measure/failures.py) watch the path,
+    # not the queue: a full data queue's drops would read as a failure
+    cmds.append(f"filter add dev {intf} parent 1: protocol ip prio 2 u32 "
+                f"match u8 0x45 0xff at 0 match ip protocol 17 0xff "
+                f"match u16 0x{FAILPROBE_PORTS:04x} 0xfff0 at 22 flowid {ACK_CLASS}")
     # IPv4 without options (0x45), TCP, shorter than SMALL_IP_LENGTH, flags ACK alone
     cmds.append(f"filter add dev {intf} parent 1: protocol ip prio 1 u32 "
                 f"match u8 0x45 0xff at 0 match ip protocol 6 0xff "

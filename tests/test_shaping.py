@@ -22,9 +22,12 @@ def test_pure_acks_get_a_class_served_first_and_everything_else_the_data_class()
     assert "prio 0" in ack and "prio 1" in data and "ceil 20mbit" in ack and "ceil 20mbit" in data
     # the two classes share the link's rate, no more
     assert "rate 1mbit" in ack and "rate 19mbit" in data
-    (flt,) = [c for c in cmds if c.startswith("filter")]
+    probe, flt = [c for c in cmds if c.startswith("filter")]
     assert "match ip protocol 6 0xff" in flt and "0xff80 at 2" in flt      # TCP, < 128 B
     assert "match u8 0x10 0xff at 33" in flt and flt.endswith("flowid 1:5")  # ACK flag alone
+    # UDP to the failure probe's ports 9296-9311 (0x2450-0x245f) too
+    assert "match ip protocol 17 0xff" in probe and "match u16 0x2450 0xfff0 at 22" in probe
+    assert probe.endswith("flowid 1:5")
     assert sum("pfifo limit 32" in c for c in cmds) == 2
 
 

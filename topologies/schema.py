@@ -217,6 +217,35 @@ _meta(endpoint_pair, type="array", minItems=2, maxItems=2,
       items={"type": "string", "pattern": f"^(?:{_ENDPOINT.pattern})$"})
 
 
+# A link failure during a run: LINK@SECONDS[+DURATION], LINK a link's two
+# nodes (leaf1-spine2) or `random`; seconds after the sweep starts.
+MAX_FAILURES, MAX_FAIL_SECONDS = 16, 86400
+_SECONDS = r"[0-9]{1,5}(?:\.[0-9]{1,3})?"
+_FAILURE = re.compile(rf"(random|{_ENDPOINT.pattern}-{_ENDPOINT.pattern})@({_SECONDS})"
+                      rf"(?:\+({_SECONDS}))?")
+
+
+def failures(v, fail):
+    """1..MAX_FAILURES link failures, each LINK@SECONDS[+DURATION]."""
+    if not isinstance(v, list) or not 1 <= len(v) <= MAX_FAILURES:
+        fail(f"expected 1 to {MAX_FAILURES} failures such as [leaf1-spine1@2+1], got "
+             f"{kind_of(v) if not isinstance(v, list) else f'{len(v)} of them'}")
+    for item in v:
+        m = _FAILURE.fullmatch(item) if isinstance(item, str) else None
+        if not m:
+            fail(f"expected LINK@SECONDS[+DURATION] such as leaf1-spine1@2+1 (the link's two "
+                 f"nodes, or random), got {shown(item)}")
+        at, duration = float(m.group(2)), float(m.group(3) or 1)
+        if at > MAX_FAIL_SECONDS or not 0 < duration <= MAX_FAIL_SECONDS:
+            fail(f"{shown(item)}: expected seconds from 0 to {MAX_FAIL_SECONDS} and a duration "
+                 f"above 0")
+    return v
+
+
+_meta(failures, type="array", minItems=1, maxItems=MAX_FAILURES,
+      items={"type": "string", "pattern": f"^(?:{_FAILURE.pattern})$"})
+
+
 def host(v, fail):
     if not isinstance(v, str) or len(v) > HOST_MAX or not _HOST.fullmatch(v):
         fail(f"expected a host name such as gpu-node1 or an IPv4 address such as "

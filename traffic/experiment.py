@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional
 
-from topologies.schema import (FabricError, choice, endpoint_pair, integer, normalise, number,
-                               optional, shown, size)
+from topologies.schema import (MAX_FAILURES, FabricError, choice, endpoint_pair, failures,
+                               integer, normalise, number, optional, shown, size)
 from traffic import schedules as S
 from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, ROOTED,
                               default_algorithm)
@@ -37,13 +37,14 @@ SCHEMA = {
     "probe": (optional(endpoint_pair), None),
     "cross": (optional(endpoint_pair), None),
     "scale_up": (optional(choice(*SCALE_UP)), None),
+    "fail": (optional(failures), None),
 }
 FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
 FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine": "--engine",
          "minbytes": "-b/--minbytes", "maxbytes": "-e/--maxbytes",
          "stepfactor": "-f/--stepfactor", "iters": "-n/--iters", "warmup": "-w/--warmup",
          "root": "--root", "channels": "--channels", "piece_bytes": "--piece-bytes",
-         "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up"}
+         "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up", "fail": "--fail"}
 MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
 MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
@@ -96,6 +97,7 @@ class Experiment:
     idle_seconds: float = 1.5                          # idle-latency measurement first
     cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
     scale_up: str = "packets"                          # NVLink: packets on its links, or memory
+    fail: List[str] = field(default_factory=list)      # LINK@SECONDS[+DURATION] during the sweep
 
     def check(self, n_ranks: int, local: int = 1, names: Namer = _plain) -> None:
         """Raise ExperimentError (a ValueError) with one sentence for an
@@ -105,7 +107,7 @@ class Experiment:
                                                             else detail))
         for key, (validate, _default) in SCHEMA.items():
             value = getattr(self, key)
-            if (key not in ("probe", "cross") or value) and validate(
+            if (key not in ("probe", "cross", "fail") or value) and validate(
                     value, lambda message, key=key: fail(key, message)) != value:
                 fail(key, f"expected it as a number, got {shown(value)}")      # "64K": parse it
         if self.algorithm not in ALGORITHMS[self.collective]:
@@ -222,6 +224,7 @@ def check_experiment(fabric, exp: Experiment, names: Namer, compare: List[str] =
     n, local = len(fabric.endpoints), fabric.gpus_per_server
     exp.check(n, local, names)
     _check_flag_endpoints(fabric, exp, names)
+    _check_failures(fabric, exp, names)
     for i, algorithm in enumerate(compare):
         why = (f"{shown(algorithm)} is not an algorithm of {exp.collective}; expected one of "
                f"{', '.join(ALGORITHMS[exp.collective])}"
@@ -234,6 +237,39 @@ def check_experiment(fabric, exp: Experiment, names: Namer, compare: List[str] =
         replace(exp, algorithm=algorithm).check(
             n, local, lambda key: "--compare" if key == "algorithm" else names(key))
     _check_duration(fabric, exp, 1 + len(compare))
+
+
+def _check_failures(fabric, exp: Experiment, names: Namer) -> None:
+    """Each failure names a link between two switches of this fabric."""
+    if len(exp.fail) > MAX_FAILURES:
+        detail = f"{len(exp.fail)} failures; at most {MAX_FAILURES}"
+        raise ExperimentError("fail", detail, f"{names('fail')}: {detail}")
+    if exp.fail and exp.engine == "sim":
+        detail = "the simulator has no links to take down; failures need a lab"
+        raise ExperimentError("fail", detail, f"{names('fail')}: {detail}")
+    switches = {s.name for s in fabric.switches if s.role not in ("node", "nvswitch")}
+    for item in exp.fail:
+        link = item.split("@")[0]
+        if link == "random":
+            if not any({l.a, l.b} <= switches for l in fabric.links):
+                detail = f"{shown(item)}: this fabric has no link between two switches"
+                raise ExperimentError("fail", detail, f"{names('fail')} {detail}")
+            continue
+        a, b = link.split("-")
+        why = (f"there is no {shown(x)} in this fabric" if (x := next(
+            (n for n in (a, b) if n not in switches and not _endpoint(fabric, n)), None))
+            else f"{a} and {b} are not linked" if not any({l.a, l.b} == {a, b}
+                                                          for l in fabric.links)
+            else f"{link} is a server's own link: without it the collective cannot finish; "
+                 "name a link between two switches" if not {a, b} <= switches else None)
+        if why:
+            detail = f"{shown(item)}: {why}"
+            raise ExperimentError("fail", detail, f"{names('fail')} {detail}")
+
+
+def _endpoint(fabric, name: str) -> bool:
+    return any(h.name == name for h in fabric.endpoints) or any(
+        s.name == name for s in fabric.switches)
 
 
 def _check_duration(fabric, exp: Experiment, runs: int) -> None:

@@ -114,6 +114,8 @@ def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
     args.seconds, args.streams = args.seconds or 3, args.streams or 4
     args.results = results if args.results is None else args.results
     args.compare = args.compare or []
+    if args.fail:                       # each --fail gave a list of one
+        args.fail = [item for given in args.fail for item in given]
     return args
 
 
@@ -159,6 +161,11 @@ def _collective_flags(g) -> None:
     g.add_argument("--cross", type=_pair("cross"), metavar="SRC,DST",
                    help="run an iperf3 TCP flow between two servers during the whole sweep "
                         "(background traffic the collective must share the fabric with)")
+    g.add_argument("--fail", type=_checked(SCHEMA["fail"][0], lambda text: [text]),
+                   action="append", metavar="LINK@S[+D]",
+                   help="take a link between two switches (leaf1-spine1, or random) down S "
+                        "seconds into the sweep, for D seconds (default: to the end); "
+                        "repeatable; each event is reported")
     g.add_argument("--no-traffic", action="store_true",
                    help="only build, check reachability and tear down")
     g.add_argument("--iperf-check", action="store_true",

@@ -23,6 +23,8 @@ from traffic import schedules as S
 from traffic.engines import Job, make_engine
 from traffic.experiment import Experiment
 from traffic.measure.background import CrossTraffic, Prober
+from traffic.measure.failures import Failures
+from traffic.measure.failures import parse as parse_failures
 from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved, size_flags
 from traffic.measure.monitor import Monitor
 from traffic.registry import EQUAL_BLOCKS, REDUCING, ROOTED
@@ -65,22 +67,26 @@ def run_experiment(lab, exp: Experiment, results: Path,
     probe = exp.probe or [ranks[0], ranks[-1]]
     monitor = Monitor(fabric, source=getattr(lab, "counters", None)).start()
     prober = Prober(lab, probe[0], probe[1])
-    engine = cross = None
-    cross_report, runs, timeline = None, [], None
+    engine = cross = failures = None
+    cross_report, runs, timeline, iterations, failed = None, [], None, [], None
     try:
         idle, alpha = _idle_latency(prober, exp, progress)
         cross = CrossTraffic(lab, *exp.cross) if exp.cross else None
         engine = make_engine(exp.engine, fabric, ranks, lab)
         twin = Twin.for_lab(fabric, ranks, probe, alpha)
         sizes = M.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
+        failures = Failures(lab, parse_failures(fabric, exp.fail)).start() if exp.fail else None
         for k, size in enumerate(sizes):
             label = f"[{k + 1}/{len(sizes)}] {exp.collective}"
             record, timeline_ = _one_size(engine, exp, model, alpha, size, label,
-                                          k == len(sizes) - 1, monitor, prober, progress)
+                                          k == len(sizes) - 1, monitor, prober, progress,
+                                          iterations)
             _beside_the_simulation(record, twin, exp, model)
             runs.append(record)
             timeline = timeline_ or timeline
     finally:
+        if failures is not None:            # links still down come back first
+            failed = failures.stop(iterations)
         if engine is not None:
             engine.close()
         if cross is not None:
@@ -97,7 +103,7 @@ def run_experiment(lab, exp: Experiment, results: Path,
             "probe": probe, "idle_latency": idle, "alpha_s": alpha,
             "beta_s_per_byte": model.beta, "link_rate_mbit": model.rate, "runs": runs,
             "fidelity": verdict, "uplink_tx_bytes": _uplink_bytes(fabric, monitor),
-            "cross_traffic": cross_report, "timeline": timeline}
+            "cross_traffic": cross_report, "timeline": timeline, "failures": failed}
 
 
 def _idle_latency(prober: Prober, exp: Experiment, progress) -> tuple:
@@ -112,7 +118,8 @@ def _idle_latency(prober: Prober, exp: Experiment, progress) -> tuple:
 
 
 def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, label: str,
-              last_size: bool, monitor: Monitor, prober: Prober, progress) -> tuple:
+              last_size: bool, monitor: Monitor, prober: Prober, progress,
+              log: list) -> tuple:
     """Prepare, run warm-up and timed iterations, and make the size's record."""
     n = model.n
     count = S.round_count(exp.collective, n, size // M.TYPE_SIZE)
@@ -132,6 +139,8 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
         # the step timeline of the very last iteration, where the engine records one
         iters.append(engine.iterate(i, 60 + 20 * predicted,
                                     timeline=last_size and i == total - 1))
+        log.append({"size_bytes": count * M.TYPE_SIZE, "iteration": i, "t0": iters[-1]["t0"],
+                    "t1": iters[-1]["t1"], "seconds": iters[-1]["seconds"]})
     timeline = None
     if "timeline" in iters[-1]:
         timeline = {"size_bytes": count * M.TYPE_SIZE, "events": [

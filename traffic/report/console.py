@@ -26,6 +26,9 @@ def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
                      f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) "
                      "per peer" + (", NVLink in memory" if exp.scale_up == "memory" else "")
                      + (f"; then the same with {', '.join(compare)}" if compare else ""))
+        if exp.fail:
+            lines.append(f"  failures: {', '.join(exp.fail)} (LINK@SECONDS+DURATION into the "
+                         "sweep)")
     lines += [f"  warning: {w}" for w in fabric.warnings]
     return "\n".join(lines)
 
@@ -107,3 +110,29 @@ def machines_text(runs: list, hosts: list) -> str:
              f"{max(p[i]['ovs_core_pct'] for p in per):.0f}% of a core"
              for i, host in enumerate(hosts)]
     return "machines busiest during a size: " + "; ".join(parts)
+
+
+def failures_text(events: list) -> str:
+    """A line per link failure of the sweep: when, how long traffic stopped
+    on the probe flows it hit, what the collective's iteration lost."""
+    lines = []
+    for e in events:
+        held = (f"for {e['down_for_s']:.2f} s" if e["down_for_s"] is not None else "")
+        p = e.get("probe")
+        if p is None:
+            seen = "no probe pair crosses it"
+        elif p["stopped_ms"] is None:
+            seen = (f"{p['flows_hit']} of {p['flows']} probe flows ({p['src']} -> {p['dst']}) "
+                    f"never got through; {p['lost_packets']} packets lost")
+        elif p["flows_hit"]:
+            seen = (f"traffic stopped {p['stopped_ms']:.1f} ms on {p['flows_hit']} of "
+                    f"{p['flows']} probe flows ({p['src']} -> {p['dst']}), "
+                    f"{p['lost_packets']} packets lost")
+        else:
+            seen = f"none of {p['flows']} probe flows ({p['src']} -> {p['dst']}) paused"
+        c = e.get("collective")
+        hit = ("" if c is None else
+               f"; the {c['size_bytes']} B iteration it fell in took {c['seconds']:.3f} s"
+               + (f", {c['slowdown']:.2f}x the usual" if c["slowdown"] else ""))
+        lines.append(f"failure  {e['link']} down at {e['down_at_s']:.2f} s {held}: {seen}{hit}")
+    return "\n".join(lines)

@@ -1,0 +1,51 @@
+"""A link between switches fails in the middle of a collective (--fail):
+under ecmp and single-path the collective ends right (#wrong 0), the event
+is reported with the probe flows it stopped and for how long, the
+iteration it fell in, and the link comes back; a failure with no duration
+lasts to the end of the sweep and the link is back up for what follows."""
+
+import json
+
+import pytest
+
+from tests.helpers import run
+
+SWEEP = ["-b", "1M", "-e", "1M", "-n", "8", "-w", "1"]   # 9 iterations of >= 0.63 s at 20 Mbit/s
+
+
+def failed_run(tmp_path, *flags):
+    proc = run(*SWEEP, *flags, "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    result = summary["collectives"]
+    assert all(r["wrong"] == 0 and r["bad_chunk_elements"] == 0 for r in result["runs"])
+    return proc.stdout, result["failures"]
+
+
+@pytest.mark.parametrize("policy,link", [("ecmp", "leaf1-spine1"),
+                                         # single-path pins leaf2's servers to spine2
+                                         ("single-path", "leaf1-spine2")])
+def test_a_failure_mid_collective_is_survived_and_reported(tmp_path, clean_host, policy, link):
+    out, events = failed_run(tmp_path, "--policy", policy, "--fail", f"{link}@2+2")
+    [event] = events
+    assert event["link"] == link and event["at_s"] == 2.0
+    assert 1.9 <= event["down_for_s"] <= 3.0 and 1.99 <= event["down_at_s"] <= 2.5
+    probe = event["probe"]
+    assert (probe["src"], probe["dst"], probe["flows"]) == ("h1", "h3", 8)
+    # moved to another path while the link was still down, not held until it came back
+    assert probe["stopped_ms"] < 1800, probe
+    if policy == "single-path":       # every flow to leaf2 took that link: the controller
+        assert probe["flows_hit"] >= 1 and probe["stopped_ms"] > 0   # had to move them
+    assert event["collective"]["size_bytes"] == 1 << 20
+    assert f"failure  {link} down at" in out and "probe flows (h1 -> h3)" in out
+
+
+def test_a_failure_without_a_duration_lasts_to_the_end(tmp_path, clean_host):
+    _out, events = failed_run(tmp_path, "--fail", "leaf2-spine1@1.5", "--iperf-check",
+                              "--streams", "16")     # 32 flows: never all on one spine
+    [event] = events
+    assert event["duration_s"] is None and event["down_for_s"] >= 1.0
+    # the iperf3 check after the sweep finds the link back: leaf2 sends over it again
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    sent = summary["traffic"]["uplink_tx_bytes"]["leaf2"]
+    assert all(v > 100_000 for v in sent.values()), sent

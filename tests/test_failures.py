@@ -1,0 +1,104 @@
+"""Link failures during a sweep (--fail), the pure parts: the flag and the
+YAML key refused in one sentence, `random` drawn from the links between
+switches, the probe pair whose paths may cross the link, the probe flows'
+arrivals read into how long traffic stopped, and the iteration a failure
+slowed."""
+
+import random
+
+import pytest
+
+from tests.helpers import TOPOLOGIES, run
+from topologies.fabric import FabricError, load_fabric, parse_fabric
+from traffic.experiment import experiment_from
+from traffic.measure.failures import (BASE_SPORT, FLOWS, INTERVAL_S, analyse, missing_runs,
+                                      parse, probe_pair, slowdown)
+
+DEFAULT = load_fabric(TOPOLOGIES / "default.yaml")
+FAT = load_fabric(TOPOLOGIES / "fat-tree-k4.yaml")
+
+
+@pytest.mark.parametrize("value,message", [
+    ("leaf1-spine9@1", "error: --fail 'leaf1-spine9@1': there is no 'spine9' in this fabric"),
+    ("h1-leaf1@1", "error: --fail 'h1-leaf1@1': h1-leaf1 is a server's own link: without it "
+                   "the collective cannot finish; name a link between two switches"),
+    ("leaf1-leaf2@1", "error: --fail 'leaf1-leaf2@1': leaf1 and leaf2 are not linked"),
+    ("leaf1@1", "error: argument --fail: expected LINK@SECONDS[+DURATION] such as "
+                "leaf1-spine1@2+1 (the link's two nodes, or random), got 'leaf1@1'"),
+    ("leaf1-spine1@1+0", "error: argument --fail: 'leaf1-spine1@1+0': expected seconds from 0 "
+                         "to 86400 and a duration above 0"),
+    ("leaf1-spine1@-1", "error: argument --fail: expected LINK@SECONDS[+DURATION] such as "
+                        "leaf1-spine1@2+1 (the link's two nodes, or random), got "
+                        "'leaf1-spine1@-1'"),
+])
+def test_a_bad_failure_is_one_sentence(value, message):
+    proc = run("--check", "--fail", value)
+    assert proc.returncode == 2 and proc.stderr == message + "\n"
+
+
+def test_failures_come_from_flags_and_the_yaml_and_are_listed_by_check():
+    proc = run("--check", "--fail", "leaf1-spine1@1+0.5", "--fail", "random@2")
+    assert proc.returncode == 0, proc.stderr
+    assert "  failures: leaf1-spine1@1+0.5, random@2 (LINK@SECONDS+DURATION" in proc.stdout
+    f = parse_fabric(TOPOLOGIES.joinpath("default.yaml").read_text()
+                     + "experiment: {fail: [leaf2-spine2@3]}\n", "f.yaml")
+    assert experiment_from(f).fail == ["leaf2-spine2@3"]
+    bad = parse_fabric(TOPOLOGIES.joinpath("default.yaml").read_text()
+                       + "experiment: {fail: [leaf2-spine7@3]}\n", "f.yaml")
+    with pytest.raises(FabricError) as exc:
+        experiment_from(bad)
+    assert str(exc.value) == ("f.yaml: experiment.fail: 'leaf2-spine7@3': there is no 'spine7' "
+                              "in this fabric")
+    with pytest.raises(ValueError) as exc:
+        experiment_from(DEFAULT, {"engine": "sim", "fail": ["random@1"]})
+    assert str(exc.value) == ("--fail: the simulator has no links to take down; failures need "
+                              "a lab")
+
+
+def test_parse_orders_by_time_and_draws_random_links_between_switches():
+    failures = parse(FAT, ["random@5", "leaf1-agg1@1+2"], random.Random(7))
+    assert [(f.at, f.duration) for f in failures] == [(1.0, 2.0), (5.0, None)]
+    switches = {s.name for s in FAT.switches}
+    assert {failures[1].a, failures[1].b} <= switches
+    assert all({f.a, f.b} <= switches for f in parse(FAT, ["random@1"] * 30, random.Random(1)))
+
+
+def test_the_probe_pair_crosses_the_link():
+    assert probe_pair(DEFAULT, "leaf1", "spine1") == ("h1", "h3")
+    assert probe_pair(DEFAULT, "spine2", "leaf2") == ("h1", "h3")
+    src, dst = probe_pair(FAT, "agg1", "core1")           # a core link: between pods
+    assert FAT.endpoint(src).leaf.startswith("leaf") and src != dst
+    pods = {h.name: i // 4 for i, h in enumerate(FAT.endpoints)}
+    assert pods[src] != pods[dst]
+
+
+def arrivals(lost, sent=500):
+    """Every flow's arrivals, sent every INTERVAL_S, minus `lost` (flow -> seqs)."""
+    return {str(BASE_SPORT + f): [[s, s * INTERVAL_S + 0.01] for s in range(sent)
+                                  if s not in lost.get(f, ())] for f in range(FLOWS)}
+
+
+def test_a_failure_is_the_run_of_packets_lost_from_it_on():
+    # the link goes down at seq 250 (0.5 s): flows 0 and 3 lose 6 and 15 packets in a row
+    # flows 0, 3 and 6 lose 6, 15 and 2 packets in a row; 5 lost 4 long before
+    lost = {0: range(250, 256), 3: range(251, 266), 5: {100, 101, 102, 103}, 6: {252, 253}}
+    out = analyse(arrivals(lost), 500, start=0.0, t_down=0.5)
+    assert out == {"flows": FLOWS, "flows_hit": 3, "lost_packets": 23,
+                   "stopped_ms": pytest.approx(30.0)}
+    # a flow that had lost as many in a row before was not hit by the failure
+    lost[3] = list(range(251, 257)) + list(range(10, 20))
+    assert analyse(arrivals(lost), 500, 0.0, 0.5)["flows_hit"] == 2
+    # a loss long after the failure is not the failure's
+    assert analyse(arrivals({1: {900}}, 1000), 1000, 0.0, 0.5)["flows_hit"] == 0
+    # nothing lost: nothing stopped
+    assert analyse(arrivals({}), 500, 0.0, 0.5)["stopped_ms"] == 0
+    assert missing_runs({0, 1, 4}, 7) == [(2, 2), (5, 2)]
+
+
+def test_the_slowdown_is_the_hit_iteration_against_its_size_untouched():
+    its = [{"size_bytes": 1024, "iteration": i, "t0": i * 1.0, "t1": i * 1.0 + s, "seconds": s}
+           for i, s in enumerate([0.5, 0.5, 0.9, 0.6, 0.5])]
+    out = slowdown(its, 2.3, busy=[(2.3, 2.6)])
+    assert out == {"size_bytes": 1024, "iteration": 2, "seconds": 0.9, "usual_seconds": 0.5,
+                   "slowdown": 1.8}
+    assert slowdown(its, 9.0, busy=[]) is None

@@ -1,0 +1,248 @@
+"""Link failures during a sweep (`--fail LINK@SECONDS[+DURATION]`): each
+link taken down on time and brought back, watched, and reported.
+
+The seconds count from the start of the sweep's first size. Half a second
+before each failure, probe flows start between two servers whose shortest
+paths may cross the link (traffic/programs/failprobe.py: 8 UDP flows, a
+packet on each every 2 ms, ECMP spreading them by source port); they run
+until a second after the link is back, at most 3 s. From their arrivals:
+how long traffic stopped on the flows the failure hit (the longest gap in
+arrivals on a flow that lost packets or paused), and packets lost (the probe flows leave by each link's first-served class,
+lab/shaping.py, so a full queue does not read as a stop). The
+collective's slowdown is the iteration the failure fell in against the
+median of the same size's iterations that no failure touched.
+
+Plain functions for parsing, choosing the probe pair and reading the
+arrivals; `Failures` runs them on a lab, from a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import networkx as nx
+
+from controller.routes import fabric_graph
+from lab.shaping import FAILPROBE_PORTS
+
+LEAD_S, TAIL_S, MAX_WATCH_S = 0.5, 1.0, 3.0
+INTERVAL_S, FLOWS = 0.002, 8
+BASE_PORT, BASE_SPORT = FAILPROBE_PORTS, 42000     # 16 events at most: 9296-9311
+PAUSE = 1                  # packets lost in a row from the failure on: a flow was hit
+
+
+@dataclass
+class Failure:
+    text: str                       # as given
+    a: str
+    b: str
+    index: int                      # which of the links between a and b (parallel links)
+    at: float
+    duration: Optional[float]       # None: down to the end of the sweep
+
+
+def parse(fabric, items: Sequence[str], rng: random.Random = None) -> List[Failure]:
+    """The failures of `items` (checked by the experiment), `random` drawn
+    from the links between switches."""
+    rng = rng or random.Random()
+    switches = {s.name for s in fabric.switches if s.role not in ("node", "nvswitch")}
+    inter = [l for l in fabric.links if {l.a, l.b} <= switches]
+    out = []
+    for item in items:
+        link, _, when = item.partition("@")
+        at, _, duration = when.partition("+")
+        if link == "random":
+            chosen = rng.choice(inter)
+            a, b = chosen.a, chosen.b
+            index = [l for l in fabric.links if {l.a, l.b} == {a, b}].index(chosen)
+        else:
+            (a, b), index = link.split("-"), 0
+        out.append(Failure(item, a, b, index, float(at), float(duration) if duration else None))
+    return sorted(out, key=lambda f: f.at)
+
+
+def probe_pair(fabric, a: str, b: str):
+    """(src, dst): the first two servers, on different leaves, between which
+    some shortest path crosses the link a-b."""
+    graph = fabric_graph(fabric)
+    dist = dict(nx.all_pairs_shortest_path_length(graph))
+    home: Dict[str, str] = {}
+    for h in fabric.endpoints:
+        home.setdefault(h.leaf, h.name)
+    leaves = list(home)
+    for l1 in leaves:
+        for l2 in leaves:
+            if l1 == l2 or l2 not in dist.get(l1, {}):
+                continue
+            d = dist[l1][l2]
+            for x, y in ((a, b), (b, a)):
+                if dist[l1].get(x, d + 9) + 1 + dist[y].get(l2, d + 9) == d:
+                    return home[l1], home[l2]
+    return None
+
+
+def missing_runs(received: set, sent: int):
+    """(first seq, length) of each run of sequence numbers that never arrived."""
+    runs, first = [], None
+    for seq in range(sent):
+        if seq not in received:
+            first = seq if first is None else first
+        elif first is not None:
+            runs.append((first, seq - first))
+            first = None
+    if first is not None:
+        runs.append((first, sent - first))
+    return runs
+
+
+def analyse(arrivals: Dict[str, list], sent: int, start: float, t_down: float,
+            interval: float = INTERVAL_S, base_sport: int = BASE_SPORT) -> dict:
+    """What the probe flows saw of a failure at `t_down`. A flow was hit when
+    it lost packets sent from the failure on (within half a second) in a run
+    longer than any it lost before; that run, as time, is how long its
+    traffic stopped (to within one interval).
+    Packets are placed in time by when they were sent (`start` + seq x
+    `interval`), so queueing delay does not count as a stop."""
+    down = (t_down - start) / interval              # the seq sent as the link went down
+    stopped, hit, lost = 0, 0, 0
+    for sport in range(FLOWS):
+        received = {seq for seq, _t in arrivals.get(str(base_sport + sport), ())}
+        before, after = 0, 0
+        for first, length in missing_runs(received, sent):
+            if first + length <= down - 1:
+                before = max(before, length)
+            elif first <= down + 0.5 / interval:   # began within half a second of it
+                after = max(after, length)
+        if after >= PAUSE and after > before:
+            hit, lost, stopped = hit + 1, lost + after, max(stopped, after)
+    return {"flows": FLOWS, "flows_hit": hit, "lost_packets": lost,
+            "stopped_ms": round(stopped * interval * 1e3, 1)}
+
+
+def slowdown(iterations: List[dict], t: float, busy: List[tuple]) -> Optional[dict]:
+    """The iteration running at `t` against the median of its size's
+    iterations that no failure window (`busy`) touched."""
+    hit = next((i for i in iterations if i["t0"] <= t <= i["t1"]), None)
+    if hit is None:
+        return None
+    clean = [i["seconds"] for i in iterations if i["size_bytes"] == hit["size_bytes"]
+             and not any(i["t0"] <= e and s <= i["t1"] for s, e in busy)]
+    usual = statistics.median(clean) if clean else None
+    return {"size_bytes": hit["size_bytes"], "iteration": hit["iteration"],
+            "seconds": round(hit["seconds"], 4), "usual_seconds": usual and round(usual, 4),
+            "slowdown": round(hit["seconds"] / usual, 2) if usual else None}
+
+
+class Failures:
+    """Runs the failures on a lab from a thread: `start()` when the sweep's
+    first size starts, `stop(iterations)` at its end returns the report."""
+
+    def __init__(self, lab, failures: List[Failure]):
+        self.lab, self.failures = lab, failures
+        self.events: List[dict] = []
+        self._stop = threading.Event()
+        self._thread = None
+        self._down: List[Failure] = []
+        self._probes: List[tuple] = []
+
+    def start(self) -> "Failures":
+        self.t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _wait_until(self, t: float) -> bool:
+        return not self._stop.wait(max(0.0, t - time.monotonic()))
+
+    def _run(self) -> None:
+        actions = []
+        for k, f in enumerate(self.failures):
+            actions += [(self.t0 + f.at - LEAD_S, 0, k, "probe"), (self.t0 + f.at, 1, k, "down")]
+            if f.duration is not None:
+                actions.append((self.t0 + f.at + f.duration, 2, k, "up"))
+        for when, _order, k, what in sorted(actions):
+            if not self._wait_until(when):
+                return
+            self._act(k, what)
+
+    def _act(self, k: int, what: str) -> None:
+        f = self.failures[k]
+        event = self.events[k] if k < len(self.events) else None
+        if what == "probe":
+            self.events.append({"link": f"{f.a}-{f.b}", "given": f.text, "at_s": f.at,
+                                "duration_s": f.duration})
+            self._start_probe(k, f)
+        elif what == "down":
+            event["t_down"] = time.monotonic()
+            self.lab.set_link(f.a, f.b, up=False, index=f.index)
+            self._down.append(f)
+        else:
+            self.lab.set_link(f.a, f.b, up=True, index=f.index)
+            event["t_up"] = time.monotonic()
+            self._down.remove(f)
+
+    def _start_probe(self, k: int, f: Failure) -> None:
+        pair = probe_pair(self.lab.fabric, f.a, f.b)
+        if pair is None:
+            return
+        src, dst = pair
+        watch = LEAD_S + min(f.duration or MAX_WATCH_S, MAX_WATCH_S) + TAIL_S
+        port, sport = BASE_PORT + k, BASE_SPORT + FLOWS * k
+        recv = self.lab.popen(dst, [sys.executable, "-m", "traffic.programs.failprobe", "recv",
+                                    "--port", str(port), "--seconds", str(watch + 1.0)],
+                              text=True)
+        send = self.lab.popen(src, [sys.executable, "-m", "traffic.programs.failprobe", "send",
+                                    "--dst", self.lab.fabric.endpoint(dst).ip, "--port",
+                                    str(port), "--sports", f"{sport}:{sport + FLOWS - 1}",
+                                    "--interval", str(INTERVAL_S), "--seconds", str(watch)],
+                              text=True)
+        self._probes.append((k, src, dst, send, recv))
+
+    def stop(self, iterations: List[dict]) -> List[dict]:
+        """End the failures (links still down come back up), read the
+        probes, and report each event that happened."""
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+        for f in list(self._down):
+            self.lab.set_link(f.a, f.b, up=True, index=f.index)
+            self.events[self.failures.index(f)]["t_up"] = time.monotonic()
+            self._down.remove(f)
+        busy = [(e["t_down"], e.get("t_up", e["t_down"])) for e in self.events if "t_down" in e]
+        for k, src, dst, send, recv in self._probes:
+            event = self.events[k]
+            sender = _reply(send)
+            arrivals = _reply(recv).get("arrivals", {})
+            if "t_down" in event and "start" in sender:
+                event["probe"] = {"src": src, "dst": dst, **analyse(
+                    arrivals, sender["sent"], sender["start"], event["t_down"], INTERVAL_S,
+                    BASE_SPORT + FLOWS * k)}
+        report = []
+        for event in self.events:
+            if "t_down" not in event:
+                continue
+            t_down = event.pop("t_down")
+            t_up = event.pop("t_up", None)
+            event["down_at_s"] = round(t_down - self.t0, 3)
+            event["down_for_s"] = round(t_up - t_down, 3) if t_up else None
+            event["collective"] = slowdown(iterations, t_down, busy)
+            report.append(event)
+        return report
+
+
+def _reply(proc) -> dict:
+    """A probe process's JSON line (it ends on its own); {} if it failed."""
+    try:
+        out, _ = proc.communicate(timeout=10)
+        return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+    except Exception:                    # noqa: BLE001 - a probe is never worth the run
+        proc.kill()
+        proc.communicate()
+        return {}

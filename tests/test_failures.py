@@ -102,3 +102,11 @@ def test_the_slowdown_is_the_hit_iteration_against_its_size_untouched():
     assert out == {"size_bytes": 1024, "iteration": 2, "seconds": 0.9, "usual_seconds": 0.5,
                    "slowdown": 1.8}
     assert slowdown(its, 9.0, busy=[]) is None
+
+
+def test_a_link_cannot_fail_again_while_it_is_down():
+    proc = run("--check", "--fail", "leaf1-spine1@1+2", "--fail", "spine1-leaf1@2")
+    assert proc.returncode == 2 and proc.stderr == (
+        "error: --fail 'spine1-leaf1@2': spine1-leaf1 is still down then ('leaf1-spine1@1+2')\n")
+    assert run("--check", "--fail", "leaf1-spine1@1+2", "--fail", "leaf1-spine1@3").returncode == 0
+    assert run("--check", "--fail", "random@1", "--fail", "random@1").returncode == 0

@@ -265,6 +265,22 @@ def _check_failures(fabric, exp: Experiment, names: Namer) -> None:
         if why:
             detail = f"{shown(item)}: {why}"
             raise ExperimentError("fail", detail, f"{names('fail')} {detail}")
+    _check_overlaps(exp, names)
+
+
+def _check_overlaps(exp: Experiment, names: Namer) -> None:
+    """A link cannot fail again while it is still down."""
+    spans: dict = {}
+    for item in exp.fail:
+        link, _, when = item.partition("@")
+        at, _, duration = when.partition("+")
+        start, end = float(at), float(at) + float(duration) if duration else math.inf
+        key = frozenset(link.split("-"))
+        for other, (s0, e0) in spans.get(key, []):
+            if link != "random" and start < e0 and s0 < end:
+                detail = f"{shown(item)}: {link} is still down then ({shown(other)})"
+                raise ExperimentError("fail", detail, f"{names('fail')} {detail}")
+        spans.setdefault(key, []).append((item, (start, end)))
 
 
 def _endpoint(fabric, name: str) -> bool:

@@ -421,8 +421,9 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
     if hasattr(lab, "machines"):
         say(console.machines_text(result["runs"], [m.host for m in lab.machines]))
     if not args.json:
-        print(console.uplinks_text(lab.fabric, result["uplink_tx_bytes"],
-                                   "during the collectives"))
+        print("\n".join(filter(None, [
+            console.uplinks_text(lab.fabric, result["uplink_tx_bytes"], "during the collectives"),
+            console.tiers_text(result["tiers"], "during the collectives")])))
         split = console.split_text(result)
         if split:
             print(split)

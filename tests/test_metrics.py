@@ -103,3 +103,29 @@ def test_rhd_over_a_power_of_two_is_the_textbook_cost():
     count = 4096 * 16
     cost = M.schedule_cost(S.build("allreduce", "rhd", 8, count), "rhd")
     assert cost["max_rank_elements"] == 2 * 7 / 8 * count
+
+
+def test_the_tier_report_finds_each_tiers_spread_and_polarisation():
+    """A 4-ary fat-tree whose edge tier spreads evenly while every
+    aggregation switch sends all up one core link: the upper tier reads
+    max/mean 2 with half its up-links idle (hash polarisation)."""
+    from topologies.fabric import load_fabric
+    from tests.helpers import TOPOLOGIES
+    from traffic.metrics import tier_report
+    fat = load_fabric(TOPOLOGIES / "fat-tree-k4.yaml")
+    first_up = {}
+    for l in fat.links:
+        if l.kind == "spine_core":
+            first_up.setdefault(l.a, l.a_intf)
+    links = {l.a_intf: {"tx_bytes": 1000 if l.kind == "leaf_spine" else
+                        2000 if first_up[l.a] == l.a_intf else 0}
+             for l in fat.links if l.kind in ("leaf_spine", "spine_core")}
+    report = tier_report(fat, links)
+    assert set(report) == {"leaf->agg", "agg->core"}
+    assert report["leaf->agg"]["mean"] == 1.0 and report["leaf->agg"]["idle_uplinks"] == 0
+    assert report["agg->core"]["mean"] == 2.0
+    assert (report["agg->core"]["idle_uplinks"], report["agg->core"]["uplinks"]) == (8, 16)
+    # a switch that sent nothing up is no evidence either way
+    links = {i: {"tx_bytes": 0} for i in links}
+    assert tier_report(fat, links)["agg->core"] == {
+        "switches": {}, "worst": None, "mean": None, "idle_uplinks": 0, "uplinks": 0}

@@ -169,3 +169,36 @@ def sweep_sizes(minbytes: int, maxbytes: int, stepfactor: float) -> List[int]:
             break
         size *= stepfactor
     return sizes
+
+
+UP_TIERS = ("leaf_spine", "spine_core")   # link kinds whose lower end picks among equal paths
+IDLE_SHARE = 0.05                         # an up-link under this share of its switch's mean
+
+
+def tier_report(fabric, links: dict) -> dict:
+    """ECMP's spread per switch and tier: for each switch that sends up to
+    a choice of next hops (leaves to spines or aggregation switches,
+    aggregation switches to cores), max/mean of the bytes on its up-links
+    (`links`: interface -> {"tx_bytes"}), and per tier the worst switch, the
+    mean, and the up-links left idle (under IDLE_SHARE of their switch's
+    mean). Idle links in an upper tier while the lower one spreads are hash
+    polarisation: the tiers hash a flow alike."""
+    role = {s.name: s.role for s in fabric.switches}
+    ports: dict = {}
+    for l in fabric.links:
+        if l.kind in UP_TIERS and l.a in role and l.b in role:
+            tier = f"{role[l.a]}->{role[l.b]}"
+            ports.setdefault(tier, {}).setdefault(l.a, []).append(
+                links.get(l.a_intf, {}).get("tx_bytes", 0))
+    out = {}
+    for tier, switches in ports.items():
+        spread = {sw: imbalance(v) for sw, v in switches.items() if sum(v) > 0 and len(v) > 1}
+        idle = sum(1 for v in switches.values() if sum(v) > 0
+                   for x in v if x < IDLE_SHARE * sum(v) / len(v))
+        busy = sum(len(v) for v in switches.values() if sum(v) > 0)
+        worst = max(spread, key=spread.get, default=None)
+        out[tier] = {"switches": {sw: round(x, 3) for sw, x in spread.items()},
+                     "worst": worst and [worst, round(spread[worst], 3)],
+                     "mean": round(sum(spread.values()) / len(spread), 3) if spread else None,
+                     "idle_uplinks": idle, "uplinks": busy}
+    return out

@@ -103,6 +103,8 @@ def run_experiment(lab, exp: Experiment, results: Path,
             "probe": probe, "idle_latency": idle, "alpha_s": alpha,
             "beta_s_per_byte": model.beta, "link_rate_mbit": model.rate, "runs": runs,
             "fidelity": verdict, "uplink_tx_bytes": _uplink_bytes(fabric, monitor),
+            "tiers": M.tier_report(fabric, monitor.window(monitor.samples[0]["t"],
+                                                          monitor.samples[-1]["t"])["links"]),
             "cross_traffic": cross_report, "timeline": timeline, "failures": failed}
 
 

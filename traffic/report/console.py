@@ -136,3 +136,14 @@ def failures_text(events: list) -> str:
                + (f", {c['slowdown']:.2f}x the usual" if c["slowdown"] else ""))
         lines.append(f"failure  {e['link']} down at {e['down_at_s']:.2f} s {held}: {seen}{hit}")
     return "\n".join(lines)
+
+
+def tiers_text(tiers: dict, when: str) -> str:
+    """ECMP's spread per tier, one line each ('' when nothing went up a tier)."""
+    lines = [f"ECMP     per tier {when}: max/mean of each switch's up-links"]
+    for tier, t in tiers.items():
+        if t["worst"] is None:
+            continue
+        lines.append(f"           {tier}: worst {t['worst'][1]:.2f} ({t['worst'][0]}), mean "
+                     f"{t['mean']:.2f}; {t['idle_uplinks']} of {t['uplinks']} up-links idle")
+    return "\n".join(lines) if len(lines) > 1 else ""

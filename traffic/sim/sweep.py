@@ -61,6 +61,9 @@ def simulate_experiment(fabric, exp: Experiment, seed: int = 0, hop_latency_s: f
             "fidelity": {"trustworthy": True, "host_kept_up": True, "flagged_sizes": [],
                          "simulated": True},
             "uplink_tx_bytes": _uplinks(fabric, runs[-1]["links"] if runs else {}),
+            "tiers": M.tier_report(fabric, {i: {"tx_bytes": sum(r["links"][i]["tx_bytes"]
+                                                                for r in runs)}
+                                            for i in (runs[0]["links"] if runs else {})}),
             "cross_traffic": None, "timeline": timeline}
 
 
@@ -180,7 +183,10 @@ def _figures(fabric, results: dict, run_dir) -> list:
 def _print(fabric, results: dict, figures: list, run_dir) -> None:
     from traffic.report.tables import nccl_table
     print(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
+    from traffic.report.console import tiers_text
     for algorithm, result in results.items():
         print(nccl_table(result, result["link_rate_mbit"]))
         print(sim_table(result))
+        if tiers_text(result["tiers"], ""):
+            print(tiers_text(result["tiers"], "in the simulation (its seed's ECMP draw)"))
     print(f"figures  {', '.join(figures) or 'none'}; results in {run_dir}")

@@ -21,9 +21,10 @@ every machine for its counters (`counters`).
 
 Teardown: the programs (their ssh sessions: each program dies with its
 session), then every machine's lab ("stop", all at once), then the ssh
-sessions, then the controller. Every ssh here dies with this process
-(setpriv --pdeathsig) and every machine's lab tears itself down when its ssh
-session ends, so even a SIGKILLed head leaves nothing on the machines; the
+sessions, then the controller. Each machine's ssh dies with this process
+(setpriv --pdeathsig), and every machine's lab tears itself down, programs
+included, when its ssh session ends, so even a SIGKILLed head leaves nothing
+on the machines (the programs' ssh here end as their programs do); the
 record under /run/fabric-lab names the machines, and `--cleanup` runs
 `--cleanup` on each of them too.
 """
@@ -56,12 +57,14 @@ CLOCK_APART = 0.0005        # seconds: closer than this, a machine's clock is ta
 CLOCK_ROUNDS = 8
 
 
-def ssh_command(user: str, host: str, remote: str) -> List[str]:
+def ssh_command(user: str, host: str, remote: str, die_with_us: bool = True) -> List[str]:
     """ssh running `remote` (in the project, as root: sudo -n for another
-    user), that dies with the process that starts it."""
+    user); with `die_with_us`, ssh dies with the thread that starts it
+    (PR_SET_PDEATHSIG follows the thread, not the process: only for ssh
+    started from the main thread)."""
     sudo = "" if user == "root" else "sudo -n "
-    return ["setpriv", "--pdeathsig", "TERM", "ssh", *SSH_OPTIONS, "--", f"{user}@{host}",
-            f"cd {shlex.quote(str(REPO))} && exec {sudo}{remote}"]
+    return [*(["setpriv", "--pdeathsig", "TERM"] if die_with_us else []), "ssh", *SSH_OPTIONS,
+            "--", f"{user}@{host}", f"cd {shlex.quote(str(REPO))} && exec {sudo}{remote}"]
 
 
 def source_address(address: str) -> str:
@@ -235,14 +238,18 @@ class ClusterLab(Lab):
         return f"/proc/{self.pids[server]}/ns/net"
 
     def popen(self, server: str, args: List[str], **kwargs) -> subprocess.Popen:
-        """A program in a server, on its machine; it dies with its ssh session."""
+        """A program in a server, on its machine; it dies with its ssh session.
+        That ssh may be started from any thread (the failures' is one), so it
+        does not die with its thread: if this process dies, the machine's
+        own session ends, its part is torn down, its programs are killed,
+        and their sessions, this ssh with them, end."""
         m = self.machine_of(server)
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
         remote = shlex.join([str(PYTHON), "-m", "lab.machine", "exec", m.built["tag"],
                              self.netns(server), *([repr(m.offset)] if m.offset else []),
                              "--", *map(str, args)])
-        proc = subprocess.Popen(ssh_command(self.cluster.user, m.host, remote),
+        proc = subprocess.Popen(ssh_command(self.cluster.user, m.host, remote, False),
                                 start_new_session=True, **kwargs)
         self._track(proc)
         return proc

@@ -156,6 +156,19 @@ def test_run_topology_across_two_machines(bed, tmp_path):
     assert clean_everywhere() == {}
 
 
+def test_a_link_between_the_machines_fails_mid_collective(bed, tmp_path):
+    """--fail on a VXLAN tunnel: both machines take their end down; the
+    probe flows (started from a thread, over ssh) report it; #wrong 0."""
+    proc = run("--cluster", ",".join(MACHINES), "-b", "1M", "-e", "1M", "-n", "8",
+               "--fail", "leaf1-spine2@2+2", "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    [event] = summary["collectives"]["failures"]
+    assert event["probe"]["flows"] == 8 and event["probe"]["stopped_ms"] < 1800, event
+    assert summary["collectives"]["runs"][0]["wrong"] == 0
+    assert clean_everywhere() == {}
+
+
 @pytest.mark.parametrize("how,when", [(signal.SIGINT, "building"), (signal.SIGINT, "reach"),
                                       (signal.SIGTERM, "# Collective test")])
 def test_an_interruption_leaves_nothing_anywhere(bed, tmp_path, how, when):

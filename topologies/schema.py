@@ -37,7 +37,8 @@ MAX_SERVERS = 512        # endpoints (servers, or GPUs): beyond this a 2-core ho
 MAX_SWITCHES = 128
 MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
 MAX_RATE_MBIT = 100_000
-POLICIES = ("ecmp", "single-path", "stp")
+POLICIES = ("ecmp", "single-path", "stp", "flowlet", "spray", "adaptive")
+SPREAD_POLICIES = ("flowlet", "spray")   # the senders choose a connection per piece
 KINDS = ("leaf-spine", "rail-optimized", "fat-tree", "single-switch", "full-mesh")
 MAX_PER_LEAF = 254          # endpoints homed on one leaf: the last octet of <net>.l.k
 MAX_MESH = 16               # a full mesh of n switches has n(n-1)/2 links
@@ -382,8 +383,16 @@ SCHEMA = {
                                "NICs): servers with several GPUs or NICs", LINK),
                        OPTIONAL_SECTION)}), REQUIRED),
     "routing": (Section("how the fabric is routed", {
-        "policy": (described("ecmp, single-path, or stp (no controller)", choice(*POLICIES)),
-                   "ecmp")}), {}),
+        "policy": (described("ecmp, single-path, stp (no controller), flowlet, spray or "
+                             "adaptive (docs/routing.md)", choice(*POLICIES)), "ecmp"),
+        "entropy": (described("connections (source ports) a sender spreads each peer's pieces "
+                              "over under flowlet and spray", integer(2, 64)), 16),
+        "flowlet_gap_ms": (described("flowlet: the idle time, with everything sent "
+                                     "acknowledged, after which a sender may change path",
+                                     number(0, 10_000, "ms")), 1),
+        "adaptive_interval_ms": (described("adaptive: how often the controller reads the "
+                                           "switches' flow counters and re-places elephants",
+                                           number(50, 10_000, "ms")), 200)}), {}),
     "addressing": (Section("IPv4 networks of the endpoints", {
         "subnet": (described("endpoint k behind leaf l gets <net>.l.k", subnet),
                    "10.0.0.0/16"),

@@ -97,9 +97,13 @@ def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
                    help="validate the YAML, the experiment and every other flag as a run "
                         "would, and print what would be built; build nothing")
     p.add_argument("--policy", choices=POLICIES, type=_checked(choice(*POLICIES)),
-                   help="override routing.policy: ecmp spreads over all spines, "
-                        "single-path pins each destination leaf to one spine, stp runs "
-                        "plain L2 switches with spanning tree and no controller (a baseline)")
+                   help="override routing.policy: ecmp hashes each flow onto one of the "
+                        "equal-cost paths, single-path pins each destination leaf to one "
+                        "spine, stp runs plain L2 switches with spanning tree and no "
+                        "controller (a baseline); flowlet and spray let the senders move "
+                        "pieces between paths (after an idle gap; every piece), adaptive "
+                        "has the controller move elephant flows off busy links "
+                        "(docs/routing.md)")
     p.add_argument("--datapath", choices=DATAPATHS, type=_checked(choice(*DATAPATHS)),
                    help="Open vSwitch datapath: the kernel module when present (auto, the "
                         "default), else the userspace one")
@@ -247,8 +251,8 @@ def refusal(args) -> Optional[str]:
             return (f"--engine sim simulates and builds no network, so {NAMES[builds[0]]} has "
                     "nothing to work on: leave out one of them")
         if args.policy == "stp":
-            return ("--engine sim routes as the controller does (ecmp or single-path); "
-                    "spanning tree is only emulated")
+            return ("--engine sim routes as the controller does; spanning tree is only "
+                    "emulated")
     for key in ("seconds", "streams"):
         if key in given and not args.iperf_check:
             return (f"--{key} sets the iperf3 check, which only --iperf-check runs: add "

@@ -230,7 +230,8 @@ def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:
         "_window": window,
         **({"machines": window["machines"]} if "machines" in window else {}),
     }
-    for extra in ("frames_sent", "frames_lost", "retransmits", "scale_up_bytes"):
+    for extra in ("frames_sent", "frames_lost", "retransmits", "scale_up_bytes", "pieces",
+                  "reordered"):
         if extra in iters[0]:
             record[extra] = sum(i[extra] for i in iters)
     return record

@@ -12,6 +12,7 @@ from lab.shaping import connection_windows
 from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
 from traffic.metrics import TYPE_SIZE, payload_share
+from traffic.programs.spread import SPREAD_POLICIES, connections_per_peer
 
 AGENT_PORT = 7000
 
@@ -33,7 +34,7 @@ def by_server(hosts) -> list:
 
 
 class RankAgents(AgentProcesses, Engine):
-    EXTRAS = ("scale_up_bytes",)
+    EXTRAS = ("scale_up_bytes", "pieces", "reordered")
 
     def __init__(self, fabric, ranks: Sequence[str], lab, port: int = AGENT_PORT,
                  per_rank: bool = False):
@@ -54,11 +55,16 @@ class RankAgents(AgentProcesses, Engine):
             groups=None if per_rank else by_server(hosts))
 
     def prepare(self, job: Job) -> None:
+        routing = self.fabric.spec["routing"]
         self.send({"cmd": "setup", "collective": job.collective, "algorithm": job.algorithm,
                    "count": job.count, "root": job.root,
                    "piece": max(1, job.piece_bytes // TYPE_SIZE),
-                   "channels": job.channels, "local": job.local,
-                   "scale_up_bps": scale_up_bps(self.fabric) if job.scale_up == "memory" else 0})
+                   "channels": connections_per_peer(self.fabric.policy, job.channels,
+                                                    routing["entropy"]),
+                   "local": job.local,
+                   "scale_up_bps": scale_up_bps(self.fabric) if job.scale_up == "memory" else 0,
+                   "spread": self.fabric.policy if self.fabric.policy in SPREAD_POLICIES else "",
+                   "gap_s": routing["flowlet_gap_ms"] / 1e3})
         # no agent reports until its peers connected, and every agent builds
         # the whole schedule first: on a slow host, 256 of them take minutes
         self.collect("setup_done", timeout=60 + 2 * self.n)
@@ -74,7 +80,9 @@ class RankAgents(AgentProcesses, Engine):
         out = {"t0": t0, "t1": t1, "seconds": t1 - t0,
                "wrong": sum(r["wrong"] for r in ranks),
                "bad_chunk_elements": sum(r["bad_chunk_elements"] for r in ranks),
-               "scale_up_bytes": sum(r["scale_up_bytes"] for r in ranks)}
+               "scale_up_bytes": sum(r["scale_up_bytes"] for r in ranks),
+               "pieces": sum(r["pieces"] for r in ranks),
+               "reordered": sum(r["reordered"] for r in ranks)}
         if timeline:
             out["timeline"] = [e for r in ranks for e in r.get("timeline", ())]
         return out

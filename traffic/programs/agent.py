@@ -16,16 +16,19 @@ stdout, one reply per hosted rank:
 
     {"event": "ready", "rank"}   once listening
     {"cmd": "setup", "collective", "algorithm", "count", "root", "piece", "channels",
-     "local", "scale_up_bps"}
+     "local", "scale_up_bps", "spread", "gap_s"}
         -> {"event": "setup_done", "rank", "connections": K}
     {"cmd": "go", "iter": i, "at": t}
         -> {"event": "done", "rank", "iter", "t0", "t1", "wrong", "bad_chunk_elements",
-            "bytes_received", "scale_up_bytes"}
+            "bytes_received", "scale_up_bytes", "pieces", "reordered"}
     {"cmd": "quit"} (or end of input)
 
 A rank sends to each peer on `channels` TCP connections of its own (NCCL
 channels / RoCE queue pairs: the flows ECMP can tell apart); the k-th message
-to a peer travels on connection k mod channels. As NCCL's network transport,
+to a peer travels on connection k mod channels, or, under the flowlet and
+spray policies (`spread`), on the one a Spreader picks (traffic/programs/
+spread.py). A receiver counts the pieces that arrive after a later piece of
+the same sender (`reordered`). As NCCL's network transport,
 a connection carries data one way: the sender connects, the receiver
 accepts, so what flows back is only ACKs, which the shaped links serve first
 (lab/shaping.py). Times are CLOCK_MONOTONIC, which all namespaces share, so
@@ -57,6 +60,7 @@ from traffic import schedules as S
 from traffic.executor import RankExecutor
 from traffic.programs import netns
 from traffic.programs.jsonlines import serve
+from traffic.programs.spread import Spreader
 
 HEADER = struct.Struct("!IIII")          # iteration, sequence number, elements, sender rank
 HELLO = struct.Struct("!II")             # rank, channel
@@ -99,6 +103,7 @@ class Conn:
         self.loop, self.sock, self.rank, self.peer = loop, sock, rank, peer
         self.parts: deque = deque()            # sending: what is still to go
         self.writing = False
+        self.spreader = None                   # flowlet, spray: who hands it pieces
         self.head = memoryview(bytearray(HELLO.size if peer < 0 else HEADER.size))
         self.body, self.data, self.got, self.meta = None, None, 0, None
 
@@ -121,6 +126,7 @@ class Conn:
                 sent -= len(self.parts.popleft())
             if sent:
                 self.parts[0] = self.parts[0][sent:]
+        was_writing = self.writing
         if self.parts and not self.writing:
             self.loop.sel.register(self.sock, selectors.EVENT_WRITE, self.flush)
             self.loop.backlog.add(self)
@@ -128,6 +134,8 @@ class Conn:
             self.loop.sel.unregister(self.sock)
             self.loop.backlog.discard(self)
         self.writing = bool(self.parts)
+        if was_writing and not self.writing and self.spreader is not None:
+            self.spreader.pump()                # free for another piece
 
     # --- receiving -------------------------------------------------------------
 
@@ -183,6 +191,8 @@ class Rank:
             loop.sel.register(listener, selectors.EVENT_READ,
                               lambda listener=listener: self.accept(listener))
         self.senders = {}                        # (peer, channel) -> Conn, to that peer
+        self.spreaders = {}                      # peer -> Spreader (flowlet, spray)
+        self.highest, self.reordered, self.pieces = {}, 0, 0   # pieces overtaken, of all
         self.incoming = set()                    # (peer, channel) that connected to it
         self.executor, self.iteration, self.t0, self.t1 = None, -1, 0.0, None
         self.scale_up_bytes = 0
@@ -228,10 +238,15 @@ class Rank:
             self.loop.scale_up.send(self.rank, local, self.iteration, seq, data)
             return
         header = HEADER.pack(self.iteration, seq, data.shape[0], self.rank)
-        self.senders[(peer, seq % self.loop.channels)].send(header, data)
+        spreader = self.spreaders.get(peer)
+        if spreader is not None:
+            spreader.push(header, data)
+        else:
+            self.senders[(peer, seq % self.loop.channels)].send(header, data)
 
     def start(self) -> None:
         self.t0, self.t1, self.scale_up_bytes = time.monotonic(), None, 0
+        self.highest, self.reordered, self.pieces = {}, 0, 0
         self.executor.run(self.send)
         self._check_finished()
 
@@ -239,6 +254,11 @@ class Rank:
         if it != self.iteration:
             raise RuntimeError(f"rank {self.rank}: a message of iteration {it} arrived "
                                f"during {self.iteration}")
+        self.pieces += 1
+        if seq < self.highest.get(src, -1):
+            self.reordered += 1                  # a later piece of this sender came first
+        else:
+            self.highest[src] = seq
         self.executor.deliver(src, seq, data)
         self.executor.run(self.send)
         self._check_finished()
@@ -322,7 +342,7 @@ class Agents:
             self.scale_up.deliver()
 
     def setup(self, collective, algorithm, count, root, piece, channels, local=1,
-              scale_up_bps=0.0):
+              scale_up_bps=0.0, spread="", gap_s=0.0):
         sched = S.build(collective, algorithm, self.n, count, root, piece, local)
         self.channels = channels
         self.scale_up = ScaleUp(scale_up_bps) if scale_up_bps else None
@@ -341,6 +361,10 @@ class Agents:
                     if (peer, ch) not in r.senders:
                         r.connect(peer, ch)
             r.connections = (len(to) + len(frm)) * channels
+            r.spreaders = {peer: Spreader(self, spread, [r.senders[(peer, ch)]
+                                                         for ch in range(channels)],
+                                          gap_s, time.monotonic, seed=r.rank * self.n + peer)
+                           for peer in to} if spread else {}
         deadline = time.monotonic() + CONNECT_WAIT_S
         while not all(wanted[r.rank] <= r.incoming for r in self.ranks):
             if time.monotonic() > deadline:
@@ -370,7 +394,8 @@ class Agents:
             ex = r.executor
             reply = {"event": "done", "rank": r.rank, "iter": iteration, "t0": r.t0,
                      "t1": r.t1, "wrong": ex.wrong(), "bad_chunk_elements": ex.bad_chunk_elements,
-                     "bytes_received": ex.received_bytes, "scale_up_bytes": r.scale_up_bytes}
+                     "bytes_received": ex.received_bytes, "scale_up_bytes": r.scale_up_bytes,
+                     "pieces": r.pieces, "reordered": r.reordered}
             if timeline:
                 reply["timeline"] = ex.timeline(start_at or r.t0)
             out.append(reply)
@@ -401,7 +426,8 @@ def main(argv=None) -> int:
                                        tuple(int(w) for w in a.windows.split(","))), {
         "setup": lambda agents, m: agents.setup(
             m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], m["channels"],
-            m.get("local", 1), m.get("scale_up_bps", 0.0)),
+            m.get("local", 1), m.get("scale_up_bps", 0.0), m.get("spread", ""),
+            m.get("gap_s", 0.0)),
         "go": lambda agents, m: agents.run(m["iter"], m.get("at", 0.0), m.get("timeline", False)),
     })
 

@@ -18,6 +18,7 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER,
                                        HANDSHAKE_DISPATCHER, MAIN_DISPATCHER,
                                        set_ev_cls)
+from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_5
 
 from controller.core import FabricCore, PortInfo
@@ -42,6 +43,33 @@ class FabricController(app_manager.OSKenApp):
         self.status_path = Path(os.environ["FABRIC_LAB_STATUS"])
         self.written = None          # the last status written, without its time
         self._write_status()
+        self.counted = {}            # dpid -> connections counted so far (a multipart reply)
+        if self.core.adaptive:
+            interval = fabric.spec["routing"]["adaptive_interval_ms"] / 1e3
+            self.ticker = hub.spawn(self._tick, interval)
+
+    def _tick(self, interval: float):
+        while True:
+            hub.sleep(interval)
+            self._send(self.core.tick(), write=False)
+
+    @set_ev_cls([ofp_event.EventOFPFlowStatsReply, ofp_event.EventOFPFlowDescStatsReply],
+                MAIN_DISPATCHER)
+    def on_flow_stats(self, ev):
+        """Adaptive: a part of a switch's connection counters; the core gets
+        them whole."""
+        msg = ev.msg
+        seen = self.counted.setdefault(msg.datapath.id, {})
+        for stat in msg.body:
+            m = stat.match
+            if "tcp_src" in m:
+                nbytes = getattr(stat, "byte_count", None)      # OpenFlow 1.3
+                if nbytes is None:
+                    nbytes = stat.stats["byte_count"]            # 1.5: OXS stats
+                seen[(m["ipv4_src"], m["ipv4_dst"], m["tcp_src"], m["tcp_dst"])] = nbytes
+        if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+            del self.counted[msg.datapath.id]
+            self._send(self.core.connection_counters(msg.datapath.id, seen))
 
     @set_ev_cls(ofp_event.EventOFPStateChange, MAIN_DISPATCHER)
     def on_connected(self, ev):

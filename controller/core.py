@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_5
 
 from controller import ofmsg
+from controller.adaptive import IDLE_TIMEOUT_S, Adaptive, FlowKey
 from controller.routes import Port, SwitchPlan, compute_plan
 from topologies.fabric import Fabric
 
@@ -87,6 +88,7 @@ class FabricCore:
         self.arp_replies = 0
         self.generation = 0
         self.last_xid = 0
+        self.adaptive = Adaptive(fabric) if fabric.policy == "adaptive" else None
 
     # --- switch life cycle -------------------------------------------------------
 
@@ -101,6 +103,8 @@ class FabricCore:
         self._check_ports(name, {p.number: p for p in ports})
         self.installed.pop(name, None)
         self.datapaths[name] = dp
+        if self.adaptive:
+            self.adaptive.forget_switch(name)       # its table is about to be cleared
         return self._reprogram()
 
     def port_changed(self, dpid: int, port_no: int, up: bool) -> Outbox:
@@ -144,16 +148,63 @@ class FabricCore:
 
     def packet_in(self, dpid: int, in_port: int, data: bytes) -> Outbox:
         """A packet sent to the controller: an ARP request for an address the
-        fabric knows is answered out of the port it came in by."""
+        fabric knows is answered out of the port it came in by; under adaptive,
+        a TCP SYN gets its connection's own flow and goes on by it."""
         name = self.names.get(dpid)
         dp = self.datapaths.get(name)
         if dp is None:
             return []
+        key = ofmsg.tcp_syn_key(data) if self.adaptive else None
+        if key is not None:
+            return self._syn(name, dp, key, data)
         reply = ofmsg.arp_reply(data, self.arp_table)
         if reply is None:
             return []
         self.arp_replies += 1
         return [(name, ofmsg.packet_out(dp, in_port, reply))]
+
+    # --- adaptive ----------------------------------------------------------------
+
+    def _syn(self, name: str, dp, key: FlowKey, data: bytes) -> Outbox:
+        plan = self.installed.get(name)
+        if plan is None:
+            return []
+        action = self.adaptive.syn(name, key, plan)
+        out: Outbox = []
+        if action is not None:
+            out.append((name, ofmsg.connection_flow_mod(dp, key, action, IDLE_TIMEOUT_S)))
+        else:
+            tracked = self.adaptive.flows.get((name, key))
+            action = tracked.action if tracked else plan.routes.get(key[1])
+        if action is not None:
+            out.append((name, ofmsg.packet_out_action(dp, data, action)))
+        return out
+
+    def tick(self) -> Outbox:
+        """Adaptive, every interval: ask each switch that hashes for its
+        connections' counters."""
+        if not self.adaptive:
+            return []
+        return [(name, ofmsg.connection_stats_request(dp))
+                for name, dp in self.datapaths.items()
+                if name in self.installed and self.installed[name].syn_to_controller]
+
+    def connection_counters(self, dpid: int, seen: Dict[FlowKey, int]) -> Outbox:
+        """A switch's connections and their byte counts: place the elephants."""
+        name = self.names.get(dpid)
+        if name is None or not self.adaptive or name not in self.datapaths:
+            return []
+        self.adaptive.counters(name, seen, self.clock())
+        return self._placements(self.installed)
+
+    def _placements(self, plans: Dict[str, SwitchPlan]) -> Outbox:
+        out: Outbox = []
+        for name, key, action in self.adaptive.place(plans):
+            dp = self.datapaths.get(name)
+            if dp is not None:
+                out.append((name, ofmsg.connection_flow_mod(dp, key, action, IDLE_TIMEOUT_S,
+                                                            modify=True)))
+        return out
 
     # --- status ------------------------------------------------------------------
 
@@ -171,6 +222,7 @@ class FabricCore:
             "down_ports": sorted(f"{n}:{p}" for n, p in self.down),
             "arp_replies": self.arp_replies,
             "errors": list(self.errors),
+            **({"adaptive": self.adaptive.status()} if self.adaptive else {}),
         }
 
     # --- the plan ------------------------------------------------------------------
@@ -192,6 +244,8 @@ class FabricCore:
             self.pending[name] = barrier.xid
             self.programmed.discard(name)
             out += [(name, m) for m in msgs] + [(name, barrier)]
+        if self.adaptive:
+            out += self._placements(plans)      # nothing placed on a port now down
         return out
 
     def _next_xid(self, dp) -> int:

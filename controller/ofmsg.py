@@ -19,17 +19,22 @@ from __future__ import annotations
 import struct
 from typing import List, Optional
 
-from os_ken.lib.packet import arp, ethernet, packet
+from os_ken.lib.packet import arp, ethernet, ipv4, packet, tcp
 from os_ken.ofproto import ofproto_v1_5
 
 from controller.routes import SwitchPlan
 
 COOKIE = 0xFAB1AB
+COOKIE_CONNECTION = 0xFAB1AC     # adaptive: the connections' own flows
 PRIORITY_ARP = 200
+PRIORITY_FLOW = 120              # adaptive: one TCP connection, counted and maybe placed
+PRIORITY_SYN = 110               # adaptive: a SYN to be hashed goes to the controller
 PRIORITY_ROUTE = 100
 PRIORITY_UPLINK = 50
 ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_ARP = 0x0806
+IP_PROTO_TCP = 6
+TCP_SYN = 0x002
 
 NTR_VENDOR_ID = 0x0000154D       # Netronome: OVS's selection-method extension
 NTRT_SELECTION_METHOD = 1
@@ -88,9 +93,7 @@ def route_flow_mod(dp, ip: str, action, delete: bool = False):
     match = parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=ip)
     if delete:
         return _delete_flow(dp, PRIORITY_ROUTE, match)
-    kind, value = action
-    act = parser.OFPActionGroup(value) if kind == "group" else parser.OFPActionOutput(value)
-    return _add_flow(dp, PRIORITY_ROUTE, match, [act])
+    return _add_flow(dp, PRIORITY_ROUTE, match, [_action(dp, action)])
 
 
 def uplink_flow_mod(dp, in_port: int, out_port: Optional[int], delete: bool = False):
@@ -118,11 +121,67 @@ def arp_flow_mod(dp):
                      [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)])
 
 
-def _add_flow(dp, priority, match, actions):
+def _add_flow(dp, priority, match, actions, command=None, idle_timeout=0, cookie=COOKIE):
     ofp, parser = dp.ofproto, dp.ofproto_parser
     inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
-    return parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_ADD, priority=priority,
-                             match=match, instructions=inst)
+    return parser.OFPFlowMod(dp, cookie=cookie, command=ofp.OFPFC_ADD if command is None
+                             else command, priority=priority, match=match,
+                             idle_timeout=idle_timeout, instructions=inst)
+
+
+def _action(dp, action):
+    parser = dp.ofproto_parser
+    kind, value = action
+    return parser.OFPActionGroup(value) if kind == "group" else parser.OFPActionOutput(value)
+
+
+def syn_flow_mod(dp, delete: bool = False):
+    """Adaptive: a TCP SYN (or SYN-ACK) goes to the controller, which answers
+    with the connection's own flow (`connection_flow_mod`) and sends it on."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    match = parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_TCP,
+                            tcp_flags=(TCP_SYN, TCP_SYN))
+    if delete:
+        return _delete_flow(dp, PRIORITY_SYN, match)
+    return _add_flow(dp, PRIORITY_SYN, match,
+                     [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)])
+
+
+def connection_match(dp, key):
+    src, dst, sport, dport = key
+    return dp.ofproto_parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_TCP,
+                                      ipv4_src=src, ipv4_dst=dst, tcp_src=sport, tcp_dst=dport)
+
+
+def connection_flow_mod(dp, key, action, idle_timeout: int, modify: bool = False):
+    """Adaptive: one TCP connection's exact flow, its counter the controller
+    reads; its action the route's group, or the port it was placed on."""
+    ofp = dp.ofproto
+    return _add_flow(dp, PRIORITY_FLOW, connection_match(dp, key), [_action(dp, action)],
+                     command=ofp.OFPFC_MODIFY_STRICT if modify else None,
+                     idle_timeout=0 if modify else idle_timeout, cookie=COOKIE_CONNECTION)
+
+
+def connection_stats_request(dp):
+    """The counters of the connections' flows (and only theirs)."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    # OpenFlow 1.5's flow-stats multipart (17) is new, and Open vSwitch answers
+    # it "bad multipart"; its flow-description one (1) is 1.3's flow stats
+    request = parser.OFPFlowDescStatsRequest if is_of15(dp) else parser.OFPFlowStatsRequest
+    return request(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                      COOKIE_CONNECTION, 0xFFFFFFFFFFFFFFFF, parser.OFPMatch())
+
+
+def packet_out_action(dp, data: bytes, action):
+    """A packet sent on as `action` would (out of a port, or into a group)."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    actions = [_action(dp, action)]
+    if is_of15(dp):
+        return parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER,
+                                   match=parser.OFPMatch(in_port=ofp.OFPP_CONTROLLER),
+                                   actions=actions, data=data)
+    return parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
+                               actions=actions, data=data)
 
 
 def clear_messages(dp) -> list:
@@ -144,6 +203,8 @@ def plan_messages(dp, old: Optional[SwitchPlan], new: SwitchPlan) -> List:
         old = SwitchPlan()
     if new.arp_to_controller and not old.arp_to_controller:
         msgs.append(arp_flow_mod(dp))
+    if new.syn_to_controller != old.syn_to_controller:
+        msgs.append(syn_flow_mod(dp, delete=not new.syn_to_controller))
     for gid, ports in sorted(new.groups.items()):
         if gid not in old.groups:
             msgs.append(group_mod(dp, gid, ports, "add"))
@@ -164,6 +225,16 @@ def plan_messages(dp, old: Optional[SwitchPlan], new: SwitchPlan) -> List:
     return msgs
 
 
+def tcp_syn_key(frame: bytes):
+    """(source IP, destination IP, source port, destination port) of a TCP
+    SYN or SYN-ACK frame; None for anything else."""
+    pkt = packet.Packet(frame)
+    ip, seg = pkt.get_protocol(ipv4.ipv4), pkt.get_protocol(tcp.tcp)
+    if ip is None or seg is None or not seg.bits & TCP_SYN:
+        return None
+    return (ip.src, ip.dst, seg.src_port, seg.dst_port)
+
+
 def arp_reply(frame: bytes, table) -> Optional[bytes]:
     """The ARP reply to a request frame, if `table` (IP -> MAC) knows the
     target; None for anything else."""
@@ -182,11 +253,4 @@ def arp_reply(frame: bytes, table) -> Optional[bytes]:
 
 
 def packet_out(dp, port: int, data: bytes):
-    ofp, parser = dp.ofproto, dp.ofproto_parser
-    actions = [parser.OFPActionOutput(port)]
-    if is_of15(dp):
-        return parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER,
-                                   match=parser.OFPMatch(in_port=ofp.OFPP_CONTROLLER),
-                                   actions=actions, data=data)
-    return parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
-                               actions=actions, data=data)
+    return packet_out_action(dp, data, ("output", port))

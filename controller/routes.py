@@ -11,7 +11,10 @@ addresses and nothing else. Under the ``ecmp`` policy a switch with more
 than one next hop sends to a select group over all of them; under
 ``single-path`` it pins the destination's leaf to one of them, so every server
 behind a leaf is reached over the same spine (what a router with one next hop
-per leaf prefix would do): the baseline ECMP is measured against.
+per leaf prefix would do): the baseline ECMP is measured against. The
+flowlet and spray policies route as ecmp (their senders choose among the
+hashed paths); under ``adaptive`` a switch holding groups also sends the
+controller the TCP SYNs it would hash (controller/adaptive.py).
 
 Group ids are the destination leaf's index, so a group keeps its id while
 links come and go and only its buckets change.
@@ -19,7 +22,7 @@ links come and go and only its buckets change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, FrozenSet, Tuple
 
 import networkx as nx
@@ -38,6 +41,7 @@ class SwitchPlan:
     routes: Dict[str, Tuple[str, int]] = field(default_factory=dict)
     arp_to_controller: bool = False
     uplinks: Dict[int, int] = field(default_factory=dict)
+    syn_to_controller: bool = False     # adaptive: TCP SYNs it would hash, copied up
 
 
 def fabric_graph(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> nx.MultiGraph:
@@ -111,5 +115,9 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
             else:
                 plan.groups[gid] = ports
                 plan.routes[server.ip] = ("group", gid)
+    if fabric.policy == "adaptive":
+        for name, plan in plans.items():
+            if plan.groups:
+                plans[name] = replace(plan, syn_to_controller=True)
     return plans
 

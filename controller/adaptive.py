@@ -93,11 +93,12 @@ class Adaptive:
         (switch, flow, new action)."""
         load: Dict[Tuple[str, int], int] = {}
         changes = []
-        order = sorted(self.flows, key=lambda k: (self.flows[k].pinned is None, k))
+        ports_of = {k: self._ports(plans, k[0], t.dst) for k, t in self.flows.items()}
+        # the placed that may stay first, so that those to be placed see them
+        order = sorted(self.flows, key=lambda k: (self.flows[k].pinned not in ports_of[k], k))
         for switch, key in order:
-            t = self.flows[(switch, key)]
+            t, ports = self.flows[(switch, key)], ports_of[(switch, key)]
             route = plans[switch].routes.get(t.dst) if switch in plans else None
-            ports = plans[switch].groups.get(route[1], ()) if route and route[0] == "group" else ()
             if not ports or (t.pinned is None and not self._elephant(switch, t, ports)):
                 t.pinned = None
                 new = route
@@ -116,6 +117,12 @@ class Adaptive:
                 t.action = new
                 changes.append((switch, key, new))
         return changes
+
+    @staticmethod
+    def _ports(plans, switch: str, dst: str) -> Tuple[int, ...]:
+        """The ports of the group `switch` sends `dst` to (none: no group)."""
+        route = plans[switch].routes.get(dst) if switch in plans else None
+        return plans[switch].groups.get(route[1], ()) if route and route[0] == "group" else ()
 
     def _elephant(self, switch: str, t: Tracked, ports) -> bool:
         return t.rate_bps >= ELEPHANT_SHARE * min(self.rate_bps[(switch, p)] for p in ports)

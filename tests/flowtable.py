@@ -112,6 +112,13 @@ class FlowTable:
                 self.flows[(mod.priority, match)] = ("group", action.group_id)
             else:
                 self.flows[(mod.priority, match)] = ("output", action.port)
+        elif mod.command == ofp.OFPFC_MODIFY_STRICT:
+            assert (mod.priority, match) in self.flows, f"no flow {match} to modify"
+            (instruction,) = mod.instructions
+            (action,) = instruction.actions
+            self.flows[(mod.priority, match)] = (
+                ("group", action.group_id) if type(action).__name__ == "OFPActionGroup"
+                else ("output", action.port))
         elif mod.command == ofp.OFPFC_DELETE_STRICT:
             self.flows.pop((mod.priority, match), None)
         elif mod.command == ofp.OFPFC_DELETE:    # every flow the match covers
@@ -136,17 +143,28 @@ class FlowTable:
             raise AssertionError(f"unexpected group mod command {command}")
 
     def plan(self) -> SwitchPlan:
-        """The plan this table implements."""
-        routes, uplinks, arp = {}, {}, False
+        """The plan this table implements (the adaptive policy's connection
+        flows are in `connections`)."""
+        routes, uplinks, arp, syn = {}, {}, False, False
         for (_, match), (kind, value) in self.flows.items():
             fields = dict(match)
-            if "ipv4_dst" in fields:
+            if "tcp_src" in fields:
+                continue
+            if "tcp_flags" in fields:
+                syn = kind == "output"
+            elif "ipv4_dst" in fields:
                 routes[fields["ipv4_dst"]] = (kind, value)
             elif "in_port" in fields:
                 uplinks[fields["in_port"]] = value
             elif fields == {"eth_type": 0x0806} and kind == "output":
                 arp = True
-        return SwitchPlan(dict(self.groups), routes, arp, uplinks)
+        return SwitchPlan(dict(self.groups), routes, arp, uplinks, syn)
+
+    def connections(self) -> Dict[tuple, Action]:
+        """Adaptive: (source IP, destination IP, ports) -> the action of its flow."""
+        return {(f["ipv4_src"], f["ipv4_dst"], f["tcp_src"], f["tcp_dst"]): action
+                for (_, match), action in self.flows.items()
+                for f in [dict(match)] if "tcp_src" in f}
 
 
 def apply_all(tables: Dict[str, FlowTable], outbox: Iterable[Tuple[str, object]]) -> None:

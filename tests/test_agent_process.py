@@ -34,8 +34,10 @@ NVLINK_MBIT = 20
 
 class LoopbackFabric:
     """The little of a fabric the engine reads: endpoints, their servers, link rates."""
-    def __init__(self, n, gpus, mtu=9000, nic_mbit=1000.0):
+    def __init__(self, n, gpus, mtu=9000, nic_mbit=1000.0, policy="ecmp"):
         self.mtu, self.links = mtu, (Link("server_leaf", nic_mbit), Link("intra_node", NVLINK_MBIT))
+        self.policy = policy
+        self.spec = {"routing": {"policy": policy, "entropy": 8, "flowlet_gap_ms": 1}}
         self.hosts = {f"h{i // gpus + 1}g{i % gpus + 1}": Endpoint(i, f"h{i // gpus + 1}")
                       for i in range(n)}
 
@@ -93,6 +95,26 @@ def test_one_process_per_server_gives_the_right_result(agents_of, algorithm, col
         out = engine.iterate(i, timeout=60)
         assert out["wrong"] == 0 and out["bad_chunk_elements"] == 0
         assert out["t1"] > out["t0"]
+
+
+@pytest.mark.parametrize("policy", ["ecmp", "flowlet", "spray"])
+def test_spreading_senders_deliver_every_piece_and_count_what_overtook(agents_of, policy):
+    """Under flowlet and spray a rank opens routing.entropy connections to a
+    peer and picks one per piece: the data is still right, every piece is
+    counted once, spray (every piece to the least-queued connection) has
+    pieces overtaking each other, and a flowlet never does (it changes
+    connection only when everything sent was acknowledged)."""
+    engine = agents_of(4, 1, policy=policy, nic_mbit=20)
+    engine.prepare(Job("allreduce", "ring", count=1 << 20, piece_bytes=16384))
+    pieces = 4 * 2 * 3 * (4 << 20) // 4 // 16384     # each rank: 2(n-1) blocks of 1/n, cut
+    for i in range(2):
+        out = engine.iterate(i, timeout=60)
+        assert out["wrong"] == 0 and out["bad_chunk_elements"] == 0
+        assert out["pieces"] == pieces
+        if policy == "spray":
+            assert out["reordered"] > 0
+        else:
+            assert out["reordered"] == 0
 
 
 @pytest.mark.parametrize("algorithm", ["hierarchical", "ring"])

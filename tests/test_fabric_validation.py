@@ -117,7 +117,7 @@ BAD = [
      "links.leaf_spine.delay_ms: expected a number from 0 to 10000 (ms), got -1"),
     ("loss over 100", variant("links.leaf_spine.loss_percent", 150), "loss_percent: expected a number from 0 to below 100 (%; at 100 nothing would arrive)"),
     ("unknown policy", variant("routing.policy", "ospf"),
-     "t.yaml: routing.policy: expected one of ecmp, single-path, stp, got 'ospf'"),
+     "t.yaml: routing.policy: expected one of ecmp, single-path, stp, flowlet, spray, adaptive, got 'ospf'"),
     ("missing uplink class", variant("links.leaf_spine", delete=True),
      "t.yaml: links.leaf_spine: missing; a leaf-spine fabric needs this link class"),
     ("key of another kind", variant("fabric.k", 4),

@@ -265,7 +265,7 @@ YAML_1_1 = [
     ("yes as a key", "yes: 1\n" + SMALL, "yes", ["yes: unknown key; expected one of name"]),
     ("on as a key", SMALL + "routing: {on: 1}\n", "routing.on", ["unknown key"]),
     ("off as a policy", SMALL + "routing: {policy: off}\n", "routing.policy",
-     ["expected one of ecmp, single-path, stp, got 'off'"]),
+     ["expected one of ecmp, single-path, stp, flowlet, spray, adaptive, got 'off'"]),
     ("a rate in quotes", fabric_text(links={"server_leaf": {"rate_mbit": "20"}}),
      "links.server_leaf.rate_mbit", ["got the text '20'; write it without quotes"]),
     ("a count in quotes", 'fabric: {kind: single-switch, servers: "4"}\n'
@@ -341,7 +341,7 @@ NAMES = [
     ("a float as a key", SMALL + "routing: {1.5: x}\n", "routing",
      ["got the number 1.5 as a key"]),
     ("a section that is a number", SMALL + "routing: 7\n", "routing",
-     ["expected a mapping with keys policy, got the number 7"]),
+     ["expected a mapping with keys policy, entropy, flowlet_gap_ms, adaptive_interval_ms, got the number 7"]),
 ]
 
 

@@ -38,7 +38,6 @@ MAX_SWITCHES = 128
 MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
 MAX_RATE_MBIT = 100_000
 POLICIES = ("ecmp", "single-path", "stp", "flowlet", "spray", "adaptive")
-SPREAD_POLICIES = ("flowlet", "spray")   # the senders choose a connection per piece
 KINDS = ("leaf-spine", "rail-optimized", "fat-tree", "single-switch", "full-mesh")
 MAX_PER_LEAF = 254          # endpoints homed on one leaf: the last octet of <net>.l.k
 MAX_MESH = 16               # a full mesh of n switches has n(n-1)/2 links

@@ -9,7 +9,7 @@ from typing import Sequence
 from traffic import metrics as M
 from traffic import schedules as S
 from traffic.engines import Engine, Job
-from traffic.sim.network import Network
+from traffic.sim.network import Network, sim_channels
 from traffic.sim.replay import Replay
 
 
@@ -27,7 +27,7 @@ class SimEngine(Engine):
     def prepare(self, job: Job) -> None:
         sched = S.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
                         max(1, job.piece_bytes // M.TYPE_SIZE), job.local, data=False)
-        self.replay = Replay(self.network, self.ranks, sched, job.channels,
+        self.replay = Replay(self.network, self.ranks, sched, sim_channels(self.fabric, job.channels),
                              1 / M.payload_share(self.fabric.mtu), self.hop_latency_s)
         self.last = None
 

@@ -23,7 +23,7 @@ from typing import Dict, List
 
 from traffic import metrics as M
 from traffic import schedules as S
-from traffic.sim.network import Network
+from traffic.sim.network import Network, sim_channels
 from traffic.sim.replay import Replay
 
 SEEDS = 64
@@ -53,7 +53,7 @@ class Twin:
         """Fill `record` (one emulated size) with the simulation beside it."""
         sched = S.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
                         max(1, job.piece_bytes // M.TYPE_SIZE), job.local, data=False)
-        replay = Replay(self.network, self.ranks, sched, job.channels,
+        replay = Replay(self.network, self.ranks, sched, sim_channels(self.fabric, job.channels),
                         1 / M.payload_share(self.fabric.mtu), self.hop_latency_s)
         measured = {i: record["links"][i]["tx_bytes"] / iterations
                     for i in self.inter if i in record["links"]}

@@ -8,6 +8,15 @@ switch hashes with its own basis, as the lab's do), seeded: the same seed,
 the same paths; another seed, another draw of ECMP collisions. A multi-GPU
 server's GPU reaches a GPU of the same server over its NVSwitch, and the
 network through its PCIe switch and its NIC, as in the lab.
+
+The policies beyond ecmp, as the simulator takes them (docs/routing.md):
+spray sends a peer's pieces round-robin over its connections and connection k
+over path k of the equal-cost ones (a sender that knows its paths: an even
+spread, the ideal the lab's spreading approaches); adaptive places each
+connection, as it first moves, on the port whose link and next link carry the
+fewest connections so far (the controller's placement, at once rather than
+after its reaction time); flowlet hashes like ecmp (a transfer keeps its
+path: the idle gaps that let the lab's senders move are not modelled).
 """
 
 from __future__ import annotations
@@ -18,6 +27,16 @@ from typing import Dict, List, Tuple
 
 from controller.routes import compute_plan
 from topologies.fabric import Fabric
+from traffic.programs.spread import connections_per_peer
+
+
+def sim_channels(fabric: Fabric, channels: int) -> int:
+    """Connections per peer the simulator replays: the lab's under spray,
+    else the channels (a flowlet sender's connections carry one transfer
+    after another, which the simulator does not tell apart)."""
+    if fabric.policy != "spray":
+        return channels
+    return connections_per_peer("spray", channels, fabric.spec["routing"]["entropy"])
 
 Hop = Tuple[str, str]           # a directed link: (from node, to node interface name)
 
@@ -53,12 +72,14 @@ class Network:
         # (switch, src, dst, flow) -> bucket: choices told rather than drawn
         self.pinned: Dict[Tuple[str, str, str, int], int] = {}
         self.choices: Dict[Tuple[str, str, int], List[Tuple[str, int]]] = {}
+        self.placed: Dict[str, int] = {}        # adaptive: connections per sending interface
 
     def reseed(self, seed: int) -> None:
         """Draw the ECMP choices again, with another seed."""
         self.seed = seed
         self._cache.clear()
         self.choices.clear()
+        self.placed.clear()
 
     def pin(self, switch: str, src: str, dst: str, flow: int, bucket=None) -> None:
         """Send flow (src, dst, flow) through `bucket` of its group at
@@ -114,11 +135,35 @@ class Network:
         if kind == "output":
             return self.port_to[(switch, target)]
         ports = self.plan[switch].groups[target]
-        self.choices[(src, dst, flow)].append((switch, len(ports)))
+        made = self.choices[(src, dst, flow)]
+        made.append((switch, len(ports)))
         bucket = self.pinned.get((switch, src, dst, flow))
-        if bucket is None:
+        if bucket is None and self.fabric.policy == "spray":
+            before = 1
+            for _, n in made[:-1]:
+                before *= n
+            bucket = flow // before % len(ports)        # connection k takes path k
+        elif bucket is None and self.fabric.policy == "adaptive":
+            bucket = self._least_placed(switch, ports, ip)
+        elif bucket is None:
             bucket = self.bucket(switch, src, dst, flow, len(ports))
         return self.port_to[(switch, ports[bucket])]
+
+    def _least_placed(self, switch: str, ports, ip: str) -> int:
+        """Adaptive: the port whose link, and the next switch's link towards
+        `ip` when it has one, carry the fewest connections so far."""
+        def links(port):
+            out = [self.port_to[(switch, port)]]
+            route = self.plan.get(out[0].dst)
+            kind, target = route.routes.get(ip, ("", 0)) if route else ("", 0)
+            if kind == "output":
+                out.append(self.port_to[(out[0].dst, target)])
+            return out
+        costs = [max(self.placed.get(l.intf, 0) for l in links(p)) for p in ports]
+        bucket = costs.index(min(costs))
+        for link in links(ports[bucket]):
+            self.placed[link.intf] = self.placed.get(link.intf, 0) + 1
+        return bucket
 
     def bucket(self, switch: str, src: str, dst: str, flow: int, n: int) -> int:
         """The select group's choice: a hash of the flow, the switch (its own

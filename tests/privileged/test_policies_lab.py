@@ -1,0 +1,115 @@
+"""The routing policies beyond ecmp on real networks: every pair reachable
+under each; spray spreading one peer's pieces over every spine with the
+reordering counted; flowlet moving a peer between spines without ever
+reordering; adaptive placing four elephants that ECMP would hash at random
+on four different spines, and keeping them there."""
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from lab.reachability import all_pairs_reachability
+from tests.helpers import built, flows_command, leaf_spine, read_counter, uplink_bytes
+from traffic.experiment import Experiment
+from traffic.sweep import run_experiment
+
+pytestmark = pytest.mark.privileged
+
+
+def fabric(policy, rate=50, entropy=64, servers=2):
+    f = leaf_spine(4, 2, servers, policy=policy, rate=rate, prefix=policy[:2])
+    return f.edited(lambda spec: spec["routing"].update(entropy=entropy))
+
+
+def allreduce(lab, tmp_path, size, iters, piece):
+    f = lab.fabric
+    a, b = (h.name for h in f.endpoints if h.leaf == f.leaves[0].name), \
+        (h.name for h in f.endpoints if h.leaf == f.leaves[1].name)
+    exp = Experiment(minbytes=size, maxbytes=size, iters=iters, warmup=0, piece_bytes=piece,
+                     ranks=[next(a), next(b)], idle_seconds=0.2)
+    [record] = run_experiment(lab, exp, tmp_path)["runs"]
+    assert record["wrong"] == 0 and record["bad_chunk_elements"] == 0
+    return record
+
+
+@pytest.mark.parametrize("policy", ["flowlet", "spray", "adaptive"])
+def test_every_pair_reaches_every_other_under_each_policy(policy, tmp_path_factory):
+    with built(fabric(policy), tmp_path_factory) as lab:
+        reach = all_pairs_reachability(lab)
+        assert reach.complete, reach.failures
+
+
+def test_spray_spreads_one_peers_pieces_over_every_spine_and_counts_reordering(
+        tmp_path_factory, tmp_path):
+    """64 connections (routing.entropy) between a server of each leaf: every
+    4 KiB piece goes to the least-queued one, so every spine carries a share,
+    and pieces overtake each other at the receiver."""
+    with built(fabric("spray"), tmp_path_factory) as lab:
+        leaf = lab.fabric.leaves[0].name
+        holder = {}
+        per_spine = uplink_bytes(lab, leaf, lambda: holder.update(
+            r=allreduce(lab, tmp_path, 4 << 20, 2, 4096)))
+        total = sum(per_spine.values())
+        assert all(v >= total / 4 / 4 for v in per_spine.values()), per_spine
+        assert holder["r"]["reordered"] > 0 and holder["r"]["pieces"] > 0
+
+
+def test_flowlets_move_between_spines_and_never_reorder(tmp_path_factory, tmp_path):
+    """40 iterations: between them a sender's connection sits idle with
+    everything acknowledged, so each starts a flowlet on a connection drawn
+    from 64; over the run every spine carries some, and no piece ever
+    arrives after a later one."""
+    with built(fabric("flowlet"), tmp_path_factory) as lab:
+        leaf = lab.fabric.leaves[0].name
+        holder = {}
+        per_spine = uplink_bytes(lab, leaf, lambda: holder.update(
+            r=allreduce(lab, tmp_path, 256 << 10, 40, 64 << 10)))
+        one_iteration = 256 << 10                  # what a rank sends in one
+        assert all(v >= one_iteration / 5 for v in per_spine.values()), per_spine
+        assert holder["r"]["reordered"] == 0
+
+
+def connection_actions(switch: str):
+    """Adaptive's connection flows on `switch`: (source port) -> action text."""
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", switch,
+                          "cookie=0xfab1ac/-1"], capture_output=True, text=True, check=True)
+    return {int(m.group(1)): m.group(2)
+            for m in re.finditer(r"tp_src=(\d+).* actions=(\S+)", out.stdout)}
+
+
+def test_adaptive_places_four_elephants_on_four_spines(tmp_path_factory):
+    """Four long TCP flows from leaf1's servers to leaf2's (ECMP would put all
+    four on different spines 9% of the time): within a few seconds the
+    controller has placed each on its own spine, and over the next two
+    seconds every uplink of leaf1 carries one flow's worth."""
+    rate, seconds = 20, 7
+    with built(fabric("adaptive", rate=rate, servers=4), tmp_path_factory) as lab:
+        f = lab.fabric
+        leaf1 = [h for h in f.endpoints if h.leaf == f.leaves[0].name]
+        leaf2 = [h for h in f.endpoints if h.leaf == f.leaves[1].name]
+        sinks = [lab.popen(b.name, flows_command("sink", "--port", "5001", "--connections",
+                                                 "1"), text=True) for b in leaf2]
+        for s in sinks:
+            assert json.loads(s.stdout.readline()) == {"listening": 5001}
+        nbytes = str(int(rate * 1e6 / 8 * seconds))
+        senders = [lab.popen(a.name, flows_command("tcp", "--dst", b.ip, "--sports",
+                                                   str(42000 + i), "--bytes", nbytes), text=True)
+                   for i, (a, b) in enumerate(zip(leaf1, leaf2))]
+        try:
+            time.sleep(3)                           # placed after about a second
+            actions = connection_actions(f.leaves[0].name)
+            placed = {p: a for p, a in actions.items() if 42000 <= p < 42004}
+            assert len(placed) == 4 and len(set(placed.values())) == 4, actions
+            assert all(a.startswith("output:") for a in placed.values()), actions
+            spine_of = {l.a_intf: l.b for l in f.uplinks(f.leaves[0].name)}
+            before = {i: read_counter(i) for i in spine_of}
+            time.sleep(2)
+            sent = {spine_of[i]: (read_counter(i) - before[i]) * 8 / 2 / 1e6 for i in spine_of}
+            assert all(0.6 * rate <= v for v in sent.values()), sent
+            assert lab.controller_status()["adaptive"]["placed"] >= 4
+        finally:
+            for p in senders + sinks:
+                p.communicate(timeout=60)

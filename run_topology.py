@@ -423,7 +423,7 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
     if not args.json:
         print("\n".join(filter(None, [
             console.uplinks_text(lab.fabric, result["uplink_tx_bytes"], "during the collectives"),
-            console.tiers_text(result["tiers"], "during the collectives")])))
+            console.routing_text(result, "during the collectives")])))
         split = console.split_text(result)
         if split:
             print(split)

@@ -38,6 +38,7 @@ class Tracked:
     samples: List[Tuple[float, int]] = field(default_factory=list)   # (time, bytes) changes
     rate_bps: float = 0.0
     pinned: Optional[int] = None          # the port it was placed on
+    missed: int = 0                       # counter replies in a row without it
 
 
 class Adaptive:
@@ -67,13 +68,18 @@ class Adaptive:
 
     def counters(self, switch: str, seen: Dict[FlowKey, int], now: float) -> None:
         """A switch's exact flows and their byte counts: update the rates;
-        forget the flows it no longer has (expired, or the switch restarted)."""
-        for (sw, key) in [k for k in self.flows if k[0] == switch and k[1] not in seen]:
-            del self.flows[(sw, key)]
+        forget the flows it no longer has (expired, or the switch restarted).
+        A flow missing from one reply may have been made after the switch
+        answered (its SYN came in the meantime): missing from two, it is gone."""
+        for k in [k for k in self.flows if k[0] == switch and k[1] not in seen]:
+            self.flows[k].missed += 1
+            if self.flows[k].missed >= 2:
+                del self.flows[k]
         for key, nbytes in seen.items():
             t = self.flows.get((switch, key))
             if t is None:
                 continue
+            t.missed = 0
             if not t.samples or t.samples[-1][1] != nbytes:
                 t.samples = (t.samples + [(now, nbytes)])[-2:]
                 if len(t.samples) == 2:

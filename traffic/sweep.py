@@ -105,7 +105,20 @@ def run_experiment(lab, exp: Experiment, results: Path,
             "fidelity": verdict, "uplink_tx_bytes": _uplink_bytes(fabric, monitor),
             "tiers": M.tier_report(fabric, monitor.window(monitor.samples[0]["t"],
                                                           monitor.samples[-1]["t"])["links"]),
-            "cross_traffic": cross_report, "timeline": timeline, "failures": failed}
+            "cross_traffic": cross_report, "timeline": timeline, "failures": failed,
+            "routing": _routing(lab, runs)}
+
+
+def _routing(lab, runs: list) -> dict:
+    """The policy, the pieces that overtook a later one (agents), and what
+    the adaptive controller placed."""
+    out = {"policy": lab.fabric.policy}
+    if runs and "pieces" in runs[0]:
+        out["pieces"] = sum(r["pieces"] for r in runs)
+        out["reordered"] = sum(r["reordered"] for r in runs)
+    if lab.fabric.policy == "adaptive":
+        out["adaptive"] = lab.controller_status().get("adaptive")
+    return out
 
 
 def _idle_latency(prober: Prober, exp: Experiment, progress) -> tuple:

@@ -6,6 +6,12 @@ need flows whose ports they choose: iperf3 picks ephemeral source ports.
     python -m traffic.programs.flows udp  --dst IP --dport P --sports 40000:40015 --packets N
     python -m traffic.programs.flows tcp  --dst IP --dport P --sports 40000:40015 --bytes N
     python -m traffic.programs.flows sink --port P --connections K
+    python -m traffic.programs.flows stream --dst IP --dport P --seconds S \
+        [--policy spray|flowlet --entropy K --gap-ms G]
+
+`stream` sends 64 KiB pieces for S seconds over one connection, or under
+flowlet and spray over K, each piece where the agents' Spreader puts it
+(traffic/programs/spread.py): what the policy benchmark compares.
 
 Each prints one JSON line with what it did.
 """
@@ -80,6 +86,43 @@ def send_tcp(dst: str, dport: int, sports, nbytes: int) -> dict:
             "seconds": round(time.monotonic() - start, 3)}
 
 
+class _Loop:
+    """What a Spreader and the agents' Conn need of an event loop."""
+    def __init__(self):
+        self.sel, self.backlog = selectors.DefaultSelector(), set()
+
+
+def stream(dst: str, dport: int, seconds: float, policy: str, entropy: int,
+           gap_ms: float) -> dict:
+    import numpy as np
+    from traffic.programs.agent import Conn
+    from traffic.programs.spread import Spreader, connections_per_peer
+    loop = _Loop()
+    k = connections_per_peer(policy, 1, entropy)
+    conns = []
+    for _ in range(k):
+        sock = socket.create_connection((dst, dport), timeout=10)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conns.append(Conn(loop, sock, None, 0))
+    spreader = Spreader(loop, policy if k > 1 else "spray", conns, gap_ms / 1e3, time.monotonic)
+    piece = np.zeros(16384, dtype=np.float32)
+    handed, start = 0, time.monotonic()
+    while time.monotonic() - start < seconds:
+        if len(spreader.pending) < 2:
+            spreader.push(b"", piece)
+            handed += piece.nbytes
+            continue
+        for key, _ in loop.sel.select(timeout=0.5):
+            key.data()
+    for c in conns:
+        c.sock.setblocking(True)
+        while c.parts:                        # what is left, then close: the sink ends
+            c.sock.sendall(c.parts.popleft())
+        c.sock.close()
+    return {"proto": "tcp", "connections": k, "policy": policy, "bytes_handed": handed,
+            "seconds": round(time.monotonic() - start, 3)}
+
+
 def sink(port: int, connections: int, timeout: float) -> dict:
     """Accept `connections` TCP connections and read each to its end."""
     srv = socket.socket()
@@ -126,6 +169,13 @@ def main(argv=None) -> int:
                    help="rounds per second, a packet per flow each, spread over the round "
                         "(0: as fast as possible)")
     t.add_argument("--bytes", type=int, default=1 << 20, help="bytes per flow")
+    st = sub.add_parser("stream")
+    st.add_argument("--dst", required=True)
+    st.add_argument("--dport", type=int, default=5001)
+    st.add_argument("--seconds", type=float, default=10)
+    st.add_argument("--policy", default="ecmp")
+    st.add_argument("--entropy", type=int, default=16)
+    st.add_argument("--gap-ms", type=float, default=1)
     k = sub.add_parser("sink")
     k.add_argument("--port", type=int, default=5001)
     k.add_argument("--connections", type=int, default=16)
@@ -135,6 +185,8 @@ def main(argv=None) -> int:
         out = send_udp(a.dst, a.dport, a.sports, a.packets, a.size, a.pps)
     elif a.cmd == "tcp":
         out = send_tcp(a.dst, a.dport, a.sports, a.bytes)
+    elif a.cmd == "stream":
+        out = stream(a.dst, a.dport, a.seconds, a.policy, a.entropy, a.gap_ms)
     else:
         out = sink(a.port, a.connections, a.timeout)
     print(json.dumps(out), flush=True)

@@ -147,3 +147,17 @@ def tiers_text(tiers: dict, when: str) -> str:
         lines.append(f"           {tier}: worst {t['worst'][1]:.2f} ({t['worst'][0]}), mean "
                      f"{t['mean']:.2f}; {t['idle_uplinks']} of {t['uplinks']} up-links idle")
     return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def routing_text(result: dict, when: str) -> str:
+    """ECMP's spread per tier, and what the policy did ('' when nothing to say)."""
+    lines = [tiers_text(result["tiers"], when)]
+    routing = result.get("routing") or {}
+    if routing.get("pieces"):
+        lines.append(f"routing  {routing['policy']}: {routing['reordered']:,} of "
+                     f"{routing['pieces']:,} pieces arrived after a later one of their sender")
+    placed = routing.get("adaptive")
+    if placed:
+        lines.append(f"routing  adaptive: {placed['tracked']} TCP connections followed, "
+                     f"{placed['placed']} elephants placed, {placed['moves']} moved since")
+    return "\n".join(filter(None, lines))

@@ -11,6 +11,7 @@ from controller.routes import compute_plan
 from tests.flowtable import wire
 from tests.helpers import leaf_spine
 from tests.test_controller_core import Switches, datapath
+from traffic.experiment import MAX_PIECES, Experiment
 from traffic.programs.spread import Lane, choose, connections_per_peer
 from traffic.sim.network import Network, sim_channels
 
@@ -44,6 +45,14 @@ def test_a_flowlet_stays_on_its_connection_until_idle_with_everything_acknowledg
     lanes[1] = lane(last=4.0)
     assert choose("flowlet", lanes, 1, 5.0, 0.001, 16384, draw) == 2
     assert choose("flowlet", lanes, 1, 5.0, 0.001, 16384, lambda n: 0) == 0
+
+
+def test_spray_cuts_pieces_to_a_jumbo_frame_but_never_into_too_many():
+    exp = Experiment(maxbytes=8 << 20)
+    assert exp.piece_for("ecmp") == 64 << 10 and exp.piece_for("spray") == 8 << 10
+    assert Experiment(piece_bytes=4096).piece_for("spray") == 4096
+    huge = Experiment(maxbytes=1 << 30)
+    assert huge.piece_for("spray") == (1 << 30) // MAX_PIECES
 
 
 def test_connections_per_peer_follow_the_policy():

@@ -46,6 +46,7 @@ FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine
          "root": "--root", "channels": "--channels", "piece_bytes": "--piece-bytes",
          "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up", "fail": "--fail"}
 MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
+SPRAY_PIECE = 8 * 1024  # spray: about one 9000-byte frame's payload (docs/routing.md)
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
 MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
 TYPE_SIZE = 4           # float32
@@ -98,6 +99,15 @@ class Experiment:
     cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
     scale_up: str = "packets"                          # NVLink: packets on its links, or memory
     fail: List[str] = field(default_factory=list)      # LINK@SECONDS[+DURATION] during the sweep
+
+    def piece_for(self, policy: str) -> int:
+        """The piece size the engines cut messages into: under spray at most
+        SPRAY_PIECE (a piece sprays as a jumbo frame would), never more than
+        MAX_PIECES per message."""
+        if policy != "spray":
+            return self.piece_bytes
+        fewest = -(-self.maxbytes // MAX_PIECES)
+        return max(min(self.piece_bytes, SPRAY_PIECE), -(-fewest // TYPE_SIZE) * TYPE_SIZE)
 
     def check(self, n_ranks: int, local: int = 1, names: Namer = _plain) -> None:
         """Raise ExperimentError (a ValueError) with one sentence for an

@@ -96,7 +96,8 @@ def run_experiment(lab, exp: Experiment, results: Path,
     results.mkdir(parents=True, exist_ok=True)
     (results / "samples.json").write_text(json.dumps(monitor.samples))
     (results / "probes.json").write_text(json.dumps(prober.samples))
-    verdict = mark_host_bound(fidelity([r.pop("_window") for r in runs], fabric), runs)
+    verdict = mark_host_bound(fidelity([r.pop("_window") for r in runs], fabric), runs,
+                              sim_faithful=fabric.policy != "flowlet")
     verdict = mark_unresolved(verdict, runs, model.rate, fabric.mtu)
     progress("done")
     return {"experiment": asdict(exp), "ranks": ranks, "gpus_per_server": model.local,
@@ -146,8 +147,9 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
     steps = M.schedule_cost(sched, exp.algorithm)["steps"]
     label = f"{label} {count * M.TYPE_SIZE} B"
     progress(f"{label}: setting up")
-    engine.prepare(Job(exp.collective, exp.algorithm, count, exp.root, exp.piece_bytes,
-                       exp.channels, model.local, exp.scale_up))
+    engine.prepare(Job(exp.collective, exp.algorithm, count, exp.root,
+                       exp.piece_for(engine.fabric.policy), exp.channels, model.local,
+                       exp.scale_up))
     total, iters = exp.warmup + exp.iters, []
     for i in range(total):
         progress(f"{label}: iteration {i + 1}/{total}")
@@ -179,7 +181,7 @@ def _beside_the_simulation(record: dict, twin, exp: Experiment, model: Model) ->
     failed: a comparison is never worth the run."""
     try:
         twin.beside(record, Job(exp.collective, exp.algorithm, record["elements"], exp.root,
-                                exp.piece_bytes, exp.channels, model.local), exp.iters)
+                                exp.piece_for(twin.fabric.policy), exp.channels, model.local), exp.iters)
     except Exception as exc:          # noqa: BLE001
         record["simulated_s"] = record["measured_over_simulated"] = None
         record["simulation_error"] = f"{type(exc).__name__}: {exc}"

@@ -58,13 +58,16 @@ def fidelity(summaries: List[dict], fabric) -> dict:
     return verdict
 
 
-def mark_host_bound(verdict: dict, runs: List[dict]) -> dict:
+def mark_host_bound(verdict: dict, runs: List[dict], sim_faithful: bool = True) -> dict:
     """Add the HOST-BOUND verdict when a size ran far slower than its model
     while the CPU was busy; or slower than the simulator beside it by more
     than the simulator ever misses a trusted size, with the CPU saturated
-    (the links kept their rates, so only the time shows it)."""
+    (the links kept their rates, so only the time shows it). Not
+    `sim_faithful` (flowlet: the simulator keeps each transfer on one hashed
+    path), the simulator's time judges nothing."""
     slow = max((r["measured_over_predicted"] or 0 for r in runs), default=0)
-    behind = [r for r in runs if (r.get("measured_over_simulated") or 0) > SIM_HOST_BOUND]
+    behind = [r for r in runs if sim_faithful
+              and (r.get("measured_over_simulated") or 0) > SIM_HOST_BOUND]
     saturated = [r for r in behind if r.get("cpu_busy_pct", 0) > CPU_BUSY_WARN]
     why = None
     if slow > HOST_BOUND_RATIO and verdict["max_cpu_busy_pct"] > HOST_BOUND_CPU:

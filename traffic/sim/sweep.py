@@ -43,7 +43,7 @@ def simulate_experiment(fabric, exp: Experiment, seed: int = 0, hop_latency_s: f
         for k, size in enumerate(sizes):
             progress(f"[{k + 1}/{len(sizes)}] simulating {exp.collective} {size} B")
             count = S.round_count(exp.collective, model.n, size // M.TYPE_SIZE)
-            engine.prepare(Job(exp.collective, exp.algorithm, count, exp.root, exp.piece_bytes,
+            engine.prepare(Job(exp.collective, exp.algorithm, count, exp.root, exp.piece_for(fabric.policy),
                                exp.channels, model.local))
             out = engine.iterate(0, 0, timeline=k == len(sizes) - 1)
             runs.append(_record(fabric, exp, model, count, out, alpha))

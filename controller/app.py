@@ -27,9 +27,13 @@ from topologies.fabric import fabric_from_spec
 
 
 def port_is_up(dp, port) -> bool:
-    """An os-ken port description is up: link up and not administratively down."""
+    """An os-ken port description is up: link up, not administratively down,
+    and live. Open vSwitch reports a port live when its link is up and, with
+    BFD enabled on it (routing.bfd_ms), when its BFD session is up too: a
+    silent failure (frames lost, carrier up) is seen only so."""
     ofp = dp.ofproto
-    return not (port.state & ofp.OFPPS_LINK_DOWN or port.config & ofp.OFPPC_PORT_DOWN)
+    return not (port.state & ofp.OFPPS_LINK_DOWN or port.config & ofp.OFPPC_PORT_DOWN
+                or not port.state & ofp.OFPPS_LIVE)
 
 
 class FabricController(app_manager.OSKenApp):

@@ -195,7 +195,7 @@ class ClusterLab(Lab):
         self._build_machines()
         self.timings["build_s"] = time.monotonic() - t1
         t2 = time.monotonic()
-        self.status = self.wait_programmed(timeout=120)
+        self.status = self.wait_programmed(timeout=120, until=self.ready)
         self.timings["programmed_s"] = time.monotonic() - t2
         self.clock_offsets = [m.measure_clock() for m in self.machines]
         self.timings["start_s"] = time.monotonic() - t0
@@ -254,13 +254,13 @@ class ClusterLab(Lab):
         self._track(proc)
         return proc
 
-    def set_link(self, a: str, b: str, up: bool, index: int = 0) -> None:
+    def set_link(self, a: str, b: str, up: bool, index: int = 0, silent: bool = False) -> None:
         link = [l for l in self.fabric.links if {l.a, l.b} == {a, b}][index]
         ends: Dict[int, list] = {}
         for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf)):
             ends.setdefault(self.placement.node[node], []).append([node, intf])
         for m, its in ends.items():
-            self.machines[m].ask({"cmd": "link", "ends": its, "up": up})
+            self.machines[m].ask({"cmd": "link", "ends": its, "up": up, "silent": silent})
 
     def counters(self, _intfs=None) -> dict:
         """A monitor sample of the whole fabric: every machine's, merged; the

@@ -35,6 +35,7 @@ from typing import Dict, List, Optional
 from lab import host, records
 from lab.host import LabError
 from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
+from lab.shaping import link_commands
 from lab.processes import is_mininet_shell, stop_process, stop_process_group
 from topologies.fabric import Fabric
 
@@ -125,12 +126,37 @@ class Lab:
         self._build_network()
         self.timings["build_s"] = time.monotonic() - t1
         t2 = time.monotonic()
+        self._bfd()
         if self.fabric.policy == "stp":
             self.status = self.wait_stp_converged()
         else:
-            self.status = self.wait_programmed()
+            self.status = self.wait_programmed(until=self.ready)
         self.timings["programmed_s"] = time.monotonic() - t2
         self.timings["start_s"] = time.monotonic() - t0
+
+    def ready(self, status: dict) -> bool:
+        """With BFD, a fabric is ready once every session is up: until then
+        the controller routes around the ports."""
+        return not (self.fabric.spec["routing"]["bfd_ms"] and status.get("down_ports"))
+
+    def _bfd_interfaces(self) -> List[str]:
+        inner = {s.name for s in self.fabric.switches if s.role not in ("node", "nvswitch")}
+        return [i for l in self.fabric.links if {l.a, l.b} <= inner for i in (l.a_intf, l.b_intf)]
+
+    def _bfd(self) -> None:
+        """BFD on every link between switches here (routing.bfd_ms): Open
+        vSwitch then reports a port live only while its session is up, its
+        select groups skip a bucket whose port is not, and the controller
+        routes around it (controller/app.py, port_is_up)."""
+        ms = self.fabric.spec["routing"]["bfd_ms"]
+        intfs = self._bfd_interfaces()
+        if not ms or self.fabric.policy == "stp" or not intfs:
+            return
+        args = ["ovs-vsctl", "--timeout=30"]
+        for intf in intfs:
+            args += ["--", "set", "Interface", intf, "bfd:enable=true", f"bfd:min_tx={ms}",
+                     f"bfd:min_rx={ms}"]
+        host.run(args, timeout=120)
 
     def names(self) -> List[str]:
         """Every root-namespace name this lab creates."""
@@ -247,6 +273,10 @@ class Lab:
                 return status
             time.sleep(0.05)
         missing = sorted(want - set(status.get("programmed", ())))
+        if not missing and status.get("down_ports"):
+            raise LabError(f"every switch is programmed, but after {timeout:.0f} s ports are "
+                           f"still down: {', '.join(status['down_ports'][:8])} (with "
+                           "routing.bfd_ms a port is up only once its BFD session is)")
         raise LabError(f"the controller had not programmed {', '.join(missing) or 'the switches'} "
                        f"after {timeout:.0f} s (log: {self.controller_log})")
 
@@ -288,12 +318,15 @@ class Lab:
         kwargs.setdefault("stderr", subprocess.PIPE)
         return self.host(server).popen(args, **kwargs)
 
-    def set_link(self, a: str, b: str, up: bool, index: int = 0) -> None:
-        """Take the index-th link between nodes a and b down or up (both ends)."""
+    def set_link(self, a: str, b: str, up: bool, index: int = 0, silent: bool = False) -> None:
+        """Take the index-th link between nodes a and b down or up (both ends);
+        `silent`: its queues drop every frame, or keep them again, while the
+        carrier stays up (only BFD, routing.bfd_ms, can tell)."""
         links = [l for l in self.fabric.links if {l.a, l.b} == {a, b}]
         link = links[index]
         for intf, node in ((link.a_intf, link.a), (link.b_intf, link.b)):
-            self.host(node).cmd(f"ip link set dev {intf} {'up' if up else 'down'}")
+            for cmd in link_commands(intf, link.spec, up, silent):
+                self.host(node).cmd(cmd)
 
     # --- teardown ----------------------------------------------------------------
 

@@ -14,7 +14,7 @@ the head, one reply line per request line:
 
     {"cmd": "build", ...}          -> {"event": "built", "tag", "pids", "datapath", ...}
     {"cmd": "sample"}              -> a monitor sample of this machine's switch ports
-    {"cmd": "link", "ends", "up"}  -> {"event": "done"}: interfaces down or up
+    {"cmd": "link", "ends", "up", "silent"}  -> {"event": "done"}: interfaces down or up
     {"cmd": "clock"}               -> {"event": "clock", "t": this machine's monotonic clock}
     {"cmd": "usage"}               -> {"event": "usage", ...}: CPU seconds of this
                                       machine's processes and of its ovs-vswitchd; bytes
@@ -54,6 +54,7 @@ from lab import host, records
 from lab.host import LabError
 from lab.lifecycle import Lab
 from lab.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
+from lab.shaping import link_commands
 from topologies.fabric import Fabric, fabric_from_spec
 
 PR_SET_PDEATHSIG = 1
@@ -108,12 +109,16 @@ class SliceLab(Lab):
             self._write_record()
         self._build_network()
         self._tunnels()
+        self._bfd()
         self._connect()
         self.timings["build_s"] = time.monotonic() - t0
 
     def _teardown(self) -> None:
         super()._teardown()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _bfd_interfaces(self) -> List[str]:
+        return super()._bfd_interfaces() + [end.device for _, end in self.ends]
 
     def _check_wire(self) -> None:
         need = wire_mtu(self.fabric)
@@ -145,15 +150,17 @@ class SliceLab(Lab):
         if self.fabric.switches:
             host.run(args, timeout=120)
 
-    def set_ends(self, ends: List[Tuple[str, str]], up: bool) -> None:
-        """Interfaces (node, interface) down or up: in the server's namespace
-        for a server, in the root namespace for a switch."""
-        state = "up" if up else "down"
+    def set_ends(self, ends: List[Tuple[str, str]], up: bool, silent: bool = False) -> None:
+        """Interfaces (node, interface) down or up (`silent`: their queues,
+        lab/shaping.link_commands): in the server's namespace for a server,
+        in the root namespace for a switch."""
+        spec = {i: l.spec for l in self.fabric.links for i in (l.a_intf, l.b_intf)}
         for node, intf in ends:
-            if any(h.name == node for h in self.fabric.endpoints):
-                self.host(node).cmd(f"ip link set dev {intf} {state}")
-            else:
-                host.run(["ip", "link", "set", "dev", intf, state])
+            for cmd in link_commands(intf, spec[intf], up, silent):
+                if any(h.name == node for h in self.fabric.endpoints):
+                    self.host(node).cmd(cmd)
+                else:
+                    host.run(cmd.split())
 
 
 def build(msg: dict) -> SliceLab:
@@ -187,7 +194,7 @@ def answer(lab: SliceLab, msg: dict) -> dict:
     if cmd == "sample":
         return {"event": "sample", **read_counters(set(lab.names()))}
     if cmd == "link":
-        lab.set_ends([tuple(e) for e in msg["ends"]], msg["up"])
+        lab.set_ends([tuple(e) for e in msg["ends"]], msg["up"], msg.get("silent", False))
         return {"event": "done"}
     if cmd == "clock":
         return {"event": "clock", "t": time.monotonic()}

@@ -23,7 +23,9 @@ end-of-test did, and cut its transfers short). UDP (the latency probes,
 the generators) shares the data queue too: the probes still see the
 queueing the collective causes. The failure probe's UDP flows (to ports
 9296-9311) leave by the ACK class: they must show when a path stopped, and
-a full data queue's drops would look like a stop.
+a full data queue's drops would look like a stop. So do BFD's control
+packets (UDP to 3784, with routing.bfd_ms): behind a full data queue a
+session would time out on a link that works.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ WINDOW_RTT_S = 0.010            # and the fastest link's rate over this round tr
 LONGEST_PATH_LINKS = 6          # server-leaf-agg-core-agg-leaf-server
 DATA_CLASS, ACK_CLASS = "1:10", "1:5"    # each holds one pfifo (or netem) queue
 FAILPROBE_PORTS = 9296          # UDP to 9296-9311, the failure probe's, leaves by the ACK class
+BFD_PORT = 3784                 # BFD control packets (routing.bfd_ms): the ACK class too
 
 
 def frame_bytes(mtu: int) -> int:
@@ -84,6 +87,26 @@ def connection_windows(links, mtu: int) -> tuple:
             window_bytes(max(inside, default=nic), delay, mtu))
 
 
+def queue_commands(intf: str, spec, drop: bool = False) -> List[str]:
+    """The queues of an interface's two classes: a pfifo of the link's
+    length each (netem, with the same delay and loss, when the link asks for
+    delay or loss); `drop`: queues of no frames, so that every frame is lost
+    while the carrier stays up (a silent failure, --fail ...:silent)."""
+    cmds = []
+    for cls in (DATA_CLASS, ACK_CLASS):
+        handle = cls.split(":")[1] + ":"
+        if drop:
+            cmds.append(f"qdisc replace dev {intf} parent {cls} handle {handle} pfifo limit 0")
+        elif spec.needs_netem:
+            cmds.append(f"qdisc replace dev {intf} parent {cls} handle {handle} netem "
+                        f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "
+                        f"loss {spec.loss_percent:g}%")
+        else:
+            cmds.append(f"qdisc replace dev {intf} parent {cls} handle {handle} pfifo "
+                        f"limit {spec.queue_packets}")
+    return cmds
+
+
 def tc_commands(intf: str, spec, mtu: int) -> List[str]:
     """tc commands (without the leading 'tc') that shape one interface's
     egress: an HTB class for the link's rate, split into a data class (1:10,
@@ -101,23 +124,26 @@ def tc_commands(intf: str, spec, mtu: int) -> List[str]:
             f"class add dev {intf} parent 1:1 classid 1:5 htb rate {ack_mbit:g}mbit "
             f"ceil {mbit:g}mbit burst {ACK_CLASS_BURST}b cburst {ACK_CLASS_BURST}b "
             f"quantum {frame} prio 0"]
-    for cls in (DATA_CLASS, ACK_CLASS):
-        handle = cls.split(":")[1] + ":"
-        if spec.needs_netem:
-            cmds.append(f"qdisc add dev {intf} parent {cls} handle {handle} netem "
-                        f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "
-                        f"loss {spec.loss_percent:g}%")
-        else:
-            cmds.append(f"qdisc add dev {intf} parent {cls} handle {handle} pfifo "
-                        f"limit {spec.queue_packets}")
+    cmds += queue_commands(intf, spec)
     # the failure probe's flows (traffic/measure/failures.py) watch the path,
     # not the queue: a full data queue's drops would read as a failure
     cmds.append(f"filter add dev {intf} parent 1: protocol ip prio 2 u32 "
                 f"match u8 0x45 0xff at 0 match ip protocol 17 0xff "
                 f"match u16 0x{FAILPROBE_PORTS:04x} 0xfff0 at 22 flowid {ACK_CLASS}")
+    cmds.append(f"filter add dev {intf} parent 1: protocol ip prio 3 u32 "
+                f"match u8 0x45 0xff at 0 match ip protocol 17 0xff "
+                f"match u16 0x{BFD_PORT:04x} 0xffff at 22 flowid {ACK_CLASS}")
     # IPv4 without options (0x45), TCP, shorter than SMALL_IP_LENGTH, flags ACK alone
     cmds.append(f"filter add dev {intf} parent 1: protocol ip prio 1 u32 "
                 f"match u8 0x45 0xff at 0 match ip protocol 6 0xff "
                 f"match u16 0x0000 0x{0x10000 - SMALL_IP_LENGTH:04x} at 2 "
                 f"match u8 0x{TCP_ACK_ONLY:02x} 0xff at {20 + 13} flowid {ACK_CLASS}")
     return cmds
+
+
+def link_commands(intf: str, spec, up: bool, silent: bool = False) -> List[str]:
+    """Shell commands that take one end of a link down or up: its carrier
+    (`ip link`), or, `silent`, its queues (tc), the carrier left up."""
+    if silent:
+        return ["tc " + c for c in queue_commands(intf, spec, drop=not up)]
+    return [f"ip link set dev {intf} {'up' if up else 'down'}"]

@@ -413,9 +413,9 @@ class FakeDatapath:
     def __init__(self, fabric, name, down=()):
         self.id = fabric.switch(name).dpid
         self.ofproto, self.ofproto_parser = ofproto_v1_3, ofproto_v1_3_parser
-        link_down = ofproto_v1_3.OFPPS_LINK_DOWN
+        link_down, live = ofproto_v1_3.OFPPS_LINK_DOWN, ofproto_v1_3.OFPPS_LIVE
         self.ports = {no: ofproto_v1_3_parser.OFPPort(no, "02:00:00:00:00:01", intf.encode(),
-                                                      0, link_down if no in down else 0,
+                                                      0, link_down if no in down else live,
                                                       0, 0, 0, 0, 0, 0)
                       for no, intf in fabric_interfaces(fabric)[name].items()}
         self.sent = []
@@ -441,10 +441,15 @@ def test_the_app_sends_what_the_core_returns_and_writes_the_status(tmp_path, mon
     assert status["down_ports"] == ["leaf1:3"] and status["programmed"] == []
     app.on_barrier(SimpleNamespace(msg=SimpleNamespace(datapath=dp, xid=dp.sent[-1].xid)))
     assert json.loads(status_path.read_text())["programmed"] == ["leaf1"]
-    port = dp.ports[3]._replace(state=0)
+    port = dp.ports[3]._replace(state=ofproto_v1_3.OFPPS_LIVE)
     app.on_port_status(SimpleNamespace(msg=SimpleNamespace(
         datapath=dp, desc=port, reason=ofproto_v1_3.OFPPR_MODIFY)))
     assert json.loads(status_path.read_text())["down_ports"] == []
+    # link up but not live (its BFD session is down): down to the controller
+    for state, down in ((0, ["leaf1:3"]), (ofproto_v1_3.OFPPS_LIVE, [])):
+        app.on_port_status(SimpleNamespace(msg=SimpleNamespace(
+            datapath=dp, desc=port._replace(state=state), reason=ofproto_v1_3.OFPPR_MODIFY)))
+        assert json.loads(status_path.read_text())["down_ports"] == down
     sent = len(dp.sent)
     request = arp_request(f.endpoint("h1"), f.endpoint("h2").ip)
     app.on_packet_in(SimpleNamespace(msg=SimpleNamespace(

@@ -23,13 +23,18 @@ FAT = load_fabric(TOPOLOGIES / "fat-tree-k4.yaml")
     ("h1-leaf1@1", "error: --fail 'h1-leaf1@1': h1-leaf1 is a server's own link: without it "
                    "the collective cannot finish; name a link between two switches"),
     ("leaf1-leaf2@1", "error: --fail 'leaf1-leaf2@1': leaf1 and leaf2 are not linked"),
-    ("leaf1@1", "error: argument --fail: expected LINK@SECONDS[+DURATION] such as "
-                "leaf1-spine1@2+1 (the link's two nodes, or random), got 'leaf1@1'"),
+    ("leaf1@1", "error: argument --fail: expected LINK@SECONDS[+DURATION][:down|silent|flap] "
+                "such as leaf1-spine1@2+1 (the link's two nodes, or random), got 'leaf1@1'"),
     ("leaf1-spine1@1+0", "error: argument --fail: 'leaf1-spine1@1+0': expected seconds from 0 "
                          "to 86400 and a duration above 0"),
-    ("leaf1-spine1@-1", "error: argument --fail: expected LINK@SECONDS[+DURATION] such as "
-                        "leaf1-spine1@2+1 (the link's two nodes, or random), got "
-                        "'leaf1-spine1@-1'"),
+    ("leaf1-spine1@-1", "error: argument --fail: expected LINK@SECONDS[+DURATION]"
+                        "[:down|silent|flap] such as leaf1-spine1@2+1 (the link's two nodes, "
+                        "or random), got 'leaf1-spine1@-1'"),
+    ("leaf1-spine1@1:flap", "error: argument --fail: 'leaf1-spine1@1:flap': a flap needs a "
+                            "duration, such as leaf1-spine1@2+3:flap"),
+    ("leaf1-spine1@1+1:gone", "error: argument --fail: expected LINK@SECONDS[+DURATION]"
+                              "[:down|silent|flap] such as leaf1-spine1@2+1 (the link's two "
+                              "nodes, or random), got 'leaf1-spine1@1+1:gone'"),
 ])
 def test_a_bad_failure_is_one_sentence(value, message):
     proc = run("--check", "--fail", value)
@@ -53,6 +58,24 @@ def test_failures_come_from_flags_and_the_yaml_and_are_listed_by_check():
         experiment_from(DEFAULT, {"engine": "sim", "fail": ["random@1"]})
     assert str(exc.value) == ("--fail: the simulator has no links to take down; failures need "
                               "a lab")
+
+
+def test_kinds_silent_and_flap_and_the_flap_flag():
+    [silent, flap] = parse(DEFAULT, ["leaf1-spine1@1+2:silent", "leaf2-spine1@4+1:flap"])
+    assert silent.kind == "silent" and silent.actions() == [(1.0, "down"), (3.0, "up")]
+    assert flap.kind == "flap" and flap.actions() == [
+        (4.0, "down"), (4.25, "up"), (4.5, "down"), (4.75, "up")]
+    assert parse(DEFAULT, ["leaf1-spine1@1"])[0].actions() == [(1.0, "down")]
+    proc = run("--check", "--flap", "leaf1-spine1@1+2", "--fail", "leaf2-spine2@1")
+    assert proc.returncode == 0, proc.stderr
+    assert "failures: leaf1-spine1@1+2:flap, leaf2-spine2@1" in proc.stdout
+    proc = run("--check", "--flap", "leaf1-spine1@1+2:silent")
+    assert proc.returncode == 2 and proc.stderr.endswith(
+        "--flap takes LINK@SECONDS+DURATION such as leaf1-spine1@2+3, got "
+        "'leaf1-spine1@1+2:silent'\n"), proc.stderr
+    # a flap is a failure like any other: it may not overlap one of the same link
+    proc = run("--check", "--flap", "leaf1-spine1@1+2", "--fail", "leaf1-spine1@2")
+    assert proc.returncode == 2 and "is still down then" in proc.stderr
 
 
 def test_parse_orders_by_time_and_draws_random_links_between_switches():

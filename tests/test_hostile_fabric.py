@@ -341,7 +341,7 @@ NAMES = [
     ("a float as a key", SMALL + "routing: {1.5: x}\n", "routing",
      ["got the number 1.5 as a key"]),
     ("a section that is a number", SMALL + "routing: 7\n", "routing",
-     ["expected a mapping with keys policy, entropy, flowlet_gap_ms, adaptive_interval_ms, got the number 7"]),
+     ["expected a mapping with keys policy, entropy, flowlet_gap_ms, adaptive_interval_ms, bfd_ms, got the number 7"]),
 ]
 
 

@@ -4,7 +4,8 @@ filter that tells them apart), the window a connection may use, and the
 Open vSwitch send buffer read from `ss`."""
 
 from lab.host import OVS_SEND_BUFFER, parse_send_buffer
-from lab.shaping import connection_windows, frame_bytes, tc_commands, window_bytes
+from lab.shaping import (connection_windows, frame_bytes, queue_commands, tc_commands,
+                         window_bytes)
 from topologies.fabric import LinkSpec
 
 
@@ -22,13 +23,21 @@ def test_pure_acks_get_a_class_served_first_and_everything_else_the_data_class()
     assert "prio 0" in ack and "prio 1" in data and "ceil 20mbit" in ack and "ceil 20mbit" in data
     # the two classes share the link's rate, no more
     assert "rate 1mbit" in ack and "rate 19mbit" in data
-    probe, flt = [c for c in cmds if c.startswith("filter")]
+    probe, flt, bfd = (next(c for c in cmds if "prio 2" in c), next(c for c in cmds
+                       if "prio 1" in c and c.startswith("filter")),
+                       next(c for c in cmds if "prio 3" in c))
+    # BFD's control packets (UDP to 3784) too: a full data queue must not end a session
+    assert "match u16 0x0ec8 0xffff at 22" in bfd and bfd.endswith("flowid 1:5")
     assert "match ip protocol 6 0xff" in flt and "0xff80 at 2" in flt      # TCP, < 128 B
     assert "match u8 0x10 0xff at 33" in flt and flt.endswith("flowid 1:5")  # ACK flag alone
     # UDP to the failure probe's ports 9296-9311 (0x2450-0x245f) too
     assert "match ip protocol 17 0xff" in probe and "match u16 0x2450 0xfff0 at 22" in probe
     assert probe.endswith("flowid 1:5")
     assert sum("pfifo limit 32" in c for c in cmds) == 2
+    # a silent failure: the same two queues, holding nothing
+    assert queue_commands("x", LinkSpec(20, 32, 0, 0), drop=True) == [
+        "qdisc replace dev x parent 1:10 handle 10: pfifo limit 0",
+        "qdisc replace dev x parent 1:5 handle 5: pfifo limit 0"]
 
 
 def test_with_delay_both_classes_are_delayed_alike():

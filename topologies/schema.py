@@ -217,12 +217,22 @@ _meta(endpoint_pair, type="array", minItems=2, maxItems=2,
       items={"type": "string", "pattern": f"^(?:{_ENDPOINT.pattern})$"})
 
 
-# A link failure during a run: LINK@SECONDS[+DURATION], LINK a link's two
-# nodes (leaf1-spine2) or `random`; seconds after the sweep starts.
+# A link failure during a run: LINK@SECONDS[+DURATION][:KIND], LINK a link's
+# two nodes (leaf1-spine2) or `random`; seconds after the sweep starts; KIND
+# down (the carrier drops, the default), silent (frames lost, carrier up) or
+# flap (down and up every FLAP_PERIOD_S for the duration).
+FAILURE_KINDS = ("down", "silent", "flap")
 MAX_FAILURES, MAX_FAIL_SECONDS = 16, 86400
 _SECONDS = r"[0-9]{1,5}(?:\.[0-9]{1,3})?"
 _FAILURE = re.compile(rf"(random|{_ENDPOINT.pattern}-{_ENDPOINT.pattern})@({_SECONDS})"
-                      rf"(?:\+({_SECONDS}))?")
+                      rf"(?:\+({_SECONDS}))?(?::({'|'.join(FAILURE_KINDS)}))?")
+
+
+def split_failure(item: str):
+    """(link, at, duration or None, kind) of a checked failure."""
+    m = _FAILURE.fullmatch(item)
+    return (m.group(1), float(m.group(2)), float(m.group(3)) if m.group(3) else None,
+            m.group(4) or "down")
 
 
 def failures(v, fail):
@@ -233,12 +243,14 @@ def failures(v, fail):
     for item in v:
         m = _FAILURE.fullmatch(item) if isinstance(item, str) else None
         if not m:
-            fail(f"expected LINK@SECONDS[+DURATION] such as leaf1-spine1@2+1 (the link's two "
-                 f"nodes, or random), got {shown(item)}")
+            fail(f"expected LINK@SECONDS[+DURATION][:down|silent|flap] such as "
+                 f"leaf1-spine1@2+1 (the link's two nodes, or random), got {shown(item)}")
         at, duration = float(m.group(2)), float(m.group(3) or 1)
         if at > MAX_FAIL_SECONDS or not 0 < duration <= MAX_FAIL_SECONDS:
             fail(f"{shown(item)}: expected seconds from 0 to {MAX_FAIL_SECONDS} and a duration "
                  f"above 0")
+        if m.group(4) == "flap" and not m.group(3):
+            fail(f"{shown(item)}: a flap needs a duration, such as leaf1-spine1@2+3:flap")
     return v
 
 
@@ -391,7 +403,10 @@ SCHEMA = {
                                      number(0, 10_000, "ms")), 1),
         "adaptive_interval_ms": (described("adaptive: how often the controller reads the "
                                            "switches' flow counters and re-places elephants",
-                                           number(50, 10_000, "ms")), 200)}), {}),
+                                           number(50, 10_000, "ms")), 200),
+        "bfd_ms": (described("BFD on every link between switches at this interval (0: off): "
+                             "a silent failure, frames lost with the carrier up, is then seen "
+                             "within about 3 intervals", integer(0, 1000)), 0)}), {}),
     "addressing": (Section("IPv4 networks of the endpoints", {
         "subnet": (described("endpoint k behind leaf l gets <net>.l.k", subnet),
                    "10.0.0.0/16"),
@@ -442,59 +457,9 @@ def multi_gpu(spec: dict) -> bool:
     return spec["server"]["gpus"] > 1 or spec["server"]["nics"] > 1
 
 
-def check_kind(spec: dict, source: str) -> None:
-    """Keys that only some kinds take: each kind gets exactly its own."""
-    f, kind = spec["fabric"], spec["fabric"]["kind"]
-    required, optional_, links = KIND_KEYS[kind]
-    takes = ", ".join(required + optional_)
-    for key in required:
-        if f[key] is None:
-            raise FabricError(source, f"fabric.{key}", f"missing; a {kind} fabric needs it "
-                                                       f"(it takes {takes})")
-    for key, value in f.items():
-        if key not in ("kind", "mtu") + required + optional_ and value is not None:
-            raise FabricError(source, f"fabric.{key}", f"not used by a {kind} fabric "
-                                                       f"(it takes {takes})")
-    for key in links:
-        if spec["links"][key] is None:
-            raise FabricError(source, f"links.{key}", f"missing; a {kind} fabric needs this "
-                                                      "link class")
-    _check_link_classes(spec, kind, links, source)
-    _check_servers(spec, source)
-
-
-def _check_link_classes(spec: dict, kind: str, links: tuple, source: str) -> None:
-    unused = {"leaf_spine": not links, "spine_core": kind != "fat-tree",
-              "intra_node": not multi_gpu(spec)}
-    for key, idle in unused.items():
-        if idle and spec["links"][key] is not None:
-            why = ("servers have one GPU and one NIC" if key == "intra_node"
-                   else f"a {kind} fabric has no such links")
-            raise FabricError(source, f"links.{key}", f"not used here: {why}")
-    f = spec["fabric"]
-    if kind == "full-mesh" and f["servers"] > MAX_MESH:
-        raise FabricError(source, "fabric.servers", (
-            f"expected at most {MAX_MESH} servers in a full mesh (it needs n(n-1)/2 links: "
-            f"{f['servers'] * (f['servers'] - 1) // 2} for {f['servers']})"))
-
-
-def _check_servers(spec: dict, source: str) -> None:
-    srv = spec["server"]
-    if srv["nics"] > srv["gpus"]:
-        raise FabricError(source, "server.nics", (
-            f"expected at most one NIC per GPU ({srv['gpus']}), got {srv['nics']}"))
-    nets = [ipaddress.IPv4Network(spec["addressing"][k]) for k in ("subnet", "nvlink_subnet")]
-    if multi_gpu(spec) and nets[0].overlaps(nets[1]):
-        raise FabricError(source, "addressing.nvlink_subnet", (
-            f"expected a network apart from addressing.subnet ({nets[0]}), got {nets[1]}"))
-    if multi_gpu(spec) and spec["links"]["intra_node"] is None:
-        raise FabricError(source, "links.intra_node", (
-            "missing; servers with several GPUs need the rate of their NVLink-class "
-            "interconnect (much faster than the network)"))
-
-
 def normalise_fabric(raw: Any, source: str) -> dict:
     """The fabric section by section, kind-specific keys included."""
+    from topologies.kind_checks import check_kind     # it builds on this module
     spec = normalise(raw, SCHEMA, "", source)
     check_kind(spec, source)
     return spec

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional
 
 from topologies.schema import (MAX_FAILURES, FabricError, choice, endpoint_pair, failures,
-                               integer, normalise, number, optional, shown, size)
+                               integer, normalise, number, optional, shown, size, split_failure)
 from traffic import schedules as S
 from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, ROOTED,
                               default_algorithm)
@@ -259,7 +259,7 @@ def _check_failures(fabric, exp: Experiment, names: Namer) -> None:
         raise ExperimentError("fail", detail, f"{names('fail')}: {detail}")
     switches = {s.name for s in fabric.switches if s.role not in ("node", "nvswitch")}
     for item in exp.fail:
-        link = item.split("@")[0]
+        link = split_failure(item)[0]
         if link == "random":
             if not any({l.a, l.b} <= switches for l in fabric.links):
                 detail = f"{shown(item)}: this fabric has no link between two switches"
@@ -282,9 +282,8 @@ def _check_overlaps(exp: Experiment, names: Namer) -> None:
     """A link cannot fail again while it is still down."""
     spans: dict = {}
     for item in exp.fail:
-        link, _, when = item.partition("@")
-        at, _, duration = when.partition("+")
-        start, end = float(at), float(at) + float(duration) if duration else math.inf
+        link, start, duration, _kind = split_failure(item)
+        end = start + duration if duration is not None else math.inf
         key = frozenset(link.split("-"))
         for other, (s0, e0) in spans.get(key, []):
             if link != "random" and start < e0 and s0 < end:

@@ -51,6 +51,14 @@ def _checked(validate, parse=str, what=None):
     return convert
 
 
+def _flap(text: str) -> list:
+    """--flap LINK@S+D: the failure LINK@S+D:flap."""
+    if ":" in text or "+" not in text:
+        raise argparse.ArgumentTypeError(
+            f"--flap takes LINK@SECONDS+DURATION such as leaf1-spine1@2+3, got {shown(text)}")
+    return [text + ":flap"]
+
+
 def _field(key, parse=str):
     return _checked(SCHEMA[key][0], parse)
 
@@ -165,11 +173,7 @@ def _collective_flags(g) -> None:
     g.add_argument("--cross", type=_pair("cross"), metavar="SRC,DST",
                    help="run an iperf3 TCP flow between two servers during the whole sweep "
                         "(background traffic the collective must share the fabric with)")
-    g.add_argument("--fail", type=_checked(SCHEMA["fail"][0], lambda text: [text]),
-                   action="append", metavar="LINK@S[+D]",
-                   help="take a link between two switches (leaf1-spine1, or random) down S "
-                        "seconds into the sweep, for D seconds (default: to the end); "
-                        "repeatable; each event is reported")
+    _failure_flags(g)
     g.add_argument("--no-traffic", action="store_true",
                    help="only build, check reachability and tear down")
     g.add_argument("--iperf-check", action="store_true",
@@ -179,6 +183,21 @@ def _collective_flags(g) -> None:
     g.add_argument("--streams", type=_checked(integer(*STREAMS), _whole),
                    help="parallel TCP flows per server pair in the iperf3 check, 1 to 128 "
                         "(default 4)")
+
+
+
+def _failure_flags(g) -> None:
+    g.add_argument("--fail", type=_checked(SCHEMA["fail"][0], lambda text: [text]),
+                   action="append", metavar="LINK@S[+D][:KIND]",
+                   help="take a link between two switches (leaf1-spine1, or random) down S "
+                        "seconds into the sweep, for D seconds (default: to the end); "
+                        "':silent' drops its frames with the carrier up instead (only BFD, "
+                        "routing.bfd_ms, sees it); repeatable; each event is reported")
+    g.add_argument("--flap", dest="fail", type=_checked(SCHEMA["fail"][0], _flap),
+                   action="append", metavar="LINK@S+D",
+                   help="flap a link between two switches from S seconds for D seconds: "
+                        "down 0.25 s, up 0.25 s, over and over (--fail LINK@S+D:flap); "
+                        "repeatable")
 
 
 def _run_flags(p) -> None:
@@ -198,8 +217,8 @@ def _run_flags(p) -> None:
     p.add_argument("--cluster", metavar="HOST,HOST",
                    type=_checked(machines, lambda text: text.split(",")),
                    help="spread the fabric over these machines (ssh destinations; overrides "
-                        "the YAML's cluster.machines); for now with --check only, which "
-                        "prints where each switch and server would run")
+                        "the YAML's cluster.machines; docs/cluster.md); with --check, print "
+                        "where each switch and server would run")
     p.add_argument("-v", "--verbose", action="store_true", help="Mininet and controller detail")
 
 

@@ -1,5 +1,8 @@
-"""Link failures during a sweep (`--fail LINK@SECONDS[+DURATION]`): each
-link taken down on time and brought back, watched, and reported.
+"""Link failures during a sweep (`--fail LINK@SECONDS[+DURATION][:KIND]`,
+`--flap`): each link taken down on time and brought back, watched, and
+reported. KIND down drops the carrier at both ends; silent empties both
+ends' queues instead (frames lost, carrier up: only BFD tells); flap takes
+it down for FLAP_DOWN_S and up for FLAP_UP_S over and over for the duration.
 
 The seconds count from the start of the sweep's first size. Half a second
 before each failure, probe flows start between two servers whose shortest
@@ -31,11 +34,13 @@ import networkx as nx
 
 from controller.routes import fabric_graph
 from lab.shaping import FAILPROBE_PORTS
+from topologies.schema import split_failure
 
 LEAD_S, TAIL_S, MAX_WATCH_S = 0.5, 1.0, 3.0
 INTERVAL_S, FLOWS = 0.002, 8
 BASE_PORT, BASE_SPORT = FAILPROBE_PORTS, 42000     # 16 events at most: 9296-9311
 PAUSE = 1                  # packets lost in a row from the failure on: a flow was hit
+FLAP_DOWN_S, FLAP_UP_S = 0.25, 0.25
 
 
 @dataclass
@@ -46,6 +51,18 @@ class Failure:
     index: int                      # which of the links between a and b (parallel links)
     at: float
     duration: Optional[float]       # None: down to the end of the sweep
+    kind: str = "down"              # down, silent or flap
+
+    def actions(self):
+        """(seconds after the start, "down" or "up") of this failure."""
+        if self.kind != "flap":
+            return [(self.at, "down")] + ([] if self.duration is None else
+                                          [(self.at + self.duration, "up")])
+        out, t, end = [], self.at, self.at + self.duration
+        while t < end:
+            out += [(t, "down"), (min(t + FLAP_DOWN_S, end), "up")]
+            t += FLAP_DOWN_S + FLAP_UP_S
+        return out
 
 
 def parse(fabric, items: Sequence[str], rng: random.Random = None) -> List[Failure]:
@@ -56,15 +73,14 @@ def parse(fabric, items: Sequence[str], rng: random.Random = None) -> List[Failu
     inter = [l for l in fabric.links if {l.a, l.b} <= switches]
     out = []
     for item in items:
-        link, _, when = item.partition("@")
-        at, _, duration = when.partition("+")
+        link, at, duration, kind = split_failure(item)
         if link == "random":
             chosen = rng.choice(inter)
             a, b = chosen.a, chosen.b
             index = [l for l in fabric.links if {l.a, l.b} == {a, b}].index(chosen)
         else:
             (a, b), index = link.split("-"), 0
-        out.append(Failure(item, a, b, index, float(at), float(duration) if duration else None))
+        out.append(Failure(item, a, b, index, at, duration, kind))
     return sorted(out, key=lambda f: f.at)
 
 
@@ -164,9 +180,9 @@ class Failures:
     def _run(self) -> None:
         actions = []
         for k, f in enumerate(self.failures):
-            actions += [(self.t0 + f.at - LEAD_S, 0, k, "probe"), (self.t0 + f.at, 1, k, "down")]
-            if f.duration is not None:
-                actions.append((self.t0 + f.at + f.duration, 2, k, "up"))
+            actions.append((self.t0 + f.at - LEAD_S, 0, k, "probe"))
+            actions += [(self.t0 + t, 1 if what == "down" else 2, k, what)
+                        for t, what in f.actions()]
         for when, _order, k, what in sorted(actions):
             if not self._wait_until(when):
                 return
@@ -177,14 +193,15 @@ class Failures:
         event = self.events[k] if k < len(self.events) else None
         if what == "probe":
             self.events.append({"link": f"{f.a}-{f.b}", "given": f.text, "at_s": f.at,
-                                "duration_s": f.duration})
+                                "duration_s": f.duration, "kind": f.kind, "downs": 0})
             self._start_probe(k, f)
         elif what == "down":
-            event["t_down"] = time.monotonic()
-            self.lab.set_link(f.a, f.b, up=False, index=f.index)
+            event.setdefault("t_down", time.monotonic())
+            event["downs"] += 1
+            self.lab.set_link(f.a, f.b, up=False, index=f.index, silent=f.kind == "silent")
             self._down.append(f)
         else:
-            self.lab.set_link(f.a, f.b, up=True, index=f.index)
+            self.lab.set_link(f.a, f.b, up=True, index=f.index, silent=f.kind == "silent")
             event["t_up"] = time.monotonic()
             self._down.remove(f)
 
@@ -212,7 +229,7 @@ class Failures:
         if self._thread:
             self._thread.join()
         for f in list(self._down):
-            self.lab.set_link(f.a, f.b, up=True, index=f.index)
+            self.lab.set_link(f.a, f.b, up=True, index=f.index, silent=f.kind == "silent")
             self.events[self.failures.index(f)]["t_up"] = time.monotonic()
             self._down.remove(f)
         busy = [(e["t_down"], e.get("t_up", e["t_down"])) for e in self.events if "t_down" in e]

@@ -134,7 +134,12 @@ def failures_text(events: list) -> str:
         hit = ("" if c is None else
                f"; the {c['size_bytes']} B iteration it fell in took {c['seconds']:.3f} s"
                + (f", {c['slowdown']:.2f}x the usual" if c["slowdown"] else ""))
-        lines.append(f"failure  {e['link']} down at {e['down_at_s']:.2f} s {held}: {seen}{hit}")
+        kind = e.get("kind", "down")
+        how = {"down": "down", "silent": "silently down (frames lost, carrier up)",
+               "flap": f"flapping ({e.get('downs', 0)} times down)"}[kind]
+        if kind == "flap":
+            held = f"for {e['duration_s']:.2f} s"
+        lines.append(f"failure  {e['link']} {how} at {e['down_at_s']:.2f} s {held}: {seen}{hit}")
     return "\n".join(lines)
 
 

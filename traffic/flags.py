@@ -185,7 +185,6 @@ def _collective_flags(g) -> None:
                         "(default 4)")
 
 
-
 def _failure_flags(g) -> None:
     g.add_argument("--fail", type=_checked(SCHEMA["fail"][0], lambda text: [text]),
                    action="append", metavar="LINK@S[+D][:KIND]",

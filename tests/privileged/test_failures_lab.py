@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.helpers import run
+from tests.helpers import REPO, run
 
 SWEEP = ["-b", "1M", "-e", "1M", "-n", "8", "-w", "1"]   # 9 iterations of >= 0.63 s at 20 Mbit/s
 
@@ -51,3 +51,30 @@ def test_a_failure_without_a_duration_lasts_to_the_end(tmp_path, clean_host):
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     sent = summary["traffic"]["uplink_tx_bytes"]["leaf2"]
     assert all(v > 100_000 for v in sent.values()), sent
+
+
+@pytest.mark.parametrize("bfd_ms", [0, 10])
+def test_a_silent_failure_is_seen_only_with_bfd(tmp_path, clean_host, bfd_ms):
+    """Frames lost with the carrier up for 2 s: without BFD nothing notices,
+    and the probe flows hashed over the link stop for as long as it lasts;
+    with BFD every 10 ms, its session times out, Open vSwitch stops reporting
+    the port live, and traffic moves long before the link works again."""
+    fabric = tmp_path / "bfd.yaml"
+    fabric.write_text((REPO / "topologies" / "default.yaml").read_text().replace(
+        "bfd_ms: 0 ", f"bfd_ms: {bfd_ms} "))
+    out, events = failed_run(tmp_path, str(fabric), "--fail", "leaf1-spine1@2+2:silent")
+    [event] = events
+    assert event["kind"] == "silent" and "silently down" in out
+    probe = event["probe"]
+    assert probe["flows_hit"] >= 1, probe      # the probe's ports hash some flows over spine1
+    if bfd_ms:
+        assert probe["stopped_ms"] < 1000, probe
+    else:
+        assert probe["stopped_ms"] is None or probe["stopped_ms"] >= 1900, probe
+
+
+def test_a_flapping_link_mid_collective(tmp_path, clean_host):
+    out, events = failed_run(tmp_path, "--flap", "leaf1-spine1@2+2")
+    [event] = events
+    assert event["kind"] == "flap" and event["downs"] == 4
+    assert "flapping (4 times down)" in out

@@ -40,15 +40,15 @@ LINKS = {("ecmp", "local"): "leaf1-spine1", ("ecmp", "remote"): "spine1-leaf2",
          ("single-path", "local"): "leaf1-spine2", ("single-path", "remote"): "spine2-leaf2"}
 
 
-def idle_case(lab, link: str) -> dict:
-    run = F.Failures(lab, F.parse(lab.fabric, [f"{link}@{FAIL_AT}+{FAIL_FOR}"])).start()
+def idle_case(lab, link: str, kind: str = "down") -> dict:
+    run = F.Failures(lab, F.parse(lab.fabric, [f"{link}@{FAIL_AT}+{FAIL_FOR}:{kind}"])).start()
     time.sleep(FAIL_AT + FAIL_FOR + 1.0)
     return run.stop([])[0]
 
 
-def loaded_case(lab, link: str, workdir: Path) -> dict:
+def loaded_case(lab, link: str, workdir: Path, kind: str = "down") -> dict:
     exp = Experiment(minbytes=1 << 20, maxbytes=1 << 20, iters=10, warmup=1, idle_seconds=0.5,
-                     fail=[f"{link}@{FAIL_AT}+{FAIL_FOR}"])
+                     fail=[f"{link}@{FAIL_AT}+{FAIL_FOR}:{kind}"])
     result = run_experiment(lab, exp, workdir)
     event = result["failures"][0]
     event["wrong"] = result["runs"][0]["wrong"]

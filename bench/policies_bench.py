@@ -21,6 +21,8 @@ and stp, in one run on one machine.
    policies: a link failing for 1 s next to the probe's sender and one hop
    away, idle and under a ring AllReduce: traffic stopped, the slowdown of
    the iteration it fell in, #wrong. `--failover-repeat 0` leaves it out.
+4. A silent failure (frames lost, carrier up) under ecmp, without BFD and
+   with BFD every 10 ms (routing.bfd_ms), the same cases.
 """
 
 from __future__ import annotations
@@ -153,6 +155,29 @@ def part_failover(args, work: Path, out: dict) -> None:
                           f"{', '.join(map(str, s['wrong'])) or '-'}")
 
 
+def part_silent(args, work: Path, out: dict) -> None:
+    """A silent failure (frames lost, carrier up) under ecmp, without and
+    with BFD at 10 ms."""
+    base = load_fabric(REPO / "topologies" / "default.yaml")
+    print(f"\n4. silent failure (frames lost, carrier up) for 1 s, ecmp, 8 probe flows h1 -> h3, "
+          f"x{args.failover_repeat}")
+    res = out["silent"] = {}
+    for bfd in (0, 10):
+        fabric = base.edited(lambda spec: spec["routing"].update(bfd_ms=bfd))
+        with Lab(fabric, work / f"silent-{bfd}") as lab:
+            for where, link in (("local", "leaf1-spine1"), ("remote", "spine1-leaf2")):
+                for load in ("idle", "AllReduce"):
+                    events = [idle_case(lab, link, "silent") if load == "idle" else
+                              loaded_case(lab, link, work / f"silent-{bfd}-{where}-{k}",
+                                          "silent")
+                              for k in range(args.failover_repeat)]
+                    s = res[f"bfd {bfd} {where} {load}"] = summary(events)
+                    print(f"   BFD {bfd or 'off':<4} {where:<7} {load:<10} stopped "
+                          f"{', '.join(f'{x:g}' for x in s['stopped_ms'])} ms  slowdown "
+                          f"{', '.join(f'{x:.2f}' for x in s['slowdown']) or '-'}  #wrong "
+                          f"{', '.join(map(str, s['wrong'])) or '-'}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split(
         "\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -160,7 +185,7 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--failover-repeat", type=int, default=1)
-    p.add_argument("--parts", default="1,2,3")
+    p.add_argument("--parts", default="1,2,3,4")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     work = Path(f"/tmp/policies-bench-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -172,6 +197,8 @@ def main(argv=None) -> int:
         part_ring(args, work, out)
     if "3" in parts and args.failover_repeat:
         part_failover(args, work, out)
+    if "4" in parts and args.failover_repeat:
+        part_silent(args, work, out)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

@@ -1,6 +1,6 @@
 """The Scapy engine (traffic/programs/roce.py): the schedule's transfers as
 RoCEv2 frames, paced at the link rate, a barrier per step. It moves no real
-data: it counts frames sent and lost."""
+data: it counts frames sent and lost (and, under spray, reordered)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from traffic.metrics import TYPE_SIZE
 
 
 class RoceAgents(AgentProcesses, Engine):
-    EXTRAS = ("frames_sent", "frames_lost")
+    EXTRAS = ("frames_sent", "frames_lost", "pieces", "reordered")
 
     def __init__(self, fabric, ranks: Sequence[str], lab):
         self.fabric = fabric
@@ -30,14 +30,16 @@ class RoceAgents(AgentProcesses, Engine):
         transfers = [(step, src, dst, n * TYPE_SIZE) for step, src, dst, n in S.transfers(sched)]
         self.steps = sorted({t[0] for t in transfers})
         rate = self.fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        routing = self.fabric.spec["routing"]
         self.send({"cmd": "setup", "transfers": transfers, "channels": job.channels,
-                   "rate_mbit": rate})
+                   "rate_mbit": rate,
+                   "spray": routing["entropy"] if self.fabric.policy == "spray" else 0})
         self.frames = sum(r["frames"] for r in self.collect("setup_done", timeout=600))
 
     def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:
         self.send({"cmd": "reset"})
         self.collect("reset_done")
-        t0, expected, received, sent = None, 0, 0, 0
+        t0, expected, received, sent, reordered = None, 0, 0, 0, 0
         for step in self.steps:
             self.send({"cmd": "step", "step": step})
             ranks = self.collect("step_done", timeout)
@@ -46,5 +48,7 @@ class RoceAgents(AgentProcesses, Engine):
             expected += sum(r["expected"] for r in ranks)
             received += sum(r["received"] for r in ranks)
             sent += sum(r["sent"] for r in ranks)
+            reordered = sum(r["reordered"] for r in ranks)     # each rank's, so far
         return {"t0": t0, "t1": t1, "seconds": t1 - t0, "wrong": None, "bad_chunk_elements": None,
-                "frames_sent": sent, "frames_expected": expected, "frames_lost": expected - received}
+                "frames_sent": sent, "frames_expected": expected, "frames_lost": expected - received,
+                "pieces": received, "reordered": reordered}

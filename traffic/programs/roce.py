@@ -20,7 +20,10 @@ One process per rank, driven like the rank agents with JSON lines:
 
 A transfer of the schedule becomes `channels` queue pairs, each its own UDP
 source port; QP numbers encode sender, step and channel so the receiver can
-count what arrived for the step.
+count what arrived for the step. Under the spray policy (`"spray": K` in the
+setup) a queue pair's packets take K source ports in turn, as a NIC spraying
+over entropy values would, and the receiver counts the packets that arrive
+after a later one of the same queue pair (`reordered`).
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ def source_port(src: int, dst: int, channel: int) -> int:
     return 0xC000 | (((src * 131 + dst * 31 + channel * 7) * 2654435761) >> 8 & 0x3FFF)
 
 
-def build_frames(src_mac, dst_mac, src_ip, dst_ip, sport, qpn, nbytes, mtu=MTU_PAYLOAD):
-    """The frames of one RDMA SEND of `nbytes` on one QP, as bytes."""
+def build_frames(src_mac, dst_mac, src_ip, dst_ip, sport, qpn, nbytes, mtu=MTU_PAYLOAD,
+                 spray=0):
+    """The frames of one RDMA SEND of `nbytes` on one QP, as bytes; `spray`
+    > 0: packet k leaves from source port sport + k mod spray."""
     from scapy.contrib.roce import BTH
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
@@ -67,7 +72,8 @@ def build_frames(src_mac, dst_mac, src_ip, dst_ip, sport, qpn, nbytes, mtu=MTU_P
         else:
             op = OP_SEND_FIRST if psn == 0 else OP_SEND_LAST if psn == count - 1 else OP_SEND_MIDDLE
         pkt = (Ether(src=src_mac, dst=dst_mac) / IP(src=src_ip, dst=dst_ip, flags="DF") /
-               UDP(sport=sport, dport=ROCE_PORT) / BTH(opcode=op, dqpn=qpn, psn=psn & 0xFFFFFF,
+               UDP(sport=sport + psn % spray if spray else sport, dport=ROCE_PORT) /
+               BTH(opcode=op, dqpn=qpn, psn=psn & 0xFFFFFF,
                                                        ackreq=int(psn == count - 1)) /
                Raw(b"\0" * size))
         frames.append(bytes(pkt))
@@ -75,7 +81,7 @@ def build_frames(src_mac, dst_mac, src_ip, dst_ip, sport, qpn, nbytes, mtu=MTU_P
 
 
 def parse_qpn(frame: bytes, my_ip: bytes):
-    """The destination QP of a RoCEv2 frame for `my_ip` (packed IPv4), or None."""
+    """(destination QP, PSN) of a RoCEv2 frame for `my_ip` (packed IPv4), or None."""
     if (len(frame) < 46 or frame[12:14] != b"\x08\x00" or frame[23] != 17
             or frame[30:34] != my_ip):
         return None
@@ -83,7 +89,8 @@ def parse_qpn(frame: bytes, my_ip: bytes):
     udp = 14 + ihl
     if struct.unpack_from("!H", frame, udp + 2)[0] != ROCE_PORT:
         return None
-    return struct.unpack_from("!I", frame, udp + 8 + 4)[0] & 0xFFFFFF
+    return (struct.unpack_from("!I", frame, udp + 8 + 4)[0] & 0xFFFFFF,
+            struct.unpack_from("!I", frame, udp + 8 + 8)[0] & 0xFFFFFF)
 
 
 class RoceRank:
@@ -97,7 +104,7 @@ class RoceRank:
         self.sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sink.bind(("0.0.0.0", ROCE_PORT))
-        self.counts = {}
+        self.counts, self.highest, self.reordered = {}, {}, 0
         self.lock = threading.Lock()
         threading.Thread(target=self._receive, daemon=True).start()
 
@@ -106,12 +113,17 @@ class RoceRank:
             frame, addr = self.raw.recvfrom(65535)
             if addr[2] == socket.PACKET_OUTGOING:
                 continue
-            qpn = parse_qpn(frame, self.my_ip)
-            if qpn is not None:
+            got = parse_qpn(frame, self.my_ip)
+            if got is not None:
+                qpn, psn = got
                 with self.lock:
                     self.counts[qpn] = self.counts.get(qpn, 0) + 1
+                    if psn < self.highest.get(qpn, -1):
+                        self.reordered += 1
+                    else:
+                        self.highest[qpn] = psn
 
-    def setup(self, transfers, channels, rate_mbit):
+    def setup(self, transfers, channels, rate_mbit, spray=0):
         self.rate_bps = rate_mbit * 1e6
         self.frames, self.expected = {}, {}
         for step, src, dst, nbytes in transfers:
@@ -124,7 +136,7 @@ class RoceRank:
                 if src == self.rank:
                     self.frames.setdefault(step, []).append(build_frames(
                         self.macs[src], self.macs[dst], self.addresses[src], self.addresses[dst],
-                        source_port(src, dst, ch), qpn, share))
+                        source_port(src, dst, ch), qpn, share, spray=spray))
                 if dst == self.rank:
                     self.expected.setdefault(step, {})[qpn] = max(1, -(-share // MTU_PAYLOAD))
         return sum(len(f) for fl in self.frames.values() for f in fl)
@@ -133,6 +145,8 @@ class RoceRank:
         """Forget what arrived: a new iteration starts (QP numbers repeat)."""
         with self.lock:
             self.counts.clear()
+            self.highest.clear()
+            self.reordered = 0
 
     def step(self, step, timeout=30.0):
         t0 = time.monotonic()
@@ -165,7 +179,8 @@ class RoceRank:
                 break                                  # the rest was lost
             time.sleep(0.001)
         return {"event": "step_done", "sent": sent, "expected": sum(want.values()),
-                "received": sum(got.values()) if want else 0, "t0": t0, "t1": time.monotonic()}
+                "received": sum(got.values()) if want else 0, "t0": t0, "t1": time.monotonic(),
+                "reordered": self.reordered}
 
 
 def main(argv=None) -> int:
@@ -184,7 +199,7 @@ def main(argv=None) -> int:
     return serve(a.rank, lambda: RoceRank(a.rank, a.intf, a.macs.split(","),
                                           a.addresses.split(",")), {
         "setup": lambda rank, m: {"event": "setup_done", "frames": rank.setup(
-            m["transfers"], m["channels"], m["rate_mbit"])},
+            m["transfers"], m["channels"], m["rate_mbit"], m.get("spray", 0))},
         "reset": reset,
         "step": lambda rank, m: rank.step(m["step"]),
     })

@@ -12,7 +12,9 @@ elephants, the connections that carried at least `ELEPHANT_SHARE` of their
 link's rate since the last change, one at a time in a fixed order: each on
 the port of its group whose link, and the link its next switch forwards it
 on, carry the fewest elephants so far. An elephant stays where it is unless
-another port is strictly less loaded, so placements do not flap. A placed
+another port is strictly less loaded, so placements do not flap; one idle
+for 2 s keeps its port but weighs on no link (a finished transfer whose
+flow has not expired yet). A placed
 elephant's flow outputs to its port; every other flow keeps hashing.
 """
 
@@ -53,6 +55,7 @@ class Adaptive:
                 self.neighbour[(a, ap)] = b
                 self.rate_bps[(a, ap)] = link.spec.rate_mbit * 1e6
         self.moves = 0                                        # placements that moved a flow
+        self.placements = 0                                   # flows placed, moves included
 
     # --- events ----------------------------------------------------------------
 
@@ -105,6 +108,8 @@ class Adaptive:
         for switch, key in order:
             t, ports = self.flows[(switch, key)], ports_of[(switch, key)]
             route = plans[switch].routes.get(t.dst) if switch in plans else None
+            if t.pinned in ports and t.rate_bps == 0:
+                continue             # placed, idle now (a finished transfer): loads nothing
             if not ports or (t.pinned is None and not self._elephant(switch, t, ports)):
                 t.pinned = None
                 new = route
@@ -115,6 +120,8 @@ class Adaptive:
                 port = t.pinned if keep else best
                 if t.pinned is not None and not keep:
                     self.moves += 1
+                if not keep:
+                    self.placements += 1
                 t.pinned = port
                 for link in self._links(plans, switch, port, t.dst):
                     load[link] = load.get(link, 0) + 1
@@ -149,4 +156,4 @@ class Adaptive:
     def status(self) -> dict:
         return {"tracked": len(self.flows),
                 "placed": sum(t.pinned is not None for t in self.flows.values()),
-                "moves": self.moves}
+                "moves": self.moves, "placements": self.placements}

@@ -177,7 +177,26 @@ def test_connections_a_switch_no_longer_has_are_forgotten(adaptive4):
     switches.deliver(switches.core.connection_counters(f.switch("leaf1").dpid, {}))
     assert switches.core.status()["adaptive"]["tracked"] == 1
     switches.deliver(switches.core.connection_counters(f.switch("leaf1").dpid, {}))
-    assert switches.core.status()["adaptive"] == {"tracked": 0, "placed": 0, "moves": 0}
+    assert switches.core.status()["adaptive"] == {"tracked": 0, "placed": 0, "moves": 0,
+                                                  "placements": 1}
+
+
+def test_a_placed_connection_gone_idle_weighs_on_no_link(adaptive4):
+    """A finished transfer's flow lingers until it expires: idle, it keeps
+    its port but a new elephant may take that port as if it were free."""
+    f, switches = adaptive4
+    [(_, first)] = elephants(f, switches, [("h1", "h5")], 2_000_000, 1.0)
+    assert spine_of(f, switches, "leaf1", first) == "spine1"
+    core, leaf1 = switches.core, f.switch("leaf1").dpid
+    h2, h6 = f.endpoint("h2"), f.endpoint("h6")
+    second = (h2.ip, h6.ip, 43000, 7000)
+    switches.deliver(core.packet_in(leaf1, h2.port, syn(*second)))
+    for t, nbytes in ((5.0, 0), (6.0, 2_000_000)):   # the first: no byte since 2.0, idle
+        core.clock = lambda t=t: t
+        switches.deliver(core.connection_counters(leaf1, {first: 2_000_000, second: nbytes}))
+    assert core.status()["adaptive"]["tracked"] == 2
+    assert spine_of(f, switches, "leaf1", second) == "spine1"
+    assert spine_of(f, switches, "leaf1", first) == "spine1"
 
 
 def test_the_adaptive_messages_serialise_in_openflow_13_and_15():
@@ -204,7 +223,7 @@ def test_a_plain_ip_packet_is_no_syn():
 
 def test_adaptive_alone_is_pure_of_the_fabric():
     a = Adaptive(leaf_spine(2, 2, 1, policy="adaptive"))
-    assert a.status() == {"tracked": 0, "placed": 0, "moves": 0}
+    assert a.status() == {"tracked": 0, "placed": 0, "moves": 0, "placements": 0}
 
 
 # --- the simulator ------------------------------------------------------------------

@@ -113,3 +113,23 @@ def test_adaptive_places_four_elephants_on_four_spines(tmp_path_factory):
         finally:
             for p in senders + sinks:
                 p.communicate(timeout=60)
+
+
+def test_the_roce_engine_sprays_each_queue_pairs_packets_over_every_spine(
+        tmp_path_factory, tmp_path):
+    """Under spray a queue pair's RoCEv2 packets take 64 source ports in
+    turn: one SendRecv between the leaves crosses all four spines, and every
+    frame arrives."""
+    with built(fabric("spray"), tmp_path_factory) as lab:
+        f = lab.fabric
+        a = next(h.name for h in f.endpoints if h.leaf == f.leaves[0].name)
+        b = next(h.name for h in f.endpoints if h.leaf == f.leaves[1].name)
+        holder = {}
+        per_spine = uplink_bytes(lab, f.leaves[0].name, lambda: holder.update(r=run_experiment(
+            lab, Experiment(collective="sendrecv", engine="scapy", minbytes=256 << 10,
+                            maxbytes=256 << 10, iters=1, warmup=0, ranks=[a, b],
+                            idle_seconds=0.2), tmp_path)["runs"][0]))
+        run = holder["r"]
+        assert run["frames_lost"] == 0 and run["pieces"] == run["frames_sent"]
+        total = sum(per_spine.values())
+        assert all(v >= total / 4 / 2 for v in per_spine.values()), per_spine

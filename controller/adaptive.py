@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from controller.routes import SwitchPlan
+from controller.routes import SwitchPlan, compute_plan
 from topologies.fabric import Fabric
 
 FlowKey = Tuple[str, str, int, int]       # TCP: (source IP, destination IP, ports)
@@ -54,17 +54,21 @@ class Adaptive:
             for a, ap, b in ((link.a, link.a_port, link.b), (link.b, link.b_port, link.a)):
                 self.neighbour[(a, ap)] = b
                 self.rate_bps[(a, ap)] = link.spec.rate_mbit * 1e6
+        # (switch, destination IP) a switch hashes when every link is up
+        self.multipath = {(name, ip) for name, plan in compute_plan(fabric).items()
+                          for ip, route in plan.routes.items() if route[0] == "group"}
         self.moves = 0                                        # placements that moved a flow
         self.placements = 0                                   # flows placed, moves included
 
     # --- events ----------------------------------------------------------------
 
     def syn(self, switch: str, key: FlowKey, plan: SwitchPlan) -> Optional[Action]:
-        """A SYN the switch would hash: the action for its exact flow (the
-        route's group), or None when the switch does not hash this destination
-        (the SYN goes on by the route) or already tracks the connection."""
+        """A SYN the switch would hash with every link up: the action for its
+        exact flow (the route's, a group, or a port while failures leave one
+        path), or None when the switch never hashes this destination (the SYN
+        goes on by the route) or already tracks the connection."""
         route = plan.routes.get(key[1])
-        if route is None or route[0] != "group" or (switch, key) in self.flows:
+        if route is None or (switch, key[1]) not in self.multipath or (switch, key) in self.flows:
             return None
         self.flows[(switch, key)] = Tracked(key[1], route)
         return route

@@ -116,8 +116,11 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
                 plan.groups[gid] = ports
                 plan.routes[server.ip] = ("group", gid)
     if fabric.policy == "adaptive":
-        for name, plan in plans.items():
+        # every switch that hashes when all links are up: a connection that
+        # starts while it has one path left is followed too
+        whole = compute_plan(fabric) if down else plans
+        for name, plan in whole.items():
             if plan.groups:
-                plans[name] = replace(plan, syn_to_controller=True)
+                plans[name] = replace(plans[name], syn_to_controller=True)
     return plans
 

@@ -259,3 +259,21 @@ def test_the_roce_engine_sprays_a_queue_pairs_packets_over_source_ports():
     plain = build_frames("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", ip, 50000,
                          0x1234, 3 * 1024)
     assert {int.from_bytes(f[34:36], "big") for f in plain} == {50000}
+
+
+def test_a_connection_that_starts_with_one_path_left_is_placed_when_paths_return(adaptive4):
+    f, switches = adaptive4
+    uplinks = [l.a_port for l in f.uplinks("leaf1")]
+    for port in uplinks[1:]:
+        switches.port("leaf1", port, False)
+    assert switches.plans()["leaf1"].syn_to_controller          # still copies SYNs up
+    [(_, key)] = elephants(f, switches, [("h1", "h5")], 2_000_000, 1.0)
+    assert switches.tables["leaf1"].connections()[key] == ("output", uplinks[0])
+    assert switches.core.status()["adaptive"]["placed"] == 0
+    for port in uplinks[1:]:
+        switches.port("leaf1", port, True)
+    switches.core.clock = lambda: 3.0
+    switches.deliver(switches.core.connection_counters(f.switch("leaf1").dpid,
+                                                       {key: 4_000_000}))
+    assert switches.core.status()["adaptive"]["placed"] == 1
+    assert switches.tables["leaf1"].connections()[key][0] == "output"

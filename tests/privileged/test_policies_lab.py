@@ -72,44 +72,65 @@ def test_flowlets_move_between_spines_and_never_reorder(tmp_path_factory, tmp_pa
         assert holder["r"]["reordered"] == 0
 
 
-def connection_actions(switch: str):
-    """Adaptive's connection flows on `switch`: (source port) -> action text."""
+def placed(switch: str):
+    """Adaptive's connection flows on `switch`: (destination IP, source port)
+    -> the port it was placed on (None: still hashed)."""
     out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", switch,
                           "cookie=0xfab1ac/-1"], capture_output=True, text=True, check=True)
-    return {int(m.group(1)): m.group(2)
-            for m in re.finditer(r"tp_src=(\d+).* actions=(\S+)", out.stdout)}
+    return {(m.group(1), int(m.group(2))): int(m.group(4)) if m.group(3) == "output" else None
+            for m in re.finditer(r"nw_dst=([\d.]+).*tp_src=(\d+).* actions=(\w+):(\d+)",
+                                 out.stdout)}
 
 
-def test_adaptive_places_four_elephants_on_four_spines(tmp_path_factory):
-    """Four long TCP flows from leaf1's servers to leaf2's (ECMP would put all
-    four on different spines 9% of the time): within a few seconds the
-    controller has placed each on its own spine, and over the next two
-    seconds every uplink of leaf1 carries one flow's worth."""
-    rate, seconds = 20, 7
+def until(check, timeout: float, step: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(step)
+    return check()
+
+
+def test_adaptive_moves_elephants_off_a_link_made_hot(tmp_path_factory):
+    """Leaf1 has one uplink of four while four long TCP flows start from its
+    servers to leaf2's: the controller follows them, all on that uplink (the
+    hot link). The other three come back: within seconds the controller
+    places the four elephants one per spine (ECMP would leave them to its
+    hash), and over the next two seconds every uplink of leaf1 carries one
+    flow's worth."""
+    rate = 20
     with built(fabric("adaptive", rate=rate, servers=4), tmp_path_factory) as lab:
         f = lab.fabric
-        leaf1 = [h for h in f.endpoints if h.leaf == f.leaves[0].name]
-        leaf2 = [h for h in f.endpoints if h.leaf == f.leaves[1].name]
+        leaf1, leaf2 = (l.name for l in f.leaves[:2])
+        src = [h for h in f.endpoints if h.leaf == leaf1]
+        dst = [h for h in f.endpoints if h.leaf == leaf2]
+        others = [l for l in f.uplinks(leaf1)][1:]
+        for link in others:
+            lab.set_link(link.a, link.b, up=False)
+        lab.wait_programmed(timeout=20, until=lambda s: len(s["down_ports"]) == 6)
         sinks = [lab.popen(b.name, flows_command("sink", "--port", "5001", "--connections",
-                                                 "1"), text=True) for b in leaf2]
+                                                 "1"), text=True) for b in dst]
         for s in sinks:
             assert json.loads(s.stdout.readline()) == {"listening": 5001}
-        nbytes = str(int(rate * 1e6 / 8 * seconds))
-        senders = [lab.popen(a.name, flows_command("tcp", "--dst", b.ip, "--sports",
-                                                   str(42000 + i), "--bytes", nbytes), text=True)
-                   for i, (a, b) in enumerate(zip(leaf1, leaf2))]
+        senders = [lab.popen(a.name, flows_command("stream", "--dst", b.ip, "--seconds", "16"),
+                             text=True) for a, b in zip(src, dst)]
         try:
-            time.sleep(3)                           # placed after about a second
-            actions = connection_actions(f.leaves[0].name)
-            placed = {p: a for p, a in actions.items() if 42000 <= p < 42004}
-            assert len(placed) == 4 and len(set(placed.values())) == 4, actions
-            assert all(a.startswith("output:") for a in placed.values()), actions
-            spine_of = {l.a_intf: l.b for l in f.uplinks(f.leaves[0].name)}
+            hot = until(lambda: (lambda p: p if len(p) == 4 and None not in p.values()
+                                 else None)(placed(leaf1)), 8)
+            assert hot and len(set(hot.values())) == 1, placed(leaf1)
+            for link in others:
+                lab.set_link(link.a, link.b, up=True)
+            lab.wait_programmed(timeout=20, until=lambda s: not s["down_ports"])
+            spread = until(lambda: (lambda p: p if len(set(p.values())) == 4 else None)(
+                placed(leaf1)), 8)
+            assert spread, placed(leaf1)
+            assert lab.controller_status()["adaptive"]["placements"] >= 4
+            spine_of = {l.a_intf: l.b for l in f.uplinks(leaf1)}
             before = {i: read_counter(i) for i in spine_of}
             time.sleep(2)
             sent = {spine_of[i]: (read_counter(i) - before[i]) * 8 / 2 / 1e6 for i in spine_of}
             assert all(0.6 * rate <= v for v in sent.values()), sent
-            assert lab.controller_status()["adaptive"]["placed"] >= 4
         finally:
             for p in senders + sinks:
                 p.communicate(timeout=60)

@@ -154,7 +154,7 @@ class SliceLab(Lab):
         """Interfaces (node, interface) down or up (`silent`: their queues,
         lab/shaping.link_commands): in the server's namespace for a server,
         in the root namespace for a switch."""
-        spec = {i: l.spec for l in self.fabric.links for i in (l.a_intf, l.b_intf)}
+        spec = {i: l.spec for l in self.whole.links for i in (l.a_intf, l.b_intf)}
         for node, intf in ends:
             for cmd in link_commands(intf, spec[intf], up, silent):
                 if any(h.name == node for h in self.fabric.endpoints):

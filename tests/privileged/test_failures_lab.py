@@ -53,12 +53,15 @@ def test_a_failure_without_a_duration_lasts_to_the_end(tmp_path, clean_host):
     assert all(v > 100_000 for v in sent.values()), sent
 
 
-@pytest.mark.parametrize("bfd_ms", [0, 10])
+@pytest.mark.parametrize("bfd_ms", [0, 100])
 def test_a_silent_failure_is_seen_only_with_bfd(tmp_path, clean_host, bfd_ms):
     """Frames lost with the carrier up for 2 s: without BFD nothing notices,
     and the probe flows hashed over the link stop for as long as it lasts;
-    with BFD every 10 ms, its session times out, Open vSwitch stops reporting
-    the port live, and traffic moves long before the link works again."""
+    with BFD every 100 ms, its session times out (3 intervals), Open vSwitch
+    stops reporting the port live, and traffic moves long before the link
+    works again. (100 ms, not 10: under a collective on 2 cores Open vSwitch
+    sent BFD messages up to 130 ms late, and sessions of healthy links timed
+    out too.)"""
     fabric = tmp_path / "bfd.yaml"
     fabric.write_text((REPO / "topologies" / "default.yaml").read_text().replace(
         "bfd_ms: 0 ", f"bfd_ms: {bfd_ms} "))
@@ -68,7 +71,7 @@ def test_a_silent_failure_is_seen_only_with_bfd(tmp_path, clean_host, bfd_ms):
     probe = event["probe"]
     assert probe["flows_hit"] >= 1, probe      # the probe's ports hash some flows over spine1
     if bfd_ms:
-        assert probe["stopped_ms"] < 1000, probe
+        assert probe["stopped_ms"] < 1200, probe
     else:
         assert probe["stopped_ms"] is None or probe["stopped_ms"] >= 1900, probe
 

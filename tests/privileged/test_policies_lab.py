@@ -125,7 +125,7 @@ def test_adaptive_moves_elephants_off_a_link_made_hot(tmp_path_factory):
             spread = until(lambda: (lambda p: p if len(set(p.values())) == 4 else None)(
                 placed(leaf1)), 8)
             assert spread, placed(leaf1)
-            assert lab.controller_status()["adaptive"]["placements"] >= 4
+            assert lab.controller_status()["adaptive"]["placed"] >= 4
             spine_of = {l.a_intf: l.b for l in f.uplinks(leaf1)}
             before = {i: read_counter(i) for i in spine_of}
             time.sleep(2)

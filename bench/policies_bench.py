@@ -22,7 +22,7 @@ and stp, in one run on one machine.
    away, idle and under a ring AllReduce: traffic stopped, the slowdown of
    the iteration it fell in, #wrong. `--failover-repeat 0` leaves it out.
 4. A silent failure (frames lost, carrier up) under ecmp, without BFD and
-   with BFD every 10 ms (routing.bfd_ms), the same cases.
+   with BFD every 10 and 100 ms (routing.bfd_ms), the same cases.
 """
 
 from __future__ import annotations
@@ -153,46 +153,44 @@ def part_ring(args, work: Path, out: dict) -> None:
               f"{x['cpu_busy_pct']:.0f}%  {'' if r['fidelity']['trustworthy'] else 'UNTRUSTWORTHY'}")
 
 
+LINKS = {"local": "leaf1-spine1", "remote": "spine1-leaf2"}
+
+
+def failover_cases(args, fabric, work: Path, res: dict, label: str, kind: str = "down") -> None:
+    """A link next to the probe's sender and one hop away failing for 1 s,
+    idle and under a ring AllReduce, on one lab of `fabric`."""
+    with Lab(fabric, work / label.replace(" ", "-")) as lab:
+        for where, link in LINKS.items():
+            for load in ("idle", "AllReduce"):
+                events = [idle_case(lab, link, kind) if load == "idle" else
+                          loaded_case(lab, link, work / f"{label}-{where}-{k}".replace(" ", "-"),
+                                      kind)
+                          for k in range(args.failover_repeat)]
+                s = res[f"{label} {where} {load}"] = summary(events)
+                print(f"   {label:<10} {where:<7} {load:<10} stopped "
+                      f"{', '.join(f'{x:g}' for x in s['stopped_ms'])} ms  slowdown "
+                      f"{', '.join(f'{x:.2f}' for x in s['slowdown']) or '-'}  #wrong "
+                      f"{', '.join(map(str, s['wrong'])) or '-'}")
+
+
 def part_failover(args, work: Path, out: dict) -> None:
     base = load_fabric(REPO / "topologies" / "default.yaml")
-    links = {"local": "leaf1-spine1", "remote": "spine1-leaf2"}
     print(f"\n3. failover, a link down for 1 s, 8 probe flows h1 -> h3, x{args.failover_repeat}")
     res = out["failover"] = {}
     for policy in ("ecmp", "flowlet", "spray", "adaptive"):
-        with Lab(base.with_policy(policy), work / f"fail-{policy}") as lab:
-            for where, link in links.items():
-                for load in ("idle", "AllReduce"):
-                    events = [idle_case(lab, link) if load == "idle" else
-                              loaded_case(lab, link, work / f"fail-{policy}-{where}-{k}")
-                              for k in range(args.failover_repeat)]
-                    s = res[f"{policy} {where} {load}"] = summary(events)
-                    print(f"   {policy:<10} {where:<7} {load:<10} stopped "
-                          f"{', '.join(f'{x:g}' for x in s['stopped_ms'])} ms  slowdown "
-                          f"{', '.join(f'{x:.2f}' for x in s['slowdown']) or '-'}  #wrong "
-                          f"{', '.join(map(str, s['wrong'])) or '-'}")
+        failover_cases(args, base.with_policy(policy), work, res, policy)
 
 
 def part_silent(args, work: Path, out: dict) -> None:
-    """A silent failure (frames lost, carrier up) under ecmp, without and
-    with BFD at 10 ms."""
+    """A silent failure (frames lost, carrier up) under ecmp, without BFD
+    and with it at 10 ms and at 100 ms."""
     base = load_fabric(REPO / "topologies" / "default.yaml")
     print(f"\n4. silent failure (frames lost, carrier up) for 1 s, ecmp, 8 probe flows h1 -> h3, "
           f"x{args.failover_repeat}")
     res = out["silent"] = {}
-    for bfd in (0, 10):
+    for bfd in (0, 10, 100):
         fabric = base.edited(lambda spec: spec["routing"].update(bfd_ms=bfd))
-        with Lab(fabric, work / f"silent-{bfd}") as lab:
-            for where, link in (("local", "leaf1-spine1"), ("remote", "spine1-leaf2")):
-                for load in ("idle", "AllReduce"):
-                    events = [idle_case(lab, link, "silent") if load == "idle" else
-                              loaded_case(lab, link, work / f"silent-{bfd}-{where}-{k}",
-                                          "silent")
-                              for k in range(args.failover_repeat)]
-                    s = res[f"bfd {bfd} {where} {load}"] = summary(events)
-                    print(f"   BFD {bfd or 'off':<4} {where:<7} {load:<10} stopped "
-                          f"{', '.join(f'{x:g}' for x in s['stopped_ms'])} ms  slowdown "
-                          f"{', '.join(f'{x:.2f}' for x in s['slowdown']) or '-'}  #wrong "
-                          f"{', '.join(map(str, s['wrong'])) or '-'}")
+        failover_cases(args, fabric, work, res, f"BFD {bfd or 'off'}", "silent")
 
 
 def main(argv=None) -> int:

@@ -55,7 +55,10 @@ class FabricController(app_manager.OSKenApp):
     def _tick(self, interval: float):
         while True:
             hub.sleep(interval)
-            self._send(self.core.tick(), write=False)
+            try:
+                self._send(self.core.tick(), write=False)
+            except Exception:                       # noqa: BLE001 - polling must go on
+                self.logger.exception("adaptive: reading the counters failed")
 
     @set_ev_cls([ofp_event.EventOFPFlowStatsReply, ofp_event.EventOFPFlowDescStatsReply],
                 MAIN_DISPATCHER)
@@ -113,7 +116,9 @@ class FabricController(app_manager.OSKenApp):
 
     def _send(self, outbox, write: bool = True):
         for name, msg in outbox:
-            self.core.datapaths[name].send_msg(msg)
+            dp = self.core.datapaths.get(name)
+            if dp is not None:                      # gone since: it gets all again later
+                dp.send_msg(msg)
         if write:
             self._write_status()
 

@@ -202,8 +202,7 @@ class FabricCore:
         for name, key, action in self.adaptive.place(plans):
             dp = self.datapaths.get(name)
             if dp is not None:
-                out.append((name, ofmsg.connection_flow_mod(dp, key, action, IDLE_TIMEOUT_S,
-                                                            modify=True)))
+                out.append((name, ofmsg.connection_flow_mod(dp, key, action, IDLE_TIMEOUT_S)))
         return out
 
     # --- status ------------------------------------------------------------------
@@ -234,8 +233,11 @@ class FabricCore:
         plans = compute_plan(self.fabric, frozenset(self.down))
         self.generation += 1
         out: Outbox = []
+        # adaptive: nothing placed on a port now down; each switch's before its barrier
+        placed = self._placements(plans) if self.adaptive else []
         for name, dp in self.datapaths.items():
             msgs = ofmsg.plan_messages(dp, self.installed.get(name), plans[name])
+            msgs += [m for n, m in placed if n == name]
             if not msgs and name not in self.pending and name in self.installed:
                 continue
             self.installed[name] = plans[name]
@@ -244,8 +246,6 @@ class FabricCore:
             self.pending[name] = barrier.xid
             self.programmed.discard(name)
             out += [(name, m) for m in msgs] + [(name, barrier)]
-        if self.adaptive:
-            out += self._placements(plans)      # nothing placed on a port now down
         return out
 
     def _next_xid(self, dp) -> int:

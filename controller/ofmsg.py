@@ -153,13 +153,14 @@ def connection_match(dp, key):
                                       ipv4_src=src, ipv4_dst=dst, tcp_src=sport, tcp_dst=dport)
 
 
-def connection_flow_mod(dp, key, action, idle_timeout: int, modify: bool = False):
+def connection_flow_mod(dp, key, action, idle_timeout: int):
     """Adaptive: one TCP connection's exact flow, its counter the controller
-    reads; its action the route's group, or the port it was placed on."""
-    ofp = dp.ofproto
+    reads; its action the route's group, or the port it was placed on. Always
+    an add: it replaces the flow's action and keeps its counters, and makes
+    the flow again where it is gone (Open vSwitch deletes the flows of a
+    group it deletes, as when a failure leaves one path)."""
     return _add_flow(dp, PRIORITY_FLOW, connection_match(dp, key), [_action(dp, action)],
-                     command=ofp.OFPFC_MODIFY_STRICT if modify else None,
-                     idle_timeout=0 if modify else idle_timeout, cookie=COOKIE_CONNECTION)
+                     idle_timeout=idle_timeout, cookie=COOKIE_CONNECTION)
 
 
 def connection_stats_request(dp):

@@ -95,8 +95,8 @@ def queue_commands(intf: str, spec, drop: bool = False) -> List[str]:
     cmds = []
     for cls in (DATA_CLASS, ACK_CLASS):
         handle = cls.split(":")[1] + ":"
-        if drop:
-            cmds.append(f"qdisc replace dev {intf} parent {cls} handle {handle} pfifo limit 0")
+        if drop:             # no handle: a netem queue cannot become a pfifo in place
+            cmds.append(f"qdisc replace dev {intf} parent {cls} pfifo limit 0")
         elif spec.needs_netem:
             cmds.append(f"qdisc replace dev {intf} parent {cls} handle {handle} netem "
                         f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "

@@ -205,7 +205,7 @@ def test_the_adaptive_messages_serialise_in_openflow_13_and_15():
         key = ("10.0.1.1", "10.0.2.1", 40000, 7000)
         for msg in (ofmsg.syn_flow_mod(dp), ofmsg.syn_flow_mod(dp, delete=True),
                     ofmsg.connection_flow_mod(dp, key, ("group", 2), 60),
-                    ofmsg.connection_flow_mod(dp, key, ("output", 3), 60, modify=True),
+                    ofmsg.connection_flow_mod(dp, key, ("output", 3), 60),
                     ofmsg.connection_stats_request(dp),
                     ofmsg.packet_out_action(dp, syn(*key), ("group", 2))):
             assert wire(msg)
@@ -277,3 +277,20 @@ def test_a_connection_that_starts_with_one_path_left_is_placed_when_paths_return
                                                        {key: 4_000_000}))
     assert switches.core.status()["adaptive"]["placed"] == 1
     assert switches.tables["leaf1"].connections()[key][0] == "output"
+
+
+def test_a_connection_whose_group_goes_keeps_its_flow():
+    """A failure that leaves leaf1 one spine deletes its group, and Open
+    vSwitch the flows that used it: the connection's flow is made again, out
+    of the port left, and the controller still follows it."""
+    f = leaf_spine(2, 2, 2, policy="adaptive")
+    switches = Switches(f).connect_all()
+    h1, h3 = f.endpoint("h1"), f.endpoint("h3")
+    key = (h1.ip, h3.ip, 40000, 7000)
+    switches.deliver(switches.core.packet_in(f.switch("leaf1").dpid, h1.port, syn(*key)))
+    first, second = (l.a_port for l in f.uplinks("leaf1"))
+    switches.port("leaf1", first, False)
+    assert switches.tables["leaf1"].connections() == {key: ("output", second)}
+    switches.port("leaf1", first, True)
+    assert switches.tables["leaf1"].connections()[key][0] == "group"
+    assert switches.core.status()["adaptive"]["tracked"] == 1

@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
+import resource
 import selectors
 import socket
 import struct
@@ -418,6 +419,10 @@ def main(argv=None) -> int:
                         "have unacknowledged on a connection to a hosted rank (the receive "
                         "buffer and TCP_WINDOW_CLAMP; 0: the kernel's autotuning)")
     a = p.parse_args(argv)
+    # flowlet and spray open 16 connections or more per peer: an AllToAll of
+    # 32 ranks is ~1,000 sockets a rank, the usual soft limit
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, hard), hard))
     split = lambda v: v.split(",") if v else []             # noqa: E731
     ranks = [int(r) for r in a.ranks.split(",")]
     namespaces = split(a.netns) or [""] * len(ranks)

@@ -72,7 +72,8 @@ def build_frames(src_mac, dst_mac, src_ip, dst_ip, sport, qpn, nbytes, mtu=MTU_P
         else:
             op = OP_SEND_FIRST if psn == 0 else OP_SEND_LAST if psn == count - 1 else OP_SEND_MIDDLE
         pkt = (Ether(src=src_mac, dst=dst_mac) / IP(src=src_ip, dst=dst_ip, flags="DF") /
-               UDP(sport=sport + psn % spray if spray else sport, dport=ROCE_PORT) /
+               UDP(sport=0xC000 | (sport + psn % spray) & 0x3FFF if spray else sport,
+                   dport=ROCE_PORT) /
                BTH(opcode=op, dqpn=qpn, psn=psn & 0xFFFFFF,
                                                        ackreq=int(psn == count - 1)) /
                Raw(b"\0" * size))

@@ -27,7 +27,7 @@ class FabricTopo(Topo):
 
     def build(self, fabric: Fabric):          # noqa: D102 (Mininet's hook)
         for sw in fabric.switches:
-            self.addSwitch(sw.name, dpid=f"{sw.dpid:016x}")
+            self.addSwitch(sw.name, dpid=f"{sw.dpid:016x}", stp_priority=stp_priority(sw))
         nv = {h.name: h for h in fabric.endpoints if h.nv_ip}
         for h in fabric.endpoints:
             self.addHost(h.name, ip=f"{h.ip}/{fabric.prefixlen}", mac=h.mac)
@@ -40,6 +40,17 @@ class FabricTopo(Topo):
             self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, **opts)
 
 
+STP_TOP = {"core": 0x2000, "spine": 0x4000, "agg": 0x6000}
+
+
+def stp_priority(sw) -> int:
+    """The spanning-tree priority of a switch: the top tier's first switch is
+    the root, as an operator would pin it, so the tree is the same in every
+    run (left to Open vSwitch, the root is the bridge whose port happened to
+    get the lowest random MAC address, and the tree changes from run to run)."""
+    return STP_TOP.get(sw.role, 0x8000) + sw.index
+
+
 class FabricSwitch(OVSSwitch):
     """Mininet's OVS switch, its bridge tagged with the lab that owns it
     (external_ids:fabric_lab), and spanning-tree timers short enough that the
@@ -47,13 +58,15 @@ class FabricSwitch(OVSSwitch):
     STP_TIMERS = (" other_config:stp-hello-time=1 other_config:stp-max-age=6"
                   " other_config:stp-forward-delay=4")
 
-    def __init__(self, name, lab_tag="", **params):
+    def __init__(self, name, lab_tag="", stp_priority=0x8000, **params):
         super().__init__(name, **params)
         self.lab_tag = lab_tag
+        self.stp_priority = stp_priority
 
     def bridgeOpts(self):                 # noqa: N802 (Mininet's name)
+        stp = self.STP_TIMERS + f" other_config:stp-priority={self.stp_priority}"
         return (super().bridgeOpts() + f" external_ids:fabric_lab={self.lab_tag}"
-                + (self.STP_TIMERS if self.stp else ""))
+                + (stp if self.stp else ""))
 
     def dpctl(self, *args):
         """ovs-ofctl speaking the newest OpenFlow the bridge offers (Mininet's

@@ -6,6 +6,7 @@ Open vSwitch send buffer read from `ss`."""
 from lab.host import OVS_SEND_BUFFER, parse_send_buffer
 from lab.shaping import (connection_windows, frame_bytes, queue_commands, tc_commands,
                          window_bytes)
+from tests.helpers import REPO
 from topologies.fabric import LinkSpec
 
 
@@ -73,3 +74,13 @@ p_raw UNCONN 0 0 [0]:* * users:(("ovs-vswitchd",pid=9,fd=68)) skmem:(r0,rb212992
 def test_the_send_buffer_is_read_from_ovs_vswitchds_sending_socket_only():
     assert parse_send_buffer(SS) == OVS_SEND_BUFFER
     assert parse_send_buffer(SS.splitlines()[0] + "\n" + SS.splitlines()[1]) is None
+
+
+def test_spanning_tree_is_rooted_at_the_top_tiers_first_switch_every_run():
+    from lab.mininet_build import stp_priority
+    from topologies.fabric import load_fabric
+    for name, root in (("default.yaml", "spine1"), ("fat-tree-k4.yaml", "core1")):
+        fabric = load_fabric(REPO / "topologies" / name)
+        ranked = sorted(fabric.switches, key=stp_priority)
+        assert ranked[0].name == root
+        assert len({stp_priority(sw) for sw in fabric.switches}) == len(fabric.switches)

@@ -334,7 +334,8 @@ def _check_keys(value: dict, schema: dict, path: str, fail_at) -> None:
         if key not in schema:
             close = difflib.get_close_matches(key, schema, n=1) if len(key) <= 64 else []
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            fail_at(_join(path, key))(f"unknown key{hint}; expected one of {expected}")
+            listed = "" if close and len(schema) > 10 else f"; expected one of {expected}"
+            fail_at(_join(path, key))(f"unknown key{hint}{listed}")
 
 
 def _join(path: str, key: Any) -> str:

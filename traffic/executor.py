@@ -1,63 +1,42 @@
-"""Running a schedule on real float32 buffers.
+"""Running a schedule on real buffers of any data type (traffic/datatypes.py).
 
 `RankExecutor` runs one rank's operations in dependency order, whatever moves
 the bytes: the in-process `simulate` below (tests), or the rank agents'
 sockets (traffic/programs/agent.py). A send hands a copy of its region to the
 transport and is done; a receive completes when its data has arrived and its
-dependencies are done, is checked against the sum of its contributors' inputs,
-and is added or copied into the buffer. At the end the buffer is checked
-against the collective's expected result: the #wrong of nccl-tests.
+dependencies are done, is checked against its contributors' inputs reduced
+(the op), and is reduced or copied into the buffer. At the end the buffer is
+checked against the collective's expected result: the #wrong of nccl-tests.
 
-Inputs are integers below 516 in magnitude (exact in float32 for any sum this lab can build),
-a pure function of rank and element index, so any rank can compute what any
-part of any message must hold.
+Inputs are a pure function of rank and element index, chosen so that every
+reduction is exact in its type whatever order an algorithm reduces in
+(traffic/datatypes.py), so any rank can compute what any part of any message
+must hold.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections import deque
-from typing import Callable, Dict, FrozenSet, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
 from traffic import schedules as S
+from traffic.datatypes import PERIOD, Data  # noqa: F401 (PERIOD: part of this API)
 
 
-PERIOD = 1031     # input element i of rank r is ((3i + 7r) mod 1031) - 515: a prime
-                  # above the rank limit, so no two ranks send the same data, and sums
-                  # of up to 512 ranks stay exact in float32
+_FLOAT_SUM = {}
 
 
-@functools.lru_cache(maxsize=4096)
-def _pattern(contributors: FrozenSet[int]) -> np.ndarray:
-    """One period of the sum of the contributors' inputs."""
-    j = np.arange(PERIOD)
-    return sum(((3 * j + 7 * r) % PERIOD) - PERIOD // 2 for r in contributors).astype(np.float32)
-
-
-TILED_MAX_BYTES = 1 << 22   # longer regions (whole buffers, at the end) are built afresh
-
-
-@functools.lru_cache(maxsize=512)
-def _tiled(contributors: FrozenSet[int], periods: int) -> np.ndarray:
-    tiled = np.tile(_pattern(contributors), periods)
-    tiled.flags.writeable = False               # shared by every caller: read-only
-    return tiled
+def _float_sum(n: int) -> Data:
+    return _FLOAT_SUM.setdefault(n, Data("float", "sum", n))
 
 
 def expected_sum(contributors, offset: int, length: int) -> np.ndarray:
-    """The sum of the contributors' inputs over [offset, offset + length),
-    read-only: the pattern repeats every PERIOD elements, so this is a view
-    into the pattern tiled (a power-of-two number of periods, cached), as
-    cheap for 16 contributors as for one and without a copy: the agents
-    check every piece and send their inputs from here."""
-    start = offset % PERIOD
-    periods = 1 << (-(-(start + length) // PERIOD) - 1).bit_length()
-    if periods * PERIOD * 4 > TILED_MAX_BYTES:
-        return np.resize(np.roll(_pattern(frozenset(contributors)), -start), length)
-    return _tiled(frozenset(contributors), periods)[start:start + length]
+    """The float32 sum of the contributors' inputs over [offset, offset +
+    length), read-only (see Data.expected)."""
+    return _float_sum(2).expected(contributors, offset, length)
 
 
 def input_data(rank: int, offset: int, length: int) -> np.ndarray:
@@ -66,9 +45,10 @@ def input_data(rank: int, offset: int, length: int) -> np.ndarray:
 
 class RankExecutor:
     def __init__(self, rank: int, n: int, ops: List[S.Op], collective: str, count: int,
-                 root: int = 0):
+                 root: int = 0, data: Data = None):
         self.rank, self.n, self.ops = rank, n, ops
         self.collective, self.count, self.root = collective, count, root
+        self.data = data or Data("float", "sum", n)
         deps = S.dependencies(ops)
         self.blockers = [len(d) for d in deps]
         self.dependents: List[List[int]] = [[] for _ in ops]
@@ -86,10 +66,10 @@ class RankExecutor:
     def reset(self) -> None:
         """A fresh iteration: the buffer as the collective starts, nothing done."""
         if self.initial is None:                 # made once, copied per iteration
-            self.initial = np.zeros(self.count, dtype=np.float32)
+            self.initial = np.zeros(self.count, dtype=self.data.storage)
             for offset, length in S.initial_regions(self.collective, self.n, self.count,
                                                     self.rank, self.root):
-                self.initial[offset:offset + length] = input_data(self.rank, offset, length)
+                self.initial[offset:offset + length] = self.data.input(self.rank, offset, length)
         self.buf = self.initial.copy()
         self.waiting = list(self.blockers)
         self.ready = deque(i for i, w in enumerate(self.waiting) if w == 0)
@@ -112,12 +92,12 @@ class RankExecutor:
             i = self.ready.popleft()
             op = self.ops[i]
             if op.kind == "send":
-                src = (input_data(self.rank, op.src_offset, op.length) if op.from_input
+                src = (self.data.input(self.rank, op.src_offset, op.length) if op.from_input
                        else self.buf[op.offset:op.offset + op.length].copy())
                 send(op.peer, self.seq[i], src)
                 self._complete(i)
             elif op.kind == "copy":
-                self.buf[op.offset:op.offset + op.length] = input_data(
+                self.buf[op.offset:op.offset + op.length] = self.data.input(
                     self.rank, op.src_offset, op.length)
                 self._complete(i)
             else:
@@ -140,18 +120,22 @@ class RankExecutor:
         if data.shape != (op.length,):
             raise RuntimeError(f"rank {self.rank}: message {self.seq[i]} from {op.peer} has "
                                f"{data.shape[0]} elements, expected {op.length}")
-        want = expected_sum(op.contributors, op.src_offset, op.length)
+        want = self.data.expected(op.contributors, op.src_offset, op.length)
         self.bad_chunk_elements += int(np.count_nonzero(data != want))
         self.received_bytes += data.nbytes
         region = self.buf[op.offset:op.offset + op.length]
         if op.reduce:
-            region += data
+            self.data.reduce(region, data)
         else:
             region[:] = data
         self._complete(i)
 
     def _complete(self, i: int) -> None:
         self.remaining -= 1
+        if self.remaining == 0 and self.data.op == "avg":
+            for offset, length, contributors, _src in S.expected_regions(
+                    self.collective, self.n, self.count, self.rank, self.root):
+                self.data.finish(self.buf[offset:offset + length], contributors)
         now = self.done[i] = time.monotonic()
         for j in self.dependents[i]:
             self.waiting[j] -= 1
@@ -183,15 +167,18 @@ class RankExecutor:
         for offset, length, contributors, src in S.expected_regions(
                 self.collective, self.n, self.count, self.rank, self.root):
             got = self.buf[offset:offset + length]
-            bad += int(np.count_nonzero(got != expected_sum(contributors, src, length)))
+            want = self.data.expected(contributors, src, length, final=True)
+            bad += int(np.count_nonzero(got != want))
         return bad
 
 
 def simulate(collective: str, algorithm: str, n: int, count: int, root: int = 0,
-             piece_elements: int = 0, local: int = 1) -> List[RankExecutor]:
+             piece_elements: int = 0, local: int = 1, dtype: str = "float",
+             op: str = "sum") -> List[RankExecutor]:
     """Run a schedule in-process, messages delivered in order of sending."""
     sched = S.build(collective, algorithm, n, count, root, piece_elements, local)
-    ranks = [RankExecutor(r, n, sched[r], collective, count, root) for r in range(n)]
+    data = Data(dtype, op, n)
+    ranks = [RankExecutor(r, n, sched[r], collective, count, root, data) for r in range(n)]
     wire: deque = deque()
     while not all(x.finished for x in ranks):
         for x in ranks:

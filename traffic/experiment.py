@@ -18,7 +18,8 @@ from typing import Callable, Iterable, List, Optional
 from topologies.schema import (MAX_FAILURES, FabricError, choice, endpoint_pair, failures,
                                integer, normalise, number, optional, shown, size, split_failure)
 from traffic import schedules as S
-from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, ROOTED,
+from traffic.datatypes import OPS, TYPE_NAMES, datatype
+from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, REDUCING, ROOTED,
                               default_algorithm)
 
 SCALE_UP = ("packets", "memory")  # how the agents carry NVLink traffic inside a server
@@ -38,13 +39,16 @@ SCHEMA = {
     "cross": (optional(endpoint_pair), None),
     "scale_up": (optional(choice(*SCALE_UP)), None),
     "fail": (optional(failures), None),
+    "datatype": (optional(choice(*TYPE_NAMES)), None),
+    "op": (optional(choice(*OPS)), None),
 }
 FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
 FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine": "--engine",
          "minbytes": "-b/--minbytes", "maxbytes": "-e/--maxbytes",
          "stepfactor": "-f/--stepfactor", "iters": "-n/--iters", "warmup": "-w/--warmup",
          "root": "--root", "channels": "--channels", "piece_bytes": "--piece-bytes",
-         "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up", "fail": "--fail"}
+         "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up", "fail": "--fail",
+         "datatype": "-d/--datatype", "op": "-o/--op"}
 MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
 SPRAY_PIECE = 8 * 1024  # spray: about one 9000-byte frame's payload (docs/routing.md)
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
@@ -99,6 +103,14 @@ class Experiment:
     cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
     scale_up: str = "packets"                          # NVLink: packets on its links, or memory
     fail: List[str] = field(default_factory=list)      # LINK@SECONDS[+DURATION] during the sweep
+    datatype: str = "float"                            # nccl-tests' -d (traffic/datatypes.py)
+    op: str = "sum"                                    # nccl-tests' -o
+
+    def job(self, count: int, policy: str, local: int = 1):
+        """What the engines replay for a size of `count` float32-sized units."""
+        from traffic.engines import Job
+        return Job(self.collective, self.algorithm, count, self.root, self.piece_for(policy),
+                   self.channels, local, self.scale_up, datatype(self.datatype).name, self.op)
 
     def piece_for(self, policy: str) -> int:
         """The piece size the engines cut messages into: under spray at most
@@ -120,6 +132,9 @@ class Experiment:
             if (key not in ("probe", "cross", "fail") or value) and validate(
                     value, lambda message, key=key: fail(key, message)) != value:
                 fail(key, f"expected it as a number, got {shown(value)}")      # "64K": parse it
+        if self.op != "sum" and self.collective not in REDUCING:
+            fail("op", f"{self.collective} reduces nothing; only {', '.join(REDUCING[:-1])} and {REDUCING[-1]} take "
+                 f"an op other than sum")
         if self.algorithm not in ALGORITHMS[self.collective]:
             fail("algorithm", f"{shown(self.algorithm)} is not an algorithm of "
                  f"{self.collective}; expected one of {', '.join(ALGORITHMS[self.collective])}")

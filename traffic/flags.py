@@ -15,6 +15,7 @@ from typing import List, Optional
 from topologies.errors import OneLineParser
 from topologies.schema import POLICIES, choice, integer, machines, shown
 from traffic import registry
+from traffic.datatypes import OPS, TYPE_NAMES
 from traffic.experiment import FLAGS, SCHEMA
 
 DATAPATHS = ("auto", "kernel", "user")
@@ -156,6 +157,12 @@ def _collective_flags(g) -> None:
                    help="untimed iterations first, 0 to 100 (default 1)")
     g.add_argument("--root", type=_field("root", _whole),
                    help="root rank of Broadcast and Reduce (default 0)")
+    g.add_argument("-d", "--datatype", choices=TYPE_NAMES, type=_field("datatype"),
+                   help="data type, as nccl-tests' -d: float (float32, default), half "
+                        "(float16), bfloat16, int8 or int32")
+    g.add_argument("-o", "--op", choices=OPS, type=_field("op"),
+                   help="reduction of allreduce, reducescatter and reduce, as nccl-tests' -o: "
+                        "sum (default), prod, min, max or avg")
     g.add_argument("--channels", type=_field("channels", _whole),
                    help="TCP connections (NCCL channels, RoCE QPs) per peer, 1 to 16: the "
                         "flow entropy ECMP spreads (default 1)")

@@ -23,7 +23,21 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from traffic import schedules as S
 
-TYPE_SIZE = 4                      # float32
+TYPE_SIZE = 4                      # sizes are counted in float32 elements; a type's own
+                                   # count is size / its itemsize (nccl_columns)
+
+
+def nccl_columns(exp, n: int, count: int) -> dict:
+    """nccl-tests' count, type, redop and root columns for a size of `count`
+    float32-sized elements: count in the type's elements, per rank where the
+    buffer is n blocks."""
+    from traffic.datatypes import datatype
+    from traffic.registry import EQUAL_BLOCKS, REDUCING, ROOTED
+    dt = datatype(exp.datatype)
+    elements = count * TYPE_SIZE // dt.size
+    return {"count": elements // n if exp.collective in EQUAL_BLOCKS else elements,
+            "type": dt.name, "redop": exp.op if exp.collective in REDUCING else "none",
+            "root": exp.root if exp.collective in ROOTED else -1}
 ETHERNET_HEADER, IP_TCP_HEADERS = 14, 52   # TCP with timestamps
 
 

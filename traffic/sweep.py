@@ -20,14 +20,13 @@ from typing import Callable, Dict, List, Optional
 
 from traffic import metrics as M
 from traffic import schedules as S
-from traffic.engines import Job, make_engine
+from traffic.engines import make_engine
 from traffic.experiment import Experiment
 from traffic.measure.background import CrossTraffic, Prober
 from traffic.measure.failures import Failures
 from traffic.measure.failures import parse as parse_failures
 from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved, size_flags
 from traffic.measure.monitor import Monitor
-from traffic.registry import EQUAL_BLOCKS, REDUCING, ROOTED
 from traffic.sim.beside import Twin
 
 
@@ -147,9 +146,7 @@ def _one_size(engine, exp: Experiment, model: Model, alpha: float, size: int, la
     steps = M.schedule_cost(sched, exp.algorithm)["steps"]
     label = f"{label} {count * M.TYPE_SIZE} B"
     progress(f"{label}: setting up")
-    engine.prepare(Job(exp.collective, exp.algorithm, count, exp.root,
-                       exp.piece_for(engine.fabric.policy), exp.channels, model.local,
-                       exp.scale_up))
+    engine.prepare(exp.job(count, engine.fabric.policy, model.local))
     total, iters = exp.warmup + exp.iters, []
     for i in range(total):
         progress(f"{label}: iteration {i + 1}/{total}")
@@ -180,8 +177,8 @@ def _beside_the_simulation(record: dict, twin, exp: Experiment, model: Model) ->
     measured over simulated; None, with the reason, if the simulation
     failed: a comparison is never worth the run."""
     try:
-        twin.beside(record, Job(exp.collective, exp.algorithm, record["elements"], exp.root,
-                                exp.piece_for(twin.fabric.policy), exp.channels, model.local), exp.iters)
+        twin.beside(record, exp.job(record["elements"], twin.fabric.policy, model.local),
+                    exp.iters)
     except Exception as exc:          # noqa: BLE001
         record["simulated_s"] = record["measured_over_simulated"] = None
         record["simulation_error"] = f"{type(exc).__name__}: {exc}"
@@ -227,9 +224,7 @@ def _run_record(exp, n, count, iters, predicted, rate, monitor, prober) -> dict:
         "collective": exp.collective, "algorithm": exp.algorithm, "engine": exp.engine,
         # nccl-tests' count column: per rank where the buffer is n blocks
         "ranks": n, "size_bytes": size, "elements": count,
-        "count": count // n if exp.collective in EQUAL_BLOCKS else count, "type": "float",
-        "redop": "sum" if exp.collective in REDUCING else "none",
-        "root": exp.root if exp.collective in ROOTED else -1,
+        **M.nccl_columns(exp, n, count),
         "iterations": len(iters), "time_s": seconds,
         "time_min_s": min(i["seconds"] for i in iters),
         "algbw_gbps": M.algbw_gbps(size, seconds), "busbw_gbps": busbw,

@@ -34,12 +34,21 @@ class Job:
     """What to replay for one message size."""
     collective: str
     algorithm: str
-    count: int                   # elements of the buffer (nccl-tests' size / 4)
+    count: int                   # the buffer's size / 4 (float32 elements); the agents
+                                 # carry count * 4 / itemsize elements of `dtype`
     root: int = 0
     piece_bytes: int = 65536     # messages are forwarded piece by piece
     channels: int = 1            # connections (NCCL channels, RoCE QPs) per peer
     local: int = 1               # GPUs per server, for the hierarchical algorithm
     scale_up: str = "packets"    # NVLink inside a server: "packets" on its links, or "memory"
+    dtype: str = "float"         # nccl-tests' type name (traffic/datatypes.py)
+    op: str = "sum"              # the reduction
+
+    @property
+    def elements(self) -> int:
+        """Elements of `dtype` in the buffer."""
+        from traffic.datatypes import datatype
+        return self.count * 4 // datatype(self.dtype).size
 
 
 class Engine:

@@ -1,6 +1,7 @@
 """The default engine: rank agents (traffic/programs/agent.py), one process
 per server driving each of its GPUs' ranks from that GPU's namespace, real
-float32 data over TCP, every piece checked and the result verified."""
+data of the experiment's type over TCP, reduced with its op, every piece
+checked and the result verified."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Sequence
 from lab.shaping import connection_windows
 from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
-from traffic.metrics import TYPE_SIZE, payload_share
+from traffic.datatypes import datatype
+from traffic.metrics import payload_share
 from traffic.programs.spread import SPREAD_POLICIES, connections_per_peer
 
 AGENT_PORT = 7000
@@ -57,8 +59,9 @@ class RankAgents(AgentProcesses, Engine):
     def prepare(self, job: Job) -> None:
         routing = self.fabric.spec["routing"]
         self.send({"cmd": "setup", "collective": job.collective, "algorithm": job.algorithm,
-                   "count": job.count, "root": job.root,
-                   "piece": max(1, job.piece_bytes // TYPE_SIZE),
+                   "count": job.elements, "root": job.root,
+                   "piece": max(1, job.piece_bytes // datatype(job.dtype).size),
+                   "dtype": job.dtype, "op": job.op,
                    "channels": connections_per_peer(self.fabric.policy, job.channels,
                                                     routing["entropy"]),
                    "local": job.local,

@@ -16,7 +16,7 @@ stdout, one reply per hosted rank:
 
     {"event": "ready", "rank"}   once listening
     {"cmd": "setup", "collective", "algorithm", "count", "root", "piece", "channels",
-     "local", "scale_up_bps", "spread", "gap_s"}
+     "local", "scale_up_bps", "spread", "gap_s", "dtype", "op"}
         -> {"event": "setup_done", "rank", "connections": K}
     {"cmd": "go", "iter": i, "at": t}
         -> {"event": "done", "rank", "iter", "t0", "t1", "wrong", "bad_chunk_elements",
@@ -58,6 +58,7 @@ from collections import deque
 import numpy as np
 
 from traffic import schedules as S
+from traffic.datatypes import Data
 from traffic.executor import RankExecutor
 from traffic.programs import netns
 from traffic.programs.jsonlines import serve
@@ -165,7 +166,7 @@ class Conn:
             self.head = memoryview(bytearray(HEADER.size))
         elif self.body is None:
             it, seq, nelem, src = HEADER.unpack(self.head)
-            self.data = np.empty(nelem, dtype=np.float32)       # not zeroed: filled next
+            self.data = np.empty(nelem, dtype=self.loop.storage)  # not zeroed: filled next
             self.meta, self.body = (it, seq, src), memoryview(self.data).cast("B")
             if nelem == 0:
                 self._whole()
@@ -312,6 +313,7 @@ class Agents:
         self.ips, self.nvlink, self.servers, self.windows = addresses, nvlink, servers, windows
         self.sel = selectors.DefaultSelector()
         self.channels, self.scale_up = 1, None
+        self.storage = np.float32                # the data type's, once set up
         self.backlog = set()                     # connections with data still to send
         self.ranks = [Rank(self, r, ns) for r, ns in zip(ranks, namespaces)]
         self.hosted = {r.rank: r for r in self.ranks}
@@ -343,14 +345,15 @@ class Agents:
             self.scale_up.deliver()
 
     def setup(self, collective, algorithm, count, root, piece, channels, local=1,
-              scale_up_bps=0.0, spread="", gap_s=0.0):
+              scale_up_bps=0.0, spread="", gap_s=0.0, dtype="float", op="sum"):
         sched = S.build(collective, algorithm, self.n, count, root, piece, local)
-        self.channels = channels
+        data = Data(dtype, op, self.n)
+        self.channels, self.storage = channels, data.storage
         self.scale_up = ScaleUp(scale_up_bps) if scale_up_bps else None
         wanted = {}
         for r in self.ranks:
             ops = sched[r.rank]
-            r.executor = RankExecutor(r.rank, self.n, ops, collective, count, root)
+            r.executor = RankExecutor(r.rank, self.n, ops, collective, count, root, data)
             # sockets for the peers not reached in memory
             to = sorted({op.peer for op in ops if op.kind == "send"
                          and self.in_memory(r.rank, op.peer) is None})
@@ -432,7 +435,7 @@ def main(argv=None) -> int:
         "setup": lambda agents, m: agents.setup(
             m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], m["channels"],
             m.get("local", 1), m.get("scale_up_bps", 0.0), m.get("spread", ""),
-            m.get("gap_s", 0.0)),
+            m.get("gap_s", 0.0), m.get("dtype", "float"), m.get("op", "sum")),
         "go": lambda agents, m: agents.run(m["iter"], m.get("at", 0.0), m.get("timeline", False)),
     })
 

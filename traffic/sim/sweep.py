@@ -18,9 +18,8 @@ from typing import Callable, Dict
 
 from traffic import metrics as M
 from traffic import schedules as S
-from traffic.engines import Job, make_engine
+from traffic.engines import make_engine
 from traffic.experiment import Experiment
-from traffic.registry import EQUAL_BLOCKS, REDUCING, ROOTED
 
 NAN = float("nan")
 
@@ -43,8 +42,7 @@ def simulate_experiment(fabric, exp: Experiment, seed: int = 0, hop_latency_s: f
         for k, size in enumerate(sizes):
             progress(f"[{k + 1}/{len(sizes)}] simulating {exp.collective} {size} B")
             count = S.round_count(exp.collective, model.n, size // M.TYPE_SIZE)
-            engine.prepare(Job(exp.collective, exp.algorithm, count, exp.root, exp.piece_for(fabric.policy),
-                               exp.channels, model.local))
+            engine.prepare(exp.job(count, fabric.policy, model.local))
             out = engine.iterate(0, 0, timeline=k == len(sizes) - 1)
             runs.append(_record(fabric, exp, model, count, out, alpha))
             if "timeline" in out:
@@ -77,9 +75,7 @@ def _record(fabric, exp: Experiment, model, count: int, out: dict, alpha: float)
     return {
         "collective": exp.collective, "algorithm": exp.algorithm, "engine": exp.engine,
         "ranks": n, "size_bytes": size, "elements": count,
-        "count": count // n if exp.collective in EQUAL_BLOCKS else count, "type": "float",
-        "redop": "sum" if exp.collective in REDUCING else "none",
-        "root": exp.root if exp.collective in ROOTED else -1,
+        **M.nccl_columns(exp, n, count),
         "iterations": 1, "time_s": seconds, "time_min_s": seconds,
         "algbw_gbps": M.algbw_gbps(size, seconds), "busbw_gbps": busbw,
         "busbw_over_link": busbw / (model.rate / 8e3), "wrong": None, "bad_chunk_elements": None,

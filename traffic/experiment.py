@@ -15,9 +15,11 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional
 
-from topologies.schema import (MAX_FAILURES, FabricError, choice, endpoint_pair, failures,
-                               integer, normalise, number, optional, shown, size, split_failure)
+from topologies.schema import (MAX_FAILURES, OPTIONAL_SECTION, FabricError, choice,
+                               endpoint_pair, failures, integer, normalise, number, optional,
+                               shown, size, split_failure)
 from traffic import schedules as S
+from traffic import step as T
 from traffic.datatypes import OPS, TYPE_NAMES, datatype
 from traffic.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, REDUCING, ROOTED,
                               default_algorithm)
@@ -41,6 +43,7 @@ SCHEMA = {
     "fail": (optional(failures), None),
     "datatype": (optional(choice(*TYPE_NAMES)), None),
     "op": (optional(choice(*OPS)), None),
+    "step": (T.STEP_SCHEMA, OPTIONAL_SECTION),
 }
 FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
 FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine": "--engine",
@@ -48,7 +51,7 @@ FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine
          "stepfactor": "-f/--stepfactor", "iters": "-n/--iters", "warmup": "-w/--warmup",
          "root": "--root", "channels": "--channels", "piece_bytes": "--piece-bytes",
          "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up", "fail": "--fail",
-         "datatype": "-d/--datatype", "op": "-o/--op"}
+         "datatype": "-d/--datatype", "op": "-o/--op", "step": "--step"}
 MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
 SPRAY_PIECE = 8 * 1024  # spray: about one 9000-byte frame's payload (docs/routing.md)
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
@@ -105,6 +108,11 @@ class Experiment:
     fail: List[str] = field(default_factory=list)      # LINK@SECONDS[+DURATION] during the sweep
     datatype: str = "float"                            # nccl-tests' -d (traffic/datatypes.py)
     op: str = "sum"                                    # nccl-tests' -o
+    step: Optional[dict] = None                        # a training step (traffic/step.py)
+
+    def plan(self) -> "T.Plan":
+        """The training step's plan (the step must be set and checked)."""
+        return T.plan_step(self.step, self.datatype)
 
     def job(self, count: int, policy: str, local: int = 1):
         """What the engines replay for a size of `count` float32-sized units."""
@@ -129,6 +137,8 @@ class Experiment:
                                                             else detail))
         for key, (validate, _default) in SCHEMA.items():
             value = getattr(self, key)
+            if isinstance(validate, dict):
+                continue                                # the step: checked below
             if (key not in ("probe", "cross", "fail") or value) and validate(
                     value, lambda message, key=key: fail(key, message)) != value:
                 fail(key, f"expected it as a number, got {shown(value)}")      # "64K": parse it
@@ -154,6 +164,44 @@ class Experiment:
         self._check_sizes(fail, names)
         self._check_ranks(n_ranks, local, fail)
         self._check_scale_up(local, fail)
+        if self.step is not None:
+            self._check_step(fail)
+
+    def _check_step(self, fail) -> None:
+        """A step runs on the agents (or the simulator), its collectives set
+        by its mode; what a sweep adds around it is refused by name."""
+        if self.engine not in ("agents", "sim"):
+            fail("engine", f"a training step runs on the rank agents or the simulator; the "
+                 f"{self.engine} engine replays collectives one at a time")
+        if self.collective != "allreduce":
+            fail("collective", "a training step's collectives come from step.mode "
+                 "(allreduce, or sharded: allgather and reducescatter)")
+        for key in ("cross", "fail"):
+            if getattr(self, key):
+                fail(key, "is for size sweeps; a training step runs without it")
+        try:
+            plan = self.plan()
+        except T.StepError as exc:
+            fail(f"step.{exc.key}" if exc.key else "step", exc.detail)
+        self._check_sharded(plan, fail)
+        return plan
+
+    def _check_step_duration(self, plan, fastest_mbit: float) -> None:
+        steps = self.iters + self.warmup
+        hours = steps * (plan.compute_s + plan.gradient_bytes * 8 / (fastest_mbit * 1e6)) / 3600
+        if hours > MAX_HOURS:
+            raise ExperimentError("step", f"{steps} steps would take at least {hours:,.0f} "
+                                  f"hours ({plan.compute_s:,.1f} s of compute and "
+                                  f"{plan.gradient_bytes:,} bytes of gradients each at "
+                                  f"{fastest_mbit:g} Mbit/s); at most {MAX_HOURS}: a smaller "
+                                  "model, less compute or fewer iterations",
+                                  f"the training step: {steps} steps would take at least "
+                                  f"{hours:,.0f} hours; at most {MAX_HOURS}")
+
+    def _check_sharded(self, plan, fail) -> None:
+        if plan.mode == "sharded" and self.algorithm != "ring":
+            fail("algorithm", f"sharded steps run ring AllGather and ReduceScatter; "
+                 f"{self.algorithm} is an AllReduce algorithm (use mode allreduce)")
 
     def _check_scale_up(self, local: int, fail) -> None:
         if self.scale_up != "memory":
@@ -232,6 +280,10 @@ def experiment_from(fabric, flags: Optional[dict] = None,
         raise FabricError(fabric.source, f"experiment.{exc.key}" if exc.key else "experiment",
                           exc.detail) from None
     typed = set(given)              # what the user typed, not what follows from it
+    if "step" in given:             # the step flags, over the file's step section
+        typed |= {f"step.{k}" for k in given["step"]}
+        given["step"] = normalise({**values.get("step", {}), **given["step"]}, T.STEP_SCHEMA,
+                                  "--step", "the flags")
     names = _namer(typed, values)
     if "collective" in given and "algorithm" not in given:
         given["algorithm"] = default_algorithm(given["collective"])
@@ -317,6 +369,9 @@ def _check_duration(fabric, exp: Experiment, runs: int) -> None:
     moves at least half the message through some link, at best the fabric's
     fastest."""
     fastest = max(link["rate_mbit"] for link in fabric.spec["links"].values() if link)
+    if exp.step is not None:
+        exp._check_step_duration(exp.plan(), fastest)
+        return
     sizes = exp.sizes()
     seconds = runs * (exp.iters + exp.warmup) * sum(sizes) / 2 * 8 / (fastest * 1e6)
     if seconds > MAX_HOURS * 3600:
@@ -334,8 +389,8 @@ def _namer(flags, section) -> Namer:
     of the file's experiment section, else the default."""
     def name(key: str) -> str:
         if key in flags:
-            return FLAGS[key]
-        if key in section:
+            return FLAGS[key] if key in FLAGS else T.STEP_FLAGS.get(key[5:], "--step")
+        if key.partition(".")[0] in section:
             return f"experiment.{key}"
         return f"the default {key}"
     return name

@@ -17,6 +17,7 @@ from topologies.schema import POLICIES, choice, integer, machines, shown
 from traffic import registry
 from traffic.datatypes import OPS, TYPE_NAMES
 from traffic.experiment import FLAGS, SCHEMA
+from traffic.step import MODES, STEP_FLAGS, STEP_SCHEMA
 
 DATAPATHS = ("auto", "kernel", "user")
 SECONDS = (1, 600)          # --seconds: the iperf3 check, up to ten minutes
@@ -118,8 +119,13 @@ def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
                         "default), else the userspace one")
     _collective_flags(p.add_argument_group(
         "collectives (override the YAML's experiment section)"))
+    _step_flags(p.add_argument_group(
+        "a training step (override experiment.step; docs/training.md)"))
     _run_flags(p)
     args = p.parse_args(argv)
+    typed = {k: getattr(args, f"step_{k}") for k in STEP_FLAGS}
+    typed = {k: v for k, v in typed.items() if v is not None}
+    args.step = typed if (args.step or typed) else None
     problem = refusal(args)
     if problem:
         raise FlagError(problem)
@@ -192,6 +198,38 @@ def _collective_flags(g) -> None:
                         "(default 4)")
 
 
+def _step_flags(g) -> None:
+    def field(key, parse=str, what=None):
+        return _checked(STEP_SCHEMA[key][0], parse, what)
+    g.add_argument("--step", action="store_true",
+                   help="replay a training step (compute, gradient buckets and their "
+                        "collectives) instead of a size sweep; experiment.step, or defaults")
+    g.add_argument("--layers", dest="step_layers", type=field("layers", _whole),
+                   help="layers of the model, 1 to 1000 (default 8)")
+    g.add_argument("--params", dest="step_params", type=field("params", _params_text),
+                   help="the model's parameters, such as 512K or 1.3e9 (default 512K)")
+    g.add_argument("--bucket", dest="step_bucket", type=field("bucket"),
+                   help="gradient bucket size, 4 to 1G (default 256K; PyTorch's is 25M)")
+    g.add_argument("--overlap", dest="step_overlap", metavar="on|off",
+                   type=field("overlap", lambda t: {"on": True, "off": False}.get(t, t),
+                              "expected on or off"),
+                   help="launch each bucket as the backward pass produces it (on, default), "
+                        "or all after it (off)")
+    g.add_argument("--step-mode", dest="step_mode", choices=MODES, type=field("mode"),
+                   help="allreduce per bucket (data parallel, default), or sharded: "
+                        "AllGather before the forward pass, ReduceScatter after the backward")
+    g.add_argument("--in-flight", dest="step_in_flight", type=field("in_flight", _whole),
+                   help="collectives running at once, 1 to 8 (default 1: one NCCL stream)")
+
+
+def _params_text(text):
+    try:
+        return float(text) if any(c in text for c in ".eE") and len(text) <= 40 else (
+            int(text) if _INTEGER.fullmatch(text) else text)
+    except ValueError:
+        return text
+
+
 def _failure_flags(g) -> None:
     g.add_argument("--fail", type=_checked(SCHEMA["fail"][0], lambda text: [text]),
                    action="append", metavar="LINK@S[+D][:KIND]",
@@ -235,7 +273,7 @@ NAMES = {**FLAGS, "compare": "--compare", "fabric": "the fabric file", "check": 
          "iperf_check": "--iperf-check", "seconds": "--seconds", "streams": "--streams",
          "calibrate": "--calibrate", "cli": "--cli", "results": "--results", "json": "--json",
          "csv": "--csv", "cleanup": "--cleanup", "verbose": "-v/--verbose",
-         "cluster": "--cluster"}
+         "cluster": "--cluster", "step": "--step"}
 CALIBRATE_IGNORES = COLLECTIVE_FLAGS + ("no_traffic", "iperf_check", "seconds", "streams",
                                         "csv", "policy")
 NO_TRAFFIC_IGNORES = COLLECTIVE_FLAGS + ("iperf_check", "seconds", "streams", "csv")
@@ -263,6 +301,9 @@ def refusal(args) -> Optional[str]:
     if args.cli and args.json:
         return ("--json prints the summary for a program to read and --cli opens a prompt on "
                 "the same output: use one of them")
+    if args.step is not None and args.compare:
+        return ("--compare replays a size sweep per algorithm and --step a training step: "
+                "use one of them")
     if args.no_traffic:
         ignored = [key for key in given if key in NO_TRAFFIC_IGNORES]
         if ignored:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Sequence
+from typing import List, Sequence
 
 from lab.shaping import connection_windows
 from traffic.engines import Engine, Job
@@ -56,18 +56,22 @@ class RankAgents(AgentProcesses, Engine):
             "--windows", ",".join(map(str, connection_windows(fabric.links, fabric.mtu)))],
             groups=None if per_rank else by_server(hosts))
 
-    def prepare(self, job: Job) -> None:
+    def _transport(self, job: Job) -> dict:
+        """How the agents move a job's data: type, op, connections, scale-up."""
         routing = self.fabric.spec["routing"]
+        return {"dtype": job.dtype, "op": job.op,
+                "channels": connections_per_peer(self.fabric.policy, job.channels,
+                                                 routing["entropy"]),
+                "local": job.local,
+                "scale_up_bps": scale_up_bps(self.fabric) if job.scale_up == "memory" else 0,
+                "spread": self.fabric.policy if self.fabric.policy in SPREAD_POLICIES else "",
+                "gap_s": routing["flowlet_gap_ms"] / 1e3}
+
+    def prepare(self, job: Job) -> None:
         self.send({"cmd": "setup", "collective": job.collective, "algorithm": job.algorithm,
                    "count": job.elements, "root": job.root,
                    "piece": max(1, job.piece_bytes // datatype(job.dtype).size),
-                   "dtype": job.dtype, "op": job.op,
-                   "channels": connections_per_peer(self.fabric.policy, job.channels,
-                                                    routing["entropy"]),
-                   "local": job.local,
-                   "scale_up_bps": scale_up_bps(self.fabric) if job.scale_up == "memory" else 0,
-                   "spread": self.fabric.policy if self.fabric.policy in SPREAD_POLICIES else "",
-                   "gap_s": routing["flowlet_gap_ms"] / 1e3})
+                   **self._transport(job)})
         # no agent reports until its peers connected, and every agent builds
         # the whole schedule first: on a slow host, 256 of them take minutes
         self.collect("setup_done", timeout=60 + 2 * self.n)
@@ -89,3 +93,25 @@ class RankAgents(AgentProcesses, Engine):
         if timeline:
             out["timeline"] = [e for r in ranks for e in r.get("timeline", ())]
         return out
+
+    # --- a training step (traffic/programs/stepper.py) ---------------------------------
+
+    def prepare_step(self, plan, jobs: dict, in_flight: int) -> None:
+        """`plan`: traffic/step.py's Plan; `jobs`: collective id -> Job."""
+        first = next(iter(jobs.values()))
+        collectives = [{"id": cid, "collective": job.collective, "algorithm": job.algorithm,
+                        "count": job.elements,
+                        "piece": max(1, job.piece_bytes // datatype(job.dtype).size)}
+                       for cid, job in jobs.items()]
+        transport = self._transport(first)
+        self.send({"cmd": "step_setup", "step": {
+            "collectives": collectives, "initial": plan.initial, "in_flight": in_flight,
+            "tasks": [{k: t[k] for k in ("seconds", "needs", "releases", "kind", "layer")}
+                      for t in plan.compute], **transport}})
+        self.collect("setup_done", timeout=60 + 2 * self.n + len(collectives))
+
+    def step(self, i: int, timeout: float) -> List[dict]:
+        """One step on every rank: each rank's reply (stepper.py)."""
+        start = time.monotonic() + 0.02 + 0.002 * self.n
+        self.send({"cmd": "step", "iter": i, "at": start})
+        return self.collect("step_done", timeout)

@@ -60,11 +60,11 @@ import numpy as np
 from traffic import schedules as S
 from traffic.datatypes import Data
 from traffic.executor import RankExecutor
-from traffic.programs import netns
+from traffic.programs import netns, stepper
 from traffic.programs.jsonlines import serve
 from traffic.programs.spread import Spreader
 
-HEADER = struct.Struct("!IIII")          # iteration, sequence number, elements, sender rank
+HEADER = struct.Struct("!IIIII")   # iteration, tag (a step's collective), sequence, elements, sender
 HELLO = struct.Struct("!II")             # rank, channel
 # peers connect once every process listens; the lab's own wait for
 # setup_done fails first if one is stuck
@@ -165,15 +165,15 @@ class Conn:
             self.rank.accepted(self, peer, channel)
             self.head = memoryview(bytearray(HEADER.size))
         elif self.body is None:
-            it, seq, nelem, src = HEADER.unpack(self.head)
+            it, tag, seq, nelem, src = HEADER.unpack(self.head)
             self.data = np.empty(nelem, dtype=self.loop.storage)  # not zeroed: filled next
-            self.meta, self.body = (it, seq, src), memoryview(self.data).cast("B")
+            self.meta, self.body = (it, tag, seq, src), memoryview(self.data).cast("B")
             if nelem == 0:
                 self._whole()
         else:
-            (it, seq, src), data = self.meta, self.data
+            (it, tag, seq, src), data = self.meta, self.data
             self.body = self.data = None
-            self.rank.arrived(it, src, seq, data)
+            self.rank.arrived(it, src, seq, data, tag)
 
 
 class Rank:
@@ -198,6 +198,7 @@ class Rank:
         self.incoming = set()                    # (peer, channel) that connected to it
         self.executor, self.iteration, self.t0, self.t1 = None, -1, 0.0, None
         self.scale_up_bytes = 0
+        self.step = None                         # a training step's state (stepper.py)
 
     def accept(self, listener: socket.socket) -> None:
         while True:
@@ -234,12 +235,12 @@ class Rank:
                 time.sleep(0.05)
         self.senders[(peer, channel)] = Conn(self.loop, tune(sock), self, peer)
 
-    def send(self, peer: int, seq: int, data: np.ndarray) -> None:
+    def send(self, peer: int, seq: int, data: np.ndarray, tag: int = 0) -> None:
         local = self.loop.in_memory(self.rank, peer)
         if local is not None:
-            self.loop.scale_up.send(self.rank, local, self.iteration, seq, data)
+            self.loop.scale_up.send(self.rank, local, (self.iteration, tag), seq, data)
             return
-        header = HEADER.pack(self.iteration, seq, data.shape[0], self.rank)
+        header = HEADER.pack(self.iteration, tag, seq, data.shape[0], self.rank)
         spreader = self.spreaders.get(peer)
         if spreader is not None:
             spreader.push(header, data)
@@ -252,15 +253,18 @@ class Rank:
         self.executor.run(self.send)
         self._check_finished()
 
-    def arrived(self, it: int, src: int, seq: int, data: np.ndarray) -> None:
+    def arrived(self, it: int, src: int, seq: int, data: np.ndarray, tag: int = 0) -> None:
         if it != self.iteration:
             raise RuntimeError(f"rank {self.rank}: a message of iteration {it} arrived "
                                f"during {self.iteration}")
         self.pieces += 1
-        if seq < self.highest.get(src, -1):
+        if seq < self.highest.get((src, tag), -1):
             self.reordered += 1                  # a later piece of this sender came first
         else:
-            self.highest[src] = seq
+            self.highest[(src, tag)] = seq
+        if self.step is not None:
+            self.step.arrived(tag, src, seq, data)
+            return
         self.executor.deliver(src, seq, data)
         self.executor.run(self.send)
         self._check_finished()
@@ -286,7 +290,8 @@ class ScaleUp:
     def reset(self) -> None:
         self.egress, self.ingress = {}, {}        # rank -> when its port is next free
 
-    def send(self, src: int, dst: "Rank", it: int, seq: int, data: np.ndarray) -> None:
+    def send(self, src: int, dst: "Rank", it: tuple, seq: int, data: np.ndarray) -> None:
+        """`it`: (iteration, tag)."""
         start = max(time.monotonic(), self.egress.get(src, 0.0), self.ingress.get(dst.rank, 0.0))
         end = self.egress[src] = self.ingress[dst.rank] = start + data.nbytes * 8 / self.bps
         heapq.heappush(self.due, (end, next(self.order), dst, (it, src, seq, data)))
@@ -301,9 +306,9 @@ class ScaleUp:
     def deliver(self) -> None:
         now = time.monotonic()
         while self.due and self.due[0][0] <= now:
-            _, _, dst, (it, src, seq, data) = heapq.heappop(self.due)
+            _, _, dst, ((it, tag), src, seq, data) = heapq.heappop(self.due)
             dst.scale_up_bytes += data.nbytes
-            dst.arrived(it, src, seq, data)
+            dst.arrived(it, src, seq, data, tag)
 
 
 class Agents:
@@ -315,6 +320,8 @@ class Agents:
         self.channels, self.scale_up = 1, None
         self.storage = np.float32                # the data type's, once set up
         self.backlog = set()                     # connections with data still to send
+        self.timers: list = []                   # (when, tiebreak, callback): compute time
+        self.order = itertools.count()
         self.ranks = [Rank(self, r, ns) for r, ns in zip(ranks, namespaces)]
         self.hosted = {r.rank: r for r in self.ranks}
 
@@ -336,24 +343,45 @@ class Agents:
         nv = self.nvlink[peer] if self.nvlink else ""
         return nv if nv and self.same_server(rank, peer) else self.ips[peer]
 
+    def at(self, when: float, callback) -> None:
+        """Call `callback` once the monotonic clock reaches `when`."""
+        heapq.heappush(self.timers, (when, next(self.order), callback))
+
     def poll(self, timeout=None) -> None:
         if self.scale_up is not None:
             timeout = self.scale_up.wait(timeout)
+        if self.timers:
+            left = max(0.0, self.timers[0][0] - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
         for key, _ in self.sel.select(timeout):
             key.data()
         if self.scale_up is not None:
             self.scale_up.deliver()
+        while self.timers and self.timers[0][0] <= time.monotonic():
+            heapq.heappop(self.timers)[2]()
 
     def setup(self, collective, algorithm, count, root, piece, channels, local=1,
               scale_up_bps=0.0, spread="", gap_s=0.0, dtype="float", op="sum"):
         sched = S.build(collective, algorithm, self.n, count, root, piece, local)
+        data = self.prepare(channels, scale_up_bps, dtype, op)
+        for r in self.ranks:
+            r.step = None
+            r.executor = RankExecutor(r.rank, self.n, sched[r.rank], collective, count, root,
+                                      data)
+        return self.wire({r.rank: sched[r.rank] for r in self.ranks}, channels, spread, gap_s)
+
+    def prepare(self, channels, scale_up_bps, dtype, op) -> Data:
         data = Data(dtype, op, self.n)
         self.channels, self.storage = channels, data.storage
         self.scale_up = ScaleUp(scale_up_bps) if scale_up_bps else None
+        return data
+
+    def wire(self, ops_of: dict, channels: int, spread: str, gap_s: float) -> list:
+        """Connect each hosted rank to the peers its operations (`ops_of`:
+        rank -> ops) send to, and wait for those that send to it."""
         wanted = {}
         for r in self.ranks:
-            ops = sched[r.rank]
-            r.executor = RankExecutor(r.rank, self.n, ops, collective, count, root, data)
+            ops = ops_of[r.rank]
             # sockets for the peers not reached in memory
             to = sorted({op.peer for op in ops if op.kind == "send"
                          and self.in_memory(r.rank, op.peer) is None})
@@ -437,6 +465,8 @@ def main(argv=None) -> int:
             m.get("local", 1), m.get("scale_up_bps", 0.0), m.get("spread", ""),
             m.get("gap_s", 0.0), m.get("dtype", "float"), m.get("op", "sum")),
         "go": lambda agents, m: agents.run(m["iter"], m.get("at", 0.0), m.get("timeline", False)),
+        "step_setup": lambda agents, m: stepper.step_setup(agents, **m["step"]),
+        "step": lambda agents, m: stepper.run_step(agents, m["iter"], m.get("at", 0.0)),
     })
 
 

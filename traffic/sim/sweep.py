@@ -138,6 +138,8 @@ def simulated_run(fabric, exp: Experiment, run_dir, as_json: bool, csv_path, pro
     from dataclasses import replace
 
     from traffic.report.tables import csv_text
+    if exp.step is not None:
+        return _simulated_step(fabric, exp, run_dir, as_json, csv_path)
     results = {exp.algorithm: simulate_experiment(fabric, exp, progress=progress)}
     for algorithm in compare:
         results[algorithm] = simulate_experiment(fabric, replace(exp, algorithm=algorithm),
@@ -160,6 +162,24 @@ def simulated_run(fabric, exp: Experiment, run_dir, as_json: bool, csv_path, pro
         print(json.dumps(summary, indent=1))
     else:
         _print(fabric, results, result["figures"], run_dir)
+    return 0
+
+
+def _simulated_step(fabric, exp: Experiment, run_dir, as_json: bool, csv_path) -> int:
+    import json
+
+    from traffic.report.step_report import report_step
+    from traffic.training import simulate_step
+    result = simulate_step(fabric, exp)
+    summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
+               "policy": fabric.policy, "warnings": list(fabric.warnings),
+               "results": str(run_dir), "step": result}
+    if not as_json:
+        print(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
+    report_step(result, run_dir, csv_path, (lambda *a: None) if as_json else print)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    if as_json:
+        print(json.dumps(summary, indent=1))
     return 0
 
 

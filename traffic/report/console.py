@@ -20,8 +20,17 @@ def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
                  f"{fabric.endpoints[-1].ip}")
     if exp is None:
         lines.append("  experiment: none (one server has no peer to exchange with)")
+    elif exp.step is not None:
+        plan = exp.plan()
+        lines.append(f"  experiment: a training step, {len(plan.layers)} layers, "
+                     f"{sum(l.params for l in plan.layers):,} parameters, "
+                     f"{plan.gradient_bytes:,} B of {plan.dtype} gradients in "
+                     f"{len(plan.buckets)} bucket(s), {plan.mode}, overlap "
+                     f"{'on' if plan.overlap else 'off'}, {plan.compute_s:.3f} s of compute; "
+                     f"engine {exp.engine}, {exp.iters} steps after {exp.warmup} warm-up")
     else:
         lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
+                     f"{exp.datatype} {exp.op}, "
                      f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} "
                      f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) "
                      "per peer" + (", NVLink in memory" if exp.scale_up == "memory" else "")

@@ -1,0 +1,165 @@
+"""A training step's plan and its closed-form timeline (traffic/step.py):
+overlap off takes compute + communication; with overlap a step never takes
+less than the larger of the two and, with buckets small enough, comes close
+to it; buckets launch in backward order; compute follows FLOPs; a bad step
+description is refused in one sentence naming its key."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO
+from topologies.fabric import load_fabric, parse_fabric
+from topologies.schema import FabricError, normalise
+from traffic import step as T
+from traffic.experiment import experiment_from
+
+
+def section(**keys) -> dict:
+    return normalise(keys, T.STEP_SCHEMA, "experiment.step", "t.yaml")
+
+
+def per_byte(seconds_per_byte: float):
+    return lambda c: c["bytes"] * seconds_per_byte
+
+
+@pytest.mark.parametrize("mode", T.MODES)
+@pytest.mark.parametrize("layers,bucket", [(8, 256 * 1024), (8, 4), (24, 1 << 20), (3, 1 << 30)])
+@pytest.mark.parametrize("comm_per_byte", [1e-8, 1e-7, 1e-6])
+def test_overlap_off_is_the_sum_and_on_is_never_below_the_larger(mode, layers, bucket,
+                                                                comm_per_byte):
+    step = section(layers=layers, bucket=bucket, mode=mode)
+    on = T.timeline(T.plan_step(step), per_byte(comm_per_byte))
+    off = T.timeline(T.plan_step({**step, "overlap": False}), per_byte(comm_per_byte))
+    plan = T.plan_step(step)
+    comm = sum(c["bytes"] * comm_per_byte for c in plan.collectives)
+    assert off["compute_s"] == pytest.approx(plan.compute_s)
+    assert off["step_s"] == pytest.approx(plan.compute_s + comm)
+    assert off["exposed_s"] == pytest.approx(comm) and off["overlap_efficiency"] < 1e-9
+    assert on["step_s"] >= max(plan.compute_s, comm) - 1e-9
+    assert on["step_s"] <= off["step_s"] + 1e-9
+    assert on["comm_s"] == pytest.approx(comm)
+
+
+def test_with_small_buckets_overlap_comes_close_to_the_larger():
+    """Compute-bound: all but the last bucket hide behind the backward pass,
+    so the step is compute plus the last bucket's collective; comm-bound:
+    the step is the first bucket's wait plus all communication."""
+    step = section(layers=64, params=64 * 4096, bucket=4096 * 4, fwd_ms=10)
+    plan = T.plan_step(step)
+    assert len(plan.buckets) == 64
+    small = per_byte(1e-7)                        # 1.6 ms a bucket, 20 ms of backward
+    on = T.timeline(plan, small)
+    last = plan.buckets[-1].bytes * 1e-7
+    assert on["step_s"] == pytest.approx(plan.compute_s + last)
+    big = per_byte(1e-4)                          # 1.6 s a bucket: the network bounds it
+    on = T.timeline(plan, big)
+    comm = sum(b.bytes for b in plan.buckets) * 1e-4
+    first_ready = sum(l.fwd_s for l in plan.layers) + plan.layers[-1].bwd_s
+    assert on["step_s"] == pytest.approx(first_ready + comm)
+    assert on["step_s"] / max(plan.compute_s, comm) < 1.02
+
+
+def test_buckets_fill_and_launch_in_backward_order():
+    plan = T.plan_step(section(layers=[{"params": 1000}, {"params": 3000}, {"params": 500},
+                                       {"params": 500}, {"params": 2000}], bucket=4000))
+    assert [b.layers for b in plan.buckets] == [(4,), (2, 3), (1,), (0,)]
+    assert [b.bytes for b in plan.buckets] == [8000, 4000, 12000, 4000]
+    result = T.timeline(plan, per_byte(1e-6))
+    launches = [(c["launch"], c["bucket"]) for c in result["collectives"]]
+    assert [b for _, b in sorted(launches)] == [0, 1, 2, 3]
+    assert all(a < b for (a, _), (b, _) in zip(launches, launches[1:]))
+    # each bucket is launched when the backward pass of its first layer ends
+    fwd = sum(l.fwd_s for l in plan.layers)
+    bwd_end = {i: fwd + sum(plan.layers[j].bwd_s for j in range(i, 5)) for i in range(5)}
+    for c in result["collectives"]:
+        assert c["launch"] == pytest.approx(bwd_end[min(plan.buckets[c["bucket"]].layers)])
+        assert c["start"] >= c["launch"] and c["finish"] > c["start"]
+
+
+def test_one_in_flight_runs_them_one_after_another_and_two_share_the_fabric():
+    step = section(layers=8, bucket=4, fwd_ms=1)
+    one = T.timeline(T.plan_step(step), per_byte(1e-5))["collectives"]
+    assert all(a["finish"] <= b["start"] + 1e-12 for a, b in zip(one, one[1:]))
+    two = T.timeline(T.plan_step({**step, "in_flight": 2}), per_byte(1e-5))
+    spans = [(c["start"], c["finish"]) for c in two["collectives"]]
+    assert any(b[0] < a[1] - 1e-9 for a, b in zip(spans, spans[1:]))       # overlapping
+    assert two["step_s"] == pytest.approx(T.timeline(T.plan_step(step), per_byte(1e-5))
+                                          ["step_s"], rel=0.05)     # the same bytes to move
+
+
+def test_sharded_gathers_before_the_forward_pass_and_reduce_scatters_after_the_backward():
+    plan = T.plan_step(section(layers=4, bucket=4, mode="sharded"))
+    kinds = [c["collective"] for c in plan.collectives]
+    assert kinds.count("allgather") == kinds.count("reducescatter") == 4
+    result = T.timeline(plan, per_byte(1e-7))
+    forward = {s["layer"]: s for s in result["compute"] if s["kind"] == "forward"}
+    for c in result["collectives"]:
+        layer = plan.buckets[c["bucket"]].layers[0]
+        if c["collective"] == "allgather":
+            assert c["launch"] == 0 and c["finish"] <= forward[layer]["start"] + 1e-12
+        else:
+            assert c["launch"] >= sum(l.fwd_s for l in plan.layers)
+
+
+def test_compute_follows_flops_at_the_gpus_rate():
+    """The article's arithmetic: forward 2 x params x tokens FLOPs, backward twice that."""
+    plan = T.plan_step(section(layers=4, params=4_000_000, gpu_tflops=1, tokens=1000))
+    assert [l.fwd_s for l in plan.layers] == pytest.approx([2e6 * 1000 / 1e12] * 4)
+    assert plan.compute_s == pytest.approx(6 * 4e6 * 1000 / 1e12)
+    given = T.plan_step(section(layers=2, fwd_ms=10, bwd_ms=30))
+    assert given.compute_s == pytest.approx(0.08)
+
+
+BAD = [
+    ("bucket: 3", "experiment.step.bucket: expected a size in bytes from 4"),
+    ("overlap: maybe", "experiment.step.overlap: expected true or false, got 'maybe'"),
+    ("mode: zero3", "experiment.step.mode: expected one of allreduce, sharded"),
+    ("layers: 0", "experiment.step.layers: expected a whole number from 1 to 1000"),
+    ("layers: [{fwd_ms: 3}]", "experiment.step.layers: layer 1: expected a mapping with params"),
+    ("layers: [{params: 5, bwd: 2}]", "experiment.step.layers: layer 1: unknown key 'bwd'"),
+    ("layers: [{params: 5}], params: 10", "experiment.step.params: the layers are listed"),
+    ("params: 3, layers: 8", "experiment.step.params: 3 parameters cannot fill 8 layers"),
+    ("fwd_ms: 3, gpu_tflops: 100", "experiment.step.gpu_tflops: compute comes from fwd_ms or"),
+    ("gpu_tflops: 100", "experiment.step.gpu_tflops: needs tokens"),
+    ("params: 1e12", "experiment.step.params: bucket 0 (layer 7) holds 500,000,000,000"),
+    ("params: 1e9, layers: 1000", "experiment.step.bucket: 262,144 bytes cut the gradients"),
+    ("in_flight: 9", "experiment.step.in_flight: expected a whole number from 1 to 8"),
+    ("bukket: 3", "experiment.step.bukket: unknown key (did you mean 'bucket'?)"),
+    ("fwd_ms: 1e6, layers: 100", "experiment.step: 6 steps would take at least"),
+]
+
+
+@pytest.mark.parametrize("keys,message", BAD)
+def test_a_bad_step_is_refused_in_one_sentence(keys, message):
+    text = (REPO / "topologies" / "default.yaml").read_text().split("experiment:")[0]
+    with pytest.raises(FabricError) as exc:
+        experiment_from(parse_fabric(text + f"experiment:\n  step: {{{keys}}}\n", "t.yaml"))
+    assert str(exc.value).startswith(f"t.yaml: {message}"), str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--step", "--engine", "iperf3"], "--engine: a training step runs on the rank agents"),
+    (["--step", "-c", "allgather"], "-c/--collective: a training step's collectives come"),
+    (["--step-mode", "sharded", "-a", "rhd"], "-a/--algorithm: sharded steps run ring"),
+    (["--params", "12", "--layers", "20"], "--params: 12 parameters cannot fill 20 layers"),
+    (["--overlap", "maybe"], "argument --overlap: expected on or off, got 'maybe'"),
+    (["--step", "--compare", "rhd"], "--compare replays a size sweep per algorithm"),
+    (["--step", "--fail", "leaf1-spine1@1"], "--fail: is for size sweeps"),
+])
+def test_bad_step_flags_are_refused_in_one_sentence(flags, message):
+    proc = subprocess.run([sys.executable, str(REPO / "run_topology.py"), "--check", *flags],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: {message}"), proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_flags_override_the_files_step_key_by_key():
+    text = (REPO / "topologies" / "default.yaml").read_text().split("experiment:")[0]
+    fabric = parse_fabric(text + "experiment:\n  step: {layers: 4, bucket: 1M}\n", "t.yaml")
+    exp = experiment_from(fabric, {"step": {"overlap": False}})
+    assert exp.step["layers"] == 4 and exp.step["bucket"] == 1 << 20
+    assert exp.step["overlap"] is False
+    assert experiment_from(load_fabric(), {"step": {}}).plan().overlap is True

@@ -18,6 +18,7 @@ from planner.costmodel import NVLINK_GBPS, predict_allreduce
 from planner.designs import plan
 from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
+from planner import steptime
 from planner.simulate import format_simulation, simulate_plan
 from topologies.errors import OneLineParser
 from topologies.schema import shown
@@ -106,6 +107,7 @@ def _parser():
                                    f"(at most {MAX_SIZES}; default --gradient-bytes)")
     p.add_argument("--seeds", type=whole, help=f"with --simulate: ECMP draws, 1 to {MAX_SEEDS} "
                                                "(the median is shown, with the range; default 1)")
+    steptime.add_flags(p, whole, number)
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
     return p
 
@@ -137,7 +139,7 @@ def _main(argv) -> int:
         fabric, calibration, source = _fabric_inputs(args)
         result = _plan(args, fabric)
         if args.simulate:
-            sizes = _sizes(args)
+            sizes = steptime.bucket_sizes(args, result) if args.params else _sizes(args)
             _check_simulation_size(result, len(sizes), args.seeds)
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -147,6 +149,9 @@ def _main(argv) -> int:
         result["simulated"] = simulate_plan(result, sizes, args.hop_latency_us * 1e-6,
                                             args.intra_gbps, args.seeds)
         text += "\n\n" + format_simulation(result["simulated"], result["inputs"])
+    if args.params:
+        result["training_step"] = steptime.training_with_comm(args, result, result["simulated"])
+        text += "\n\n" + steptime.format_training(result["training_step"], result["inputs"])
     if fabric is not None:
         sizes = _fabric_sizes(fabric, calibration, args)
         algorithms = ["ring"] + (["hierarchical"] if fabric.gpus_per_server > 1 else [])
@@ -167,6 +172,7 @@ def _check_flags(args) -> None:
             flag, by = "--" + given[0].replace("_", "-"), "--fabric" if args.fabric else "--results"
             raise PlanError(f"{flag}: {by} sets {FROM_FABRIC[given[0]]} from the fabric; "
                             f"leave out {flag}")
+    steptime.check_flags(args)
     _check_simulate_flags(args)
     for key, default in DEFAULTS.items():
         if getattr(args, key) is None:

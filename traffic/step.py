@@ -37,7 +37,6 @@ MODES = ("allreduce", "sharded")
 MAX_LAYERS = 1000
 MAX_BUCKETS = 256
 MAX_PARAMS = 10 ** 13
-MAX_COLLECTIVE_BYTES = 1 << 30      # a bucket's collective, as the sweep's largest size
 DEFAULTS = {"layers": 8, "params": 512 * 1024, "fwd_ms": 50.0}
 
 
@@ -199,32 +198,44 @@ def _split(total: int, parts: int) -> List[int]:
 
 def make_buckets(layers: List[Layer], bucket_bytes: int, itemsize: int) -> List[Bucket]:
     """DDP's buckets: gradients in backward order (last layer first), a
-    bucket closed once it holds `bucket_bytes`; sizes rounded up to whole
+    bucket closed once it holds `bucket_bytes`; a layer with more gradients
+    than a bucket has room for fills several (as its tensors would), all
+    ready when its backward pass ends. Sizes are rounded up to whole
     float32-sized units (4 bytes), as the lab counts them."""
-    out, current, held = [], [], 0
+    out, current, held = [], set(), 0
+
+    def close():
+        out.append(Bucket(len(out), tuple(sorted(current)), -(-held // 4) * 4))
     for i in reversed(range(len(layers))):
-        current.append(i)
-        held += layers[i].params * itemsize
-        if held >= bucket_bytes or i == 0:
-            out.append(Bucket(len(out), tuple(sorted(current)), -(-held // 4) * 4))
-            current, held = [], 0
+        left = layers[i].params * itemsize
+        current.add(i)
+        take = min(left, bucket_bytes - held)           # the current bucket's room
+        held, left = held + take, left - take
+        if held < bucket_bytes:
+            continue
+        close()
+        whole, held = divmod(left, bucket_bytes)        # then whole buckets of this layer
+        first = len(out)
+        out.extend([Bucket(first + k, (i,), -(-bucket_bytes // 4) * 4) for k in range(whole)])
+        current = {i} if held else set()
+    if held:
+        close()
     return out
 
 
-def plan_step(step: dict, dtype: str = "float") -> Plan:
-    """The plan of a checked step section (StepError for an impossible one)."""
+def plan_step(step: dict, dtype: str = "float", max_buckets: int = MAX_BUCKETS) -> Plan:
+    """The plan of a checked step section (StepError for an impossible one;
+    `max_buckets`: None for the planner's models, far beyond a lab's)."""
     layers = layers_of(step)
-    buckets = make_buckets(layers, step["bucket"], datatype(dtype).size)
-    if len(buckets) > MAX_BUCKETS:
+    total = sum(l.params for l in layers) * datatype(dtype).size
+    if max_buckets and total > max_buckets * step["bucket"]:     # before making them all
+        buckets = [None] * -(-total // step["bucket"])
+    else:
+        buckets = make_buckets(layers, step["bucket"], datatype(dtype).size)
+    if max_buckets and len(buckets) > max_buckets:
         raise StepError("bucket", f"{step['bucket']:,} bytes cut the gradients "
                         f"({sum(l.params for l in layers) * datatype(dtype).size:,} bytes) "
                         f"into {len(buckets):,} buckets; at most {MAX_BUCKETS}: raise it")
-    largest = max(buckets, key=lambda b: b.bytes)
-    if largest.bytes > MAX_COLLECTIVE_BYTES:
-        where = (f"layer {largest.layers[0]}" if len(largest.layers) == 1 else
-                 f"layers {largest.layers[0]} to {largest.layers[-1]}")
-        raise StepError("params", f"bucket {largest.index} ({where}) holds {largest.bytes:,} bytes of gradients; a "
-                        f"collective moves at most 1G: more layers or fewer parameters")
     plan = Plan(layers, buckets, step["mode"], step["overlap"], step["in_flight"],
                 datatype(dtype).name)
     _tasks(plan)
@@ -234,7 +245,7 @@ def plan_step(step: dict, dtype: str = "float") -> Plan:
 def _tasks(plan: Plan) -> None:
     """Compute tasks and collectives (see Plan)."""
     n_layers, sharded = len(plan.layers), plan.mode == "sharded"
-    bucket_of = {i: b.index for b in plan.buckets for i in b.layers}
+    holding = {i: [b.index for b in plan.buckets if i in b.layers] for i in range(n_layers)}
     reduce_kind = "reducescatter" if sharded else "allreduce"
     grads = {b.index: len(plan.collectives) + k for k, b in enumerate(plan.buckets)}
     plan.collectives = [{"id": grads[b.index], "name": f"bucket {b.index} {reduce_kind}",
@@ -242,7 +253,7 @@ def _tasks(plan: Plan) -> None:
                         for b in plan.buckets]
     gathers = {}
     if sharded:                    # forward order: the bucket holding layer 0 first
-        for b in sorted(plan.buckets, key=lambda b: b.layers[0]):
+        for b in sorted(plan.buckets, key=lambda b: (b.layers[0], -b.index)):
             gathers[b.index] = len(plan.collectives)
             plan.collectives.append({"id": gathers[b.index], "name": f"bucket {b.index} "
                                      "allgather", "collective": "allgather", "bytes": b.bytes,
@@ -252,13 +263,12 @@ def _tasks(plan: Plan) -> None:
         needs = []
         if sharded:
             needs = sorted(gathers.values()) if not plan.overlap and i == 0 else (
-                [gathers[bucket_of[i]]] if plan.overlap else [])
+                [gathers[b] for b in holding[i]] if plan.overlap else [])
         plan.compute.append({"name": f"forward {i}", "kind": "forward", "layer": i,
                              "seconds": layer.fwd_s, "needs": needs, "releases": []})
-    for i in reversed(range(n_layers)):
-        b = plan.buckets[bucket_of[i]]
-        done = i == min(b.layers)                 # the bucket's last gradient
-        releases = [grads[b.index]] if plan.overlap and done else []
+    for i in reversed(range(n_layers)):             # a bucket is full at its lowest layer
+        releases = [grads[b] for b in holding[i]
+                    if plan.overlap and min(plan.buckets[b].layers) == i]
         if not plan.overlap and i == 0:
             releases = [grads[x.index] for x in plan.buckets]
         plan.compute.append({"name": f"backward {i}", "kind": "backward", "layer": i,

@@ -8,6 +8,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from topologies.fabric import describe_links
 from traffic.metrics import imbalance
+from traffic.registry import REDUCING
 
 
 def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
@@ -30,7 +31,7 @@ def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
                      f"engine {exp.engine}, {exp.iters} steps after {exp.warmup} warm-up")
     else:
         lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
-                     f"{exp.datatype} {exp.op}, "
+                     f"{exp.datatype}{f' {exp.op}' if exp.collective in REDUCING else ''}, "
                      f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} "
                      f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) "
                      "per peer" + (", NVLink in memory" if exp.scale_up == "memory" else "")

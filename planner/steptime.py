@@ -1,0 +1,165 @@
+"""Training time with communication (``python -m planner --params P``): a
+data-parallel step of a model of P parameters on the plan's GPUs, its
+gradients' buckets AllReduced as the backward pass produces them, each
+bucket's AllReduce priced by the flow-level simulator on each Clos design
+and wiring the plan simulates; the step's exposed communication from
+traffic/step.py's closed form; and how many days the run's FLOPs then take,
+against compute alone.
+
+Compute per step is the article's arithmetic: 6 x params x tokens per GPU
+(forward 2, backward 4) at the GPU's rate x utilisation, split evenly over
+the layers. Gradients are bfloat16 (2 bytes a parameter) in DDP buckets of
+`--bucket` bytes, one AllReduce at a time (one NCCL stream). Pure data
+parallelism: every GPU holds the whole model, as the article's AllReduce
+does; tensor and pipeline parallelism are not modelled.
+"""
+
+from __future__ import annotations
+
+from planner.inputs import PlanError, parse_bytes
+from planner.report import _count, _num
+from planner.simulate import WIRING_NAMES
+from traffic import step as T
+
+DEFAULT_LAYERS, DEFAULT_TOKENS, DEFAULT_BUCKET = 80, 4096, "25M"
+MAX_LAYERS = T.MAX_LAYERS
+MAX_STEP_BUCKETS = 1_000_000
+GRADIENT_TYPE = "bfloat16"
+
+
+def add_flags(p, whole, number) -> None:
+    p.add_argument("--params", type=number,
+                   help="model parameters (e.g. 70e9): also print the training step with "
+                        "communication and the days the FLOPs take (implies --simulate)")
+    p.add_argument("--layers", type=whole,
+                   help=f"with --params: layers, 1 to {MAX_LAYERS} (default {DEFAULT_LAYERS})")
+    p.add_argument("--tokens-per-gpu", type=whole,
+                   help=f"with --params: tokens per GPU per step (default {DEFAULT_TOKENS})")
+    p.add_argument("--bucket", help="with --params: gradient bucket size, 1K to 1G "
+                                    f"(default {DEFAULT_BUCKET}, PyTorch DDP's)")
+
+
+def check_flags(args) -> None:
+    """The step's flags: only with --params, each in range; --params implies
+    --simulate, whose sizes are then the buckets'."""
+    own = [k for k in ("layers", "tokens_per_gpu", "bucket") if getattr(args, k) is not None]
+    if args.params is None:
+        if own:
+            raise PlanError(f"--{own[0].replace('_', '-')} goes with --params")
+        return
+    if not 1 <= args.params <= T.MAX_PARAMS:
+        raise PlanError(f"--params must be a number from 1 to {T.MAX_PARAMS:.0e}, got "
+                        f"{args.params:g}")
+    if args.sizes is not None:
+        raise PlanError("--sizes: with --params the simulated sizes are the gradient "
+                        "buckets'; leave out --sizes")
+    args.layers = DEFAULT_LAYERS if args.layers is None else args.layers
+    args.tokens_per_gpu = DEFAULT_TOKENS if args.tokens_per_gpu is None else args.tokens_per_gpu
+    args.bucket = parse_bytes(args.bucket or DEFAULT_BUCKET, "--bucket")
+    if not 1 <= args.layers <= MAX_LAYERS:
+        raise PlanError(f"--layers must be a whole number from 1 to {MAX_LAYERS}, got "
+                        f"{args.layers}")
+    if not 1 <= args.tokens_per_gpu <= 1 << 40:
+        raise PlanError(f"--tokens-per-gpu must be a whole number from 1 to {1 << 40:,}, got "
+                        f"{args.tokens_per_gpu}")
+    if not 1024 <= args.bucket <= 1 << 30:
+        raise PlanError(f"--bucket must be from 1K to 1G, got {args.bucket:,} bytes")
+    if args.params < args.layers:
+        raise PlanError(f"--params: {args.params:g} parameters cannot fill {args.layers} layers")
+    if args.params * 2 / args.bucket > MAX_STEP_BUCKETS:
+        raise PlanError(f"--bucket: {args.bucket:,} bytes cut {args.params:g} parameters' "
+                        f"gradients into more than {MAX_STEP_BUCKETS:,} buckets: raise it")
+    args.simulate = True
+
+
+def step_plan(args, result, overlap: bool = True) -> T.Plan:
+    inp = result["inputs"]
+    return T.plan_step({
+        "layers": args.layers, "params": int(args.params), "fwd_ms": None, "bwd_ms": None,
+        "gpu_tflops": inp["gpu_flops"] * inp["utilisation"] / 1e12,
+        "tokens": args.tokens_per_gpu, "bucket": args.bucket, "mode": "allreduce",
+        "overlap": overlap, "in_flight": 1}, GRADIENT_TYPE, max_buckets=None)
+
+
+def bucket_sizes(args, result) -> list:
+    """The distinct bucket sizes to simulate."""
+    return sorted({b.bytes for b in step_plan(args, result).buckets})
+
+
+def training_with_comm(args, result: dict, sim: dict) -> dict:
+    """Per simulated design and wiring: the step, overlap on and off, and
+    the days `--flops` take with it."""
+    plan, off = step_plan(args, result), step_plan(args, result, overlap=False)
+    inp = result["inputs"]
+    gpus = sim["gpus"]
+    algorithm = "hierarchical" if inp["gpus_per_server"] > 1 else "ring"
+    flops_per_step = 6 * plan_params(plan) * args.tokens_per_gpu * gpus
+    steps = inp["total_flops"] / flops_per_step
+    rows, blocks = [], {}
+    for r in sim["rows"]:
+        if r["algorithm"] == algorithm:
+            blocks.setdefault((r["design"], r["radix"], r["wiring"]), {})[r["size_bytes"]] = r
+    for (design, radix, wiring), by_size in blocks.items():
+        def alone(c):
+            return by_size[c["bytes"]]["seconds"]
+        on, no = T.timeline(plan, alone), T.timeline(off, alone)
+        largest = max(by_size)
+        per_rail = largest / (inp["gpus_per_server"] if algorithm == "hierarchical" else 1)
+        rows.append({"design": design, "radix": radix, "wiring": wiring,
+                     "bucket_bandwidth_s": 2 * per_rail / (inp["link_gbps"] * 1e9 / 8),
+                     "algorithm": algorithm,
+                     "bucket_allreduce_s": by_size[largest]["seconds"],
+                     "comm_s": sum(alone(c) for c in plan.collectives),
+                     "exposed_s": on["exposed_s"], "step_s": on["step_s"],
+                     "overlap_efficiency": on["overlap_efficiency"],
+                     "step_no_overlap_s": no["step_s"],
+                     "days": steps * on["step_s"] / 86400,
+                     "days_no_overlap": steps * no["step_s"] / 86400})
+    return {"params": plan_params(plan), "layers": len(plan.layers),
+            "tokens_per_gpu": args.tokens_per_gpu, "gradient_type": GRADIENT_TYPE,
+            "bucket_bytes": args.bucket, "buckets": len(plan.buckets),
+            "gradient_bytes": plan.gradient_bytes, "gpus": gpus,
+            "compute_s": plan.compute_s, "steps": steps,
+            "days_compute_only": steps * plan.compute_s / 86400, "rows": rows}
+
+
+def plan_params(plan: T.Plan) -> int:
+    return sum(l.params for l in plan.layers)
+
+
+def format_training(t: dict, inp: dict) -> str:
+    lines = [
+        f"Training step with communication: {t['params']:,} parameters in {t['layers']} "
+        f"layers, {t['gradient_type']} gradients ({t['gradient_bytes']:,} B) in "
+        f"{t['buckets']:,} DDP buckets of up to {t['bucket_bytes']:,} B, AllReduced one at a "
+        f"time as the backward pass makes them; {_count(t['tokens_per_gpu'])} tokens per GPU "
+        f"per step on {_count(t['gpus'])} GPUs",
+        f"# compute {t['compute_s']:.4g} s a step (6 x params x tokens at "
+        f"{_num(inp['gpu_flops'] / 1e15)} PFLOP/s x {inp['utilisation']:g}); "
+        f"{inp['total_flops']:.0e} FLOPs = ".replace("e+", "e") + f"{t['steps']:,.0f} steps = "
+        f"{_days(t['days_compute_only'])} days on compute alone",
+        f"#  {'design':<8} {'wiring':<16} {'per bucket':>12} {'comm/step':>10} "
+        f"{'exposed':>9} {'step':>9} {'hidden':>7} {'days':>9} {'no overlap':>11}"]
+    for r in t["rows"]:
+        lines.append(
+            f"   {r['design']:<8} {WIRING_NAMES[r['wiring']]:<16} "
+            f"{r['bucket_allreduce_s'] * 1e3:10.3f}ms {r['comm_s']:9.3f}s {r['exposed_s']:8.3f}s "
+            f"{r['step_s']:8.3f}s {r['overlap_efficiency']:7.0%} {_days(r['days']):>9} "
+            f"{_days(r['days_no_overlap']):>10}")
+    bound = [r for r in t["rows"] if r["bucket_allreduce_s"] > 10 * r["bucket_bandwidth_s"]]
+    if bound:
+        r = bound[0]
+        lines.append(f"# latency-bound: a bucket's bytes need {r['bucket_bandwidth_s'] * 1e3:.3g} "
+                     f"ms at the NIC's rate and its AllReduce takes "
+                     f"{r['bucket_allreduce_s'] * 1e3:.3g} ms: the ring's 2(m-1) steps across "
+                     "the servers, each a few hops' latency; larger buckets, fewer GPUs per "
+                     "ring (more parallelism of other kinds) or a tree cut it")
+    lines.append("# days: the run's FLOPs at this step time (with overlap; then without). "
+                 "Pure data parallelism, every GPU holding the whole model; the AllReduce "
+                 "per bucket is the simulated " + (t["rows"][0]["algorithm"] if t["rows"]
+                                                   else "") + " one")
+    return "\n".join(lines)
+
+
+def _days(d: float) -> str:
+    return f"{d:,.0f}" if d >= 100 else f"{d:.1f}" if d >= 1 else f"{d:.3g}"

@@ -47,7 +47,7 @@ def test_overlap_off_adds_all_the_communication_and_on_hides_most(lab):
 
 
 def test_buckets_launch_in_backward_order_as_the_backward_pass_makes_them(lab):
-    result = step(lab, layers=4, bucket=128 * 1024, fwd_ms=40)
+    result = step(lab, layers=4, bucket=512 * 1024, fwd_ms=40)     # a layer's gradients each
     collectives = result["collectives"]
     assert [c["bucket"] for c in collectives] == [0, 1, 2, 3]
     assert [result["step"]["buckets"][c["bucket"]]["layers"] for c in collectives] == \

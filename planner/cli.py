@@ -140,7 +140,7 @@ def _main(argv) -> int:
         result = _plan(args, fabric)
         if args.simulate:
             sizes = steptime.bucket_sizes(args, result) if args.params else _sizes(args)
-            _check_simulation_size(result, len(sizes), args.seeds)
+            _check_simulation_size(result, len(sizes), args.seeds, bool(args.params))
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -218,14 +218,16 @@ def _check_simulate_flags(args) -> None:
         _sizes(args)
 
 
-def _check_simulation_size(result, sizes: int, seeds: int) -> None:
+def _check_simulation_size(result, sizes: int, seeds: int, params: bool = False) -> None:
     gpus = result["servers"] * result["inputs"]["gpus_per_server"]
+    flag = "--params" if params else "--simulate"
     if gpus > MAX_SIMULATED_GPUS:
-        raise PlanError(f"--simulate: {gpus:,} GPUs are more than the {MAX_SIMULATED_GPUS:,} "
-                        "it simulates; plan without --simulate, or give fewer --gpus")
+        raise PlanError(f"{flag}: {gpus:,} GPUs are more than the {MAX_SIMULATED_GPUS:,} "
+                        f"it simulates; plan without {flag}, or give fewer --gpus")
     if gpus * sizes * (seeds + 1) > MAX_SIMULATED_WORK:
-        raise PlanError(f"--simulate: {gpus:,} GPUs x {sizes} size(s) x {seeds} draw(s) would "
-                        "take over ten minutes; give fewer --sizes or --seeds")
+        fewer = "--seeds" if params else "--sizes or --seeds"
+        raise PlanError(f"{flag}: {gpus:,} GPUs x {sizes} size(s) x {seeds} draw(s) would "
+                        f"take over ten minutes; give fewer {fewer}")
 
 
 def _sizes(args) -> list:

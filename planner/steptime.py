@@ -134,7 +134,7 @@ def format_training(t: dict, inp: dict) -> str:
         f"{t['buckets']:,} DDP buckets of up to {t['bucket_bytes']:,} B, AllReduced one at a "
         f"time as the backward pass makes them; {_count(t['tokens_per_gpu'])} tokens per GPU "
         f"per step on {_count(t['gpus'])} GPUs",
-        f"# compute {t['compute_s']:.4g} s a step (6 x params x tokens at "
+        f"# compute {_dur(t['compute_s'])} a step (6 x params x tokens at "
         f"{_num(inp['gpu_flops'] / 1e15)} PFLOP/s x {inp['utilisation']:g}); "
         f"{inp['total_flops']:.0e} FLOPs = ".replace("e+", "e") + f"{t['steps']:,.0f} steps = "
         f"{_days(t['days_compute_only'])} days on compute alone",
@@ -143,9 +143,9 @@ def format_training(t: dict, inp: dict) -> str:
     for r in t["rows"]:
         lines.append(
             f"   {r['design']:<8} {WIRING_NAMES[r['wiring']]:<16} "
-            f"{r['bucket_allreduce_s'] * 1e3:10.3f}ms {r['comm_s']:9.3f}s {r['exposed_s']:8.3f}s "
-            f"{r['step_s']:8.3f}s {r['overlap_efficiency']:7.0%} {_days(r['days']):>9} "
-            f"{_days(r['days_no_overlap']):>10}")
+            f"{_dur(r['bucket_allreduce_s']):>12} {_dur(r['comm_s']):>10} "
+            f"{_dur(r['exposed_s']):>9} {_dur(r['step_s']):>9} {r['overlap_efficiency']:7.0%} "
+            f"{_days(r['days']):>9} {_days(r['days_no_overlap']):>10}")
     bound = [r for r in t["rows"] if r["bucket_allreduce_s"] > 10 * r["bucket_bandwidth_s"]]
     if bound:
         r = bound[0]
@@ -159,6 +159,15 @@ def format_training(t: dict, inp: dict) -> str:
                  "per bucket is the simulated " + (t["rows"][0]["algorithm"] if t["rows"]
                                                    else "") + " one")
     return "\n".join(lines)
+
+
+def _dur(seconds: float) -> str:
+    """A duration in the unit that suits it, four significant figures."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale or unit == "us":
+            x = seconds / scale
+            return f"{x:,.0f} {unit}" if x >= 1000 else f"{x:.4g} {unit}"
+    return ""
 
 
 def _days(d: float) -> str:

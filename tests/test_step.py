@@ -130,6 +130,11 @@ BAD = [
     ("in_flight: 9", "experiment.step.in_flight: expected a whole number from 1 to 8"),
     ("bukket: 3", "experiment.step.bukket: unknown key (did you mean 'bucket'?)"),
     ("fwd_ms: 1e6, layers: 100", "experiment.step: 6 steps would take at least"),
+    ("tokens: 100", "experiment.step.tokens: counts FLOPs only with gpu_tflops"),
+    ("params: 3e8, bucket: 1G", "experiment.step: 1,200,000,000 bytes of gradients would be held"),
+    ("params: 2e8, bucket: 1G, mode: sharded", "experiment.step: 1,600,000,000 bytes of gradients "
+                                              "and parameters"),
+    ("params: 1.5x", "experiment.step.params: expected a parameter count from 1 to 1e13"),
 ]
 
 
@@ -150,12 +155,33 @@ def test_a_bad_step_is_refused_in_one_sentence(keys, message):
     (["--overlap", "maybe"], "argument --overlap: expected on or off, got 'maybe'"),
     (["--step", "--compare", "rhd"], "--compare replays a size sweep per algorithm"),
     (["--step", "--fail", "leaf1-spine1@1"], "--fail: is for size sweeps"),
+    (["--params", "1e12", "--bucket", "4"], "--bucket: 4 bytes cut the gradients "
+                                            "(4,000,000,000,000 bytes) into 1,000,000,000,000"),
+    (["--step", "-b", "64K"], "-b/--minbytes is for size sweeps: a training step's sizes"),
+    (["--bucket", "1M", "--probe", "h1,h2"], "--probe is for size sweeps: a training step runs"),
+    (["--params", "1e8", "--bucket", "1G", "--piece-bytes", "4K"],
+     "--piece-bytes: 4K cuts the largest bucket (400,000,000 bytes) into 97,657 pieces"),
 ])
 def test_bad_step_flags_are_refused_in_one_sentence(flags, message):
     proc = subprocess.run([sys.executable, str(REPO / "run_topology.py"), "--check", *flags],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith(f"error: {message}"), proc.stderr
     assert proc.stderr.count("\n") == 1
+
+
+def test_buckets_hold_the_gradients_exactly_but_for_the_last_ones_rounding():
+    for params, bucket, dtype in ((100, 5, "float"), (99, 64, "bfloat16"),
+                                  (10 ** 6, 1_000_001, "bfloat16"), (12345, 4096, "int8")):
+        plan = T.plan_step(section(layers=3, params=params, bucket=bucket), dtype, None)
+        exact = params * {"float": 4, "bfloat16": 2, "int8": 1}[dtype]
+        assert exact <= plan.gradient_bytes <= exact + 3, (params, bucket, dtype)
+        assert all(b.bytes % 4 == 0 for b in plan.buckets)
+
+
+def test_parameters_take_suffixes_as_sizes_do():
+    assert section(params="1.5K")["params"] == 1536
+    assert section(params="7G")["params"] == 7 << 30
+    assert section(params=1.3e9)["params"] == 1_300_000_000
 
 
 def test_flags_override_the_files_step_key_by_key():

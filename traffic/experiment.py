@@ -56,6 +56,7 @@ MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 
 SPRAY_PIECE = 8 * 1024  # spray: about one 9000-byte frame's payload (docs/routing.md)
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
 MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
+MAX_STEP_BYTES = 1 << 30    # a step's buffers on each rank: as a sweep's largest message
 TYPE_SIZE = 4           # float32
 
 Namer = Callable[[str], str]
@@ -184,6 +185,16 @@ class Experiment:
         except T.StepError as exc:
             fail(f"step.{exc.key}" if exc.key else "step", exc.detail)
         self._check_sharded(plan, fail)
+        held = plan.gradient_bytes * (2 if plan.mode == "sharded" else 1)
+        if held > MAX_STEP_BYTES:        # each rank keeps every bucket's buffers at once
+            what = "gradients and parameters" if plan.mode == "sharded" else "gradients"
+            fail("step", f"{held:,} bytes of {what} would be held by every rank; at most {size_text(MAX_STEP_BYTES)}: fewer "
+                 "parameters or a smaller type")
+        largest = max(b.bytes for b in plan.buckets)
+        if -(-largest // self.piece_bytes) > MAX_PIECES:
+            fail("piece_bytes", f"{size_text(self.piece_bytes)} cuts the largest bucket "
+                 f"({largest:,} bytes) into {-(-largest // self.piece_bytes):,} pieces; at "
+                 f"most {MAX_PIECES:,}: raise it")
         return plan
 
     def _check_step_duration(self, plan, fastest_mbit: float) -> None:
@@ -288,6 +299,11 @@ def experiment_from(fabric, flags: Optional[dict] = None,
     if "collective" in given and "algorithm" not in given:
         given["algorithm"] = default_algorithm(given["collective"])
     exp = Experiment(**{**values, **given})
+    sweep_only = [k for k in ("minbytes", "maxbytes", "stepfactor", "probe") if k in typed]
+    if exp.step is not None and sweep_only:
+        why = ("a training step runs no latency probe" if sweep_only[0] == "probe" else
+               "a training step's sizes are its buckets'")
+        raise ValueError(f"{FLAGS[sweep_only[0]]} is for size sweeps: {why}; leave it out")
     check_experiment(fabric, exp, names, compare)
     if "root" in typed and exp.collective not in ROOTED:
         raise ValueError(f"--root: {exp.collective} has no root; only "

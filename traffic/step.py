@@ -25,10 +25,11 @@ backward; the re-gather FSDP does before the backward pass is not modelled).
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from topologies.schema import (Section, _is_int, described, integer, number,
+from topologies.schema import (Section, _is_int, _is_number, described, integer, number,
                                optional, parse_size, shown, size)
 from topologies.schema import choice as _choice
 from traffic.datatypes import datatype
@@ -41,12 +42,14 @@ DEFAULTS = {"layers": 8, "params": 512 * 1024, "fwd_ms": 50.0}
 
 
 def _params(v, fail):
-    n = parse_size(v) if isinstance(v, str) else v
-    if isinstance(n, float) and n.is_integer():
-        n = int(n)
+    """A parameter count: 1.3e9, or with K, M or G as sizes take them
+    (powers of 1024: 7G is 7.5e9), rounded to a whole count."""
+    n = parse_size(v, whole=False) if isinstance(v, str) else v
+    if _is_number(n) and not isinstance(n, bool) and math.isfinite(n):
+        n = int(round(n))
     if not _is_int(n) or not 1 <= n <= MAX_PARAMS:
         fail(f"expected a parameter count from 1 to 1e13 (a number such as 1.3e9, or with K, "
-             f"M or G), got {shown(v)}")
+             f"M or G, powers of 1024), got {shown(v)}")
     return n
 
 
@@ -170,6 +173,9 @@ def layers_of(step: dict) -> List[Layer]:
                         "tokens, not both")
     if step.get("gpu_tflops") is not None and step.get("tokens") is None:
         raise StepError("gpu_tflops", "needs tokens (per GPU per step) to count the FLOPs")
+    if step.get("tokens") is not None and step.get("gpu_tflops") is None:
+        raise StepError("tokens", "counts FLOPs only with gpu_tflops (a GPU's rate); give both, "
+                        "or fwd_ms")
     if isinstance(given, list):
         items = given
     else:
@@ -200,8 +206,10 @@ def make_buckets(layers: List[Layer], bucket_bytes: int, itemsize: int) -> List[
     """DDP's buckets: gradients in backward order (last layer first), a
     bucket closed once it holds `bucket_bytes`; a layer with more gradients
     than a bucket has room for fills several (as its tensors would), all
-    ready when its backward pass ends. Sizes are rounded up to whole
-    float32-sized units (4 bytes), as the lab counts them."""
+    ready when its backward pass ends. The lab counts sizes in float32-sized
+    units, so the bucket size is rounded up to 4 bytes once, and only the
+    last bucket's own rounding can add to the gradients (3 bytes at most)."""
+    bucket_bytes = -(-bucket_bytes // 4) * 4
     out, current, held = [], set(), 0
 
     def close():
@@ -216,7 +224,7 @@ def make_buckets(layers: List[Layer], bucket_bytes: int, itemsize: int) -> List[
         close()
         whole, held = divmod(left, bucket_bytes)        # then whole buckets of this layer
         first = len(out)
-        out.extend([Bucket(first + k, (i,), -(-bucket_bytes // 4) * 4) for k in range(whole)])
+        out.extend([Bucket(first + k, (i,), bucket_bytes) for k in range(whole)])
         current = {i} if held else set()
     if held:
         close()
@@ -228,24 +236,31 @@ def plan_step(step: dict, dtype: str = "float", max_buckets: int = MAX_BUCKETS) 
     `max_buckets`: None for the planner's models, far beyond a lab's)."""
     layers = layers_of(step)
     total = sum(l.params for l in layers) * datatype(dtype).size
-    if max_buckets and total > max_buckets * step["bucket"]:     # before making them all
-        buckets = [None] * -(-total // step["bucket"])
-    else:
-        buckets = make_buckets(layers, step["bucket"], datatype(dtype).size)
+    at_least = -(-total // step["bucket"])            # counted before any is made
+    if max_buckets and at_least > max_buckets:
+        _too_many(step["bucket"], total, at_least, max_buckets)
+    buckets = make_buckets(layers, step["bucket"], datatype(dtype).size)
     if max_buckets and len(buckets) > max_buckets:
-        raise StepError("bucket", f"{step['bucket']:,} bytes cut the gradients "
-                        f"({sum(l.params for l in layers) * datatype(dtype).size:,} bytes) "
-                        f"into {len(buckets):,} buckets; at most {MAX_BUCKETS}: raise it")
+        _too_many(step["bucket"], total, len(buckets), max_buckets)
     plan = Plan(layers, buckets, step["mode"], step["overlap"], step["in_flight"],
                 datatype(dtype).name)
     _tasks(plan)
     return plan
 
 
+def _too_many(bucket: int, total: int, count: int, most: int) -> None:
+    fix = "raise it" if bucket < 1 << 30 else "fewer parameters"
+    raise StepError("bucket", f"{bucket:,} bytes cut the gradients ({total:,} bytes) into "
+                    f"{count:,} buckets; at most {most}: {fix}")
+
+
 def _tasks(plan: Plan) -> None:
     """Compute tasks and collectives (see Plan)."""
     n_layers, sharded = len(plan.layers), plan.mode == "sharded"
-    holding = {i: [b.index for b in plan.buckets if i in b.layers] for i in range(n_layers)}
+    holding: Dict[int, List[int]] = {i: [] for i in range(n_layers)}
+    for b in plan.buckets:
+        for i in b.layers:
+            holding[i].append(b.index)
     reduce_kind = "reducescatter" if sharded else "allreduce"
     grads = {b.index: len(plan.collectives) + k for k, b in enumerate(plan.buckets)}
     plan.collectives = [{"id": grads[b.index], "name": f"bucket {b.index} {reduce_kind}",
@@ -287,11 +302,11 @@ def timeline(plan: Plan, alone: Callable[[dict], float]) -> dict:
     work = {c["id"]: alone(c) for c in plan.collectives}
     left = dict(work)
     launch: Dict[int, float] = {i: 0.0 for i in plan.initial}
-    queue, active, start, finish = list(plan.initial), [], {}, {}
+    queue, active, start, finish = deque(plan.initial), [], {}, {}
     spans, t, k, busy_until = [], 0.0, 0, None
     while k < len(plan.compute) or queue or active:
         while queue and len(active) < plan.in_flight:
-            cid = queue.pop(0)
+            cid = queue.popleft()
             active.append(cid)
             start[cid] = t
         if busy_until is None and k < len(plan.compute) and all(

@@ -92,6 +92,7 @@ def test_a_step_from_the_command_line_writes_its_table_csv_and_figure(tmp_path, 
     assert summary["step"]["wrong"] == 0 and summary["step"]["step"]["dtype"] == "half"
     rows = list(csv.DictReader((folder / "step.csv").open()))
     assert [r["kind"] for r in rows] == ["step"] + ["collective"] * 2
+    assert [r["wrong"] for r in rows] == ["0"] * 3
     assert (folder / "step.png").stat().st_size > 10_000
 
 

@@ -110,8 +110,10 @@ class RankAgents(AgentProcesses, Engine):
                       for t in plan.compute], **transport}})
         self.collect("setup_done", timeout=60 + 2 * self.n + len(collectives))
 
-    def step(self, i: int, timeout: float) -> List[dict]:
-        """One step on every rank: each rank's reply (stepper.py)."""
-        start = time.monotonic() + 0.02 + 0.002 * self.n
+    def step(self, i: int, timeout: float, lead: float = 0.0) -> List[dict]:
+        """One step on every rank: each rank's reply (stepper.py). `lead`:
+        more time before the common start, for the agents to reset their
+        buffers first."""
+        start = time.monotonic() + 0.02 + 0.002 * self.n + lead
         self.send({"cmd": "step", "iter": i, "at": start})
         return self.collect("step_done", timeout)

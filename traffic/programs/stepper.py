@@ -40,10 +40,14 @@ class RankStep:
         self.rank, self.tasks, self.executors = rank, tasks, executors
         self.initial, self.in_flight = initial, in_flight
 
-    def start(self) -> None:
-        now = self.t0 = time.monotonic()
+    def reset(self) -> None:
+        """Every collective's buffers as a step starts: before the common
+        start, so copying them is not counted in the step."""
         for ex in self.executors.values():
             ex.reset()
+
+    def start(self) -> None:
+        now = self.t0 = time.monotonic()
         self.launch, self.started, self.finish = {}, {}, {}
         self.queue, self.active, self.spans = [], set(), []
         self.k, self.computing, self.t1 = 0, False, None
@@ -155,9 +159,11 @@ def run_step(agents, iteration: int, start_at: float = 0.0) -> list:
         r.iteration = iteration
     if agents.scale_up is not None:
         agents.scale_up.reset()
-    time.sleep(max(0.0, start_at - time.monotonic()))
     for r in agents.ranks:
         r.highest, r.reordered, r.pieces, r.scale_up_bytes = {}, 0, 0, 0
+        r.step.reset()
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    for r in agents.ranks:
         r.step.start()
     while any(not r.step.done for r in agents.ranks) or agents.backlog:
         agents.poll()

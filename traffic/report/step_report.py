@@ -22,7 +22,7 @@ def _s(x: float) -> str:
 
 
 def step_text(result: dict) -> str:
-    st, summary = result["step"], result["summary"]
+    st = result["step"]
     reduce_ = ("allreduce (" + st["algorithm"] + ")" if st["mode"] == "allreduce"
                else "allgather before the forward pass, reducescatter after the backward")
     layer = result["step"]
@@ -40,11 +40,12 @@ def step_text(result: dict) -> str:
         lines.append(f"   {i + 1:<9d} {_s(r['step_s']):<11} {_s(r['compute_s']):<11} "
                      f"{_s(r['comm_s']):<11} {_s(r['exposed_s']):<11} "
                      f"{r['overlap_efficiency']:>6.0%}   {wrong:>6}")
-    added = summary["exposed_s"] / summary["compute_s"] if summary["compute_s"] else 0.0
-    lines.append(f"# median: step {_s(summary['step_s'])} = compute {_s(summary['compute_s'])} "
-                 f"+ exposed communication {_s(summary['exposed_s'])} (the fabric adds "
-                 f"{added:.0%} to the step); communication {_s(summary['comm_s'])}, "
-                 f"{summary['overlap_efficiency']:.0%} of it hidden behind compute")
+    mid = result["summary"]
+    added = mid["exposed_s"] / mid["compute_s"] if mid["compute_s"] else 0.0
+    lines.append(f"# the median step: {_s(mid['step_s'])} = compute {_s(mid['compute_s'])} + "
+                 f"exposed communication {_s(mid['exposed_s'])} (the fabric adds {added:.0%} "
+                 f"to the step); communication {_s(mid['comm_s'])}, "
+                 f"{mid['overlap_efficiency']:.0%} of it hidden behind compute")
     lines += _predicted_lines(result)
     lines.append("#  collective                 bytes      launch     start     finish  "
                  "(s after the step's start; the last step over all ranks)")
@@ -78,25 +79,26 @@ def _host_line(host: dict) -> str:
     return line
 
 
-CSV_STEP = ["kind", "step", "step_s", "compute_s", "comm_s", "exposed_s",
-            "overlap_efficiency", "wrong"]
-CSV_COLLECTIVE = ["kind", "name", "collective", "bucket", "bytes", "launch_s", "start_s",
-                  "finish_s", "wrong"]
+CSV_FIELDS = ["kind", "step", "step_s", "compute_s", "comm_s", "exposed_s",
+              "overlap_efficiency", "name", "collective", "bucket", "bytes", "launch_s",
+              "start_s", "finish_s", "wrong"]
+STEP_FIGURES = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
 
 
 def step_csv(result: dict) -> str:
-    """Rows of kind "step" (each timed step) then "collective" (the last step's)."""
+    """Rows of kind "step" (each timed step) then "collective" (the last
+    step's); `wrong` is each row's own (empty where no data is checked)."""
     out = io.StringIO()
-    w = csv.writer(out)
-    w.writerow(CSV_STEP + CSV_COLLECTIVE[1:])
-    pad = [""] * (len(CSV_COLLECTIVE) - 1)
+    w = csv.DictWriter(out, CSV_FIELDS, restval="")
+    w.writeheader()
     for i, r in enumerate(result["runs"]):
-        w.writerow(["step", i + 1, *(f"{r[k]:.6f}" for k in CSV_STEP[2:7]),
-                    "" if r.get("wrong") is None else r["wrong"], *pad])
+        w.writerow({"kind": "step", "step": i + 1, **{k: f"{r[k]:.6f}" for k in STEP_FIGURES},
+                    "wrong": "" if r.get("wrong") is None else r["wrong"]})
     for c in result["collectives"]:
-        w.writerow(["collective", *[""] * (len(CSV_STEP) - 1), c["name"], c["collective"],
-                    c["bucket"], c["bytes"], f"{c['launch']:.6f}", f"{c['start']:.6f}",
-                    f"{c['finish']:.6f}", "" if c.get("wrong") is None else c["wrong"]])
+        w.writerow({"kind": "collective", "name": c["name"], "collective": c["collective"],
+                    "bucket": c["bucket"], "bytes": c["bytes"],
+                    **{f"{k}_s": f"{c[k]:.6f}" for k in ("launch", "start", "finish")},
+                    "wrong": "" if c.get("wrong") is None else c["wrong"]})
     return out.getvalue()
 
 

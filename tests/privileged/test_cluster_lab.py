@@ -2,7 +2,7 @@
 cluster mode (lab/cluster.py, lab/machine.py): the default fabric and a
 rail-optimized fabric of multi-GPU servers reach every pair and give every
 collective right; a link between the machines fails and every pair still
-reaches every other; run_topology.py runs across them; teardown, Ctrl-C,
+reaches every other; run_topology.py runs across them, a training step too; teardown, Ctrl-C,
 SIGTERM and a SIGKILLed head leave nothing on either machine or here."""
 
 import json
@@ -153,6 +153,20 @@ def test_run_topology_across_two_machines(bed, tmp_path):
     assert [m["host"] for m in summary["cluster"]["machines"]] == list(MACHINES)
     assert all(m["teardown_s"] is not None for m in summary["cluster"]["machines"])
     assert summary["collectives"]["runs"][0]["wrong"] == 0
+    assert clean_everywhere() == {}
+
+
+def test_a_training_step_across_two_machines(bed, tmp_path):
+    """The rank agents on both machines run a step: compute timers, four
+    buckets launched as the backward pass makes them, data right."""
+    proc = run("--cluster", ",".join(MACHINES), "--step", "--layers", "4", "--params", "64K",
+               "--bucket", "32K", "-n", "1", "-w", "0", "-d", "bfloat16", "--json",
+               "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    step = json.loads(proc.stdout)["step"]
+    assert step["wrong"] == 0 and [c["bucket"] for c in step["collectives"]] == [0, 1, 2, 3]
+    run_ = step["runs"][0]
+    assert run_["step_s"] >= max(run_["compute_s"], run_["comm_s"])
     assert clean_everywhere() == {}
 
 

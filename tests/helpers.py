@@ -144,3 +144,67 @@ def group_bucket_packets(switch: str, group_id: int) -> List[int]:
         if f"group_id={group_id}," in line:
             return [int(n) for n in re.findall(r"bucket\d+:packet_count=(\d+)", line)]
     return []
+
+
+# --- what a run's own figures decide -----------------------------------------------------
+
+def assert_verdict_follows_from_runs(verdict: dict, runs: List[dict]) -> None:
+    """The fidelity verdict (traffic/measure/fidelity.py) as the run's own
+    figures decide it, whichever way it goes: a size is flagged over-rate
+    exactly when its busbw beat the link rate, below-resolution exactly when
+    the shaper's unpaid bound is over a fifth of its serialisation time; the
+    run is trustworthy exactly when every queued link kept its rate and no
+    size is flagged; the advice names the flagged sizes and the shortfall,
+    and there is none to give when the verdict is clean (one-GPU servers)."""
+    from traffic.measure.fidelity import CPU_BUSY_WARN, OVS_BUSY, SIM_HOST_BOUND, SLOWER, UNPAID_SHARE
+    for r in runs:
+        size = r["size_bytes"]
+        assert ("over-rate" in r["flags"]) == (r["busbw_over_link"] > 1.0), (size, r["flags"])
+        assert ("below-resolution" in r["flags"]) == (
+            r["shaper_unpaid_bound_s"] > UNPAID_SHARE * r["serialisation_s"]), (size, r["flags"])
+        if SLOWER in r["flags"]:
+            assert r["measured_over_simulated"] > SIM_HOST_BOUND, (size, r)
+        elif not verdict.get("host_bound"):
+            assert (r.get("measured_over_simulated") or 0) <= SIM_HOST_BOUND, (size, r)
+    assert verdict["host_kept_up"] == (verdict["saturated_intervals_below_rate"] == 0), verdict
+    flagged = [r["size_bytes"] for r in runs if r["flags"]]
+    assert verdict["flagged_sizes"] == flagged, verdict
+    assert verdict["trustworthy"] == (verdict["host_kept_up"] and not flagged), verdict
+    advice = verdict.get("advice", "")
+    if not verdict["host_kept_up"]:
+        assert "could not keep queued links at their rate" in advice, verdict
+    small = [str(r["size_bytes"]) for r in runs if set(r["flags"]) - {SLOWER}]
+    if small:
+        assert f"{', '.join(small)} B are too small to measure" in advice, verdict
+    slow = [str(r["size_bytes"]) for r in runs if SLOWER in r["flags"]]
+    if slow:
+        assert f"{', '.join(slow)} B took up to" in advice, verdict
+        assert "the simulated time with the links at their rates" in advice, verdict
+    if verdict.get("host_bound"):
+        assert "set the pace" in advice, verdict
+    busy = verdict["max_cpu_busy_pct"] > CPU_BUSY_WARN or verdict["max_ovs_core_pct"] > OVS_BUSY
+    if verdict["trustworthy"] and not verdict.get("host_bound") and not busy:
+        assert "advice" not in verdict, verdict          # nothing to advise on a clean run
+
+
+def ensure_no_testbed() -> None:
+    """No test bed is up when a test is to bring its own: a live one fails
+    the test (a privileged test never passes by skipping); the record of one
+    whose machines are all gone is removed by lab/testbed.py's own teardown,
+    which touches only what that record names."""
+    import pytest
+    from lab import testbed
+    if not testbed.RECORD.exists():
+        return
+    with testbed.locked():
+        record = testbed.load_record()
+        if record is None:
+            pytest.fail(f"{testbed.RECORD} exists but cannot be read: "
+                        "`sudo scripts/lab testbed status`, then `down`")
+        alive = [m["name"] for m in record.get("machines", []) if testbed.running(m)]
+        if alive:
+            pytest.fail(f"a test bed is already up ({', '.join(alive)} running): "
+                        "`sudo scripts/lab testbed down` first")
+        left = testbed.teardown(record)
+    assert not left, f"a dead test bed's remains would not go: {left}"
+    assert not testbed.RECORD.exists()

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from tests.helpers import EXPERIMENT_YAML, REPO, TOPOLOGIES, host_state, run, start
+from tests.helpers import (EXPERIMENT_YAML, REPO, TOPOLOGIES, assert_verdict_follows_from_runs,
+                           host_state, run, start)
 
 
 def test_default_fabric_end_to_end(tmp_path, clean_host):
@@ -31,21 +32,13 @@ def test_default_fabric_end_to_end(tmp_path, clean_host):
         assert r["time_s"] > 0 and r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 1.5)
         assert set(r["latency"]) >= {"p50_us", "p99_us", "max_us"}
         assert all({"tx_bytes", "drops", "peak_util"} <= set(l) for l in r["links"].values())
-    verdict = result["fidelity"]                 # a verdict, and advice when it is bad
-    assert verdict["trustworthy"] in (True, False) and (verdict["trustworthy"] or verdict["advice"])
     for r in runs:                               # the simulator beside every size
         assert r["simulated_s"] > 0 and r["measured_over_simulated"] == pytest.approx(
             r["time_s"] / r["simulated_s"])
-    for r in runs:                               # no link faster than its rate, unless flagged
-        assert r["busbw_over_link"] <= 1.0 or "over-rate" in r["flags"], r["size_bytes"]
+    for r in runs:                               # no link faster than its rate
         assert max(l["peak_util"] for l in r["links"].values()) <= 1.0, r["size_bytes"]
-        assert (r["size_bytes"] in verdict["flagged_sizes"]) == bool(r["flags"])
-    if verdict["flagged_sizes"]:
-        assert not verdict["trustworthy"]
-    if any(set(r["flags"]) & {"over-rate", "below-resolution"} for r in runs):
-        assert "too small to measure" in verdict["advice"]
-    if any("slower-than-simulated" in r["flags"] for r in runs):
-        assert "the simulated time with the links at their rates" in verdict["advice"]
+    # the verdict, and its advice, as these sizes' own figures decide it
+    assert_verdict_follows_from_runs(result["fidelity"], runs)
     folder = tmp_path / os.path.basename(summary["results"])
     assert json.loads((folder / "summary.json").read_text())["reachability"] == summary["reachability"]
     assert len((folder / "results.csv").read_text().splitlines()) == 1 + len(runs)
@@ -175,7 +168,7 @@ def test_cleanup_removes_what_a_killed_lab_left(tmp_path, args, moment):
     assert host_state() != before, "a SIGKILLed lab should have left something"
     out = run("--cleanup")
     assert out.returncode == 0 and "cleaned up after lab" in out.stdout
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60            # a cap, however slow the host: the state decides
     while host_state() != before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert host_state() == before

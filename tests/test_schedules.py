@@ -118,3 +118,26 @@ def test_hierarchical_allreduce_sends_across_servers_only_along_rails():
 def test_hierarchical_needs_whole_servers():
     with pytest.raises(ValueError, match="not a multiple of 4 GPUs per server"):
         S.build("allreduce", "hierarchical", 10, 100, local=4)
+
+
+# levels of a binary tree over n ranks (floor(log2 n)), and the buffers the
+# busiest rank sends or receives: n = 2, the one child sends S and receives S;
+# n = 3 or 4, the root takes two children's sums and sends two results; from
+# n = 5 an inner rank takes two sums and its parent's result (3S), and sends
+# its own sum up and the result to two children (3S)
+TREE = [(2, 1, 1), (3, 1, 2), (4, 2, 2), (5, 2, 3), (6, 2, 3), (7, 2, 3), (8, 3, 3),
+        (9, 3, 3), (15, 3, 3), (16, 4, 3), (31, 4, 3), (33, 5, 3)]
+
+
+@pytest.mark.parametrize("n,levels,buffers", TREE)
+def test_a_tree_allreduce_costs_two_steps_a_level_and_three_buffers_at_an_inner_rank(
+        n, levels, buffers):
+    """A binary tree reduces up its levels, then broadcasts down them: 2
+    floor(log2 n) dependent steps, not one more; by hand, not from the code."""
+    count, alpha, beta = 1000, 1e-5, 1e-9
+    assert M.predict_seconds("allreduce", "tree", n, count, alpha, 0.0) == \
+        pytest.approx(2 * levels * alpha, rel=1e-12)
+    assert M.predict_seconds("allreduce", "tree", n, count, alpha, beta) == \
+        pytest.approx(2 * levels * alpha + buffers * count * 4 * beta, rel=1e-12)
+    assert M.schedule_cost(S.build("allreduce", "tree", n, count), "tree") == {
+        "steps": 2 * levels, "max_rank_elements": buffers * count}

@@ -70,9 +70,13 @@ def datatype(name: str) -> DataType:
 # --- bfloat16 ------------------------------------------------------------------------
 
 def bf16_from_f32(x: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bits, rounded to nearest, ties to even."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    """float32 -> bfloat16 bits, rounded to nearest, ties to even. A NaN stays
+    a NaN (quiet, its sign kept): rounding its payload would carry into the
+    exponent (0x7F800001 became infinity, 0xFFFFFFFF zero)."""
+    f32 = np.ascontiguousarray(x, dtype=np.float32)
+    bits = f32.view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    rounded = np.where(np.isnan(f32), (bits >> 16) | 0x0040, rounded)
     return rounded.astype(np.uint16)
 
 

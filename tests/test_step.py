@@ -191,3 +191,83 @@ def test_flags_override_the_files_step_key_by_key():
     assert exp.step["layers"] == 4 and exp.step["bucket"] == 1 << 20
     assert exp.step["overlap"] is False
     assert experiment_from(load_fabric(), {"step": {}}).plan().overlap is True
+
+
+# --- communication time: the union of the collectives' busy spans -------------------
+
+def two_buckets(**keys) -> T.Plan:
+    """Two layers of 1,024 float parameters (4 KiB each), a 4 KiB bucket per
+    layer; forward 10 ms and backward 20 ms a layer (60 ms of compute)."""
+    return T.plan_step(section(layers=2, params=2048, bucket=4096, fwd_ms=10, **keys))
+
+
+def test_two_collectives_in_flight_count_their_overlap_once():
+    """Overlap off: both buckets launch when the backward pass ends (60 ms)
+    and run together, each at half speed. Alone they take 1 s and 3 s: the
+    first ends at 60 ms + 2 s, the second has 2 s of its own left and ends
+    at 60 ms + 4 s. The network was busy 4 s, not 2 + 4 = 6."""
+    plan = two_buckets(overlap=False, in_flight=2)
+    assert [b.bytes for b in plan.buckets] == [4096, 4096]
+    result = T.timeline(plan, lambda c: {0: 1.0, 1: 3.0}[c["bucket"]])
+    spans = sorted((c["start"], c["finish"]) for c in result["collectives"])
+    assert spans == [pytest.approx((0.06, 2.06)), pytest.approx((0.06, 4.06))]
+    assert result["compute_s"] == pytest.approx(0.06)
+    assert result["comm_s"] == pytest.approx(4.0)
+    assert result["step_s"] == pytest.approx(4.06)
+    assert result["exposed_s"] == pytest.approx(4.0)
+    assert result["overlap_efficiency"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_one_in_flight_communication_is_the_sum_of_the_collectives():
+    plan = two_buckets(overlap=False, in_flight=1)
+    result = T.timeline(plan, lambda c: {0: 1.0, 1: 3.0}[c["bucket"]])
+    assert result["comm_s"] == pytest.approx(4.0) and result["step_s"] == pytest.approx(4.06)
+
+
+@pytest.mark.parametrize("spans,busy", [
+    ([(0, 1), (0, 3)], 3), ([(0, 2), (1, 3)], 3), ([(0, 1), (2, 3)], 2),
+    ([(0, 4), (1, 2), (3, 5), (7, 8)], 6), ([(5, 6), (0, 1), (0.5, 1.5)], 2.5), ([], 0)])
+def test_the_time_covered_by_spans_counts_each_instant_once(spans, busy):
+    assert T.union_seconds(spans) == pytest.approx(busy)
+
+
+def test_the_measured_step_counts_overlapping_collectives_once_per_rank():
+    """Two ranks' replies, each with both buckets running together: rank 0
+    busy from 60 ms to 2.06 s (2 s), rank 1 from 60 ms to 1.56 s (1.5 s).
+    The step's communication is the busier rank's, 2 s; summing the spans
+    would say 3 s."""
+    from traffic.training import merge_ranks
+    plan = two_buckets(overlap=False, in_flight=2)
+    compute = [{"kind": "forward", "layer": 0, "start": 0.0, "end": 0.01},
+               {"kind": "forward", "layer": 1, "start": 0.01, "end": 0.02},
+               {"kind": "backward", "layer": 1, "start": 0.02, "end": 0.04},
+               {"kind": "backward", "layer": 0, "start": 0.04, "end": 0.06}]
+
+    def reply(rank, t0, ends):
+        return {"rank": rank, "t0": t0, "t1": t0 + max(ends), "compute": compute,
+                "pieces": 1, "reordered": 0,
+                "collectives": [{"id": cid, "launch": 0.06, "start": 0.06, "finish": end,
+                                 "wrong": 0, "bad_chunk_elements": 0}
+                                for cid, end in enumerate(ends)]}
+    step = merge_ranks([reply(0, 100.0, (1.06, 2.06)), reply(1, 100.5, (0.56, 1.56))], plan)
+    assert step["comm_s"] == pytest.approx(2.0)
+    assert step["step_s"] == pytest.approx(2.06) and step["compute_s"] == pytest.approx(0.06)
+    assert step["exposed_s"] == pytest.approx(2.0)
+    assert step["overlap_efficiency"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_simulated_step_with_two_in_flight_is_busy_exactly_after_the_compute():
+    """The simulator's prediction (--engine sim) with overlap off and two
+    collectives in flight: the network is busy from the end of the backward
+    pass to the end of the step, once, however many collectives overlap."""
+    from traffic.training import simulate_step
+    text = (REPO / "topologies" / "default.yaml").read_text().split("experiment:")[0]
+    fabric = parse_fabric(text + "experiment:\n  engine: sim\n  step: {layers: 4, bucket: 256K, "
+                                 "in_flight: 2, overlap: false, fwd_ms: 1}\n", "t.yaml")
+    off = simulate_step(fabric, experiment_from(fabric, {}))["predicted"]["overlap_off"]
+    spans = sorted((c["start"], c["finish"]) for c in off["collectives"])
+    assert any(b[0] < a[1] - 1e-9 for a, b in zip(spans, spans[1:]))     # they do overlap
+    assert off["compute_s"] == pytest.approx(0.012)
+    assert off["comm_s"] == pytest.approx(off["step_s"] - off["compute_s"])
+    assert off["comm_s"] < sum(f - s for s, f in spans) / 1.5
+    assert off["lower_bound_s"] == off["upper_bound_s"] == pytest.approx(off["step_s"])

@@ -58,3 +58,34 @@ def test_bad_step_flags_give_one_line_and_2(argv, message, capsys):
     assert P.main(["--gpus", "512", *argv]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith(f"error: {message}") and err.count("\n") == 1, err
+
+
+def test_a_buckets_bandwidth_time_is_twice_its_bytes_per_rail_at_the_nics_rate(capsys):
+    """A bucket's AllReduce sends about twice its bytes (2(m-1)/m, the
+    ring's, taken at its limit 2): per rail, with 8 GPUs a server, a 64 MiB
+    bucket is 8 MiB, so 16,777,216 bytes at 400 Gbit/s (5e10 B/s) take
+    335.54432 us. By hand, not from the code."""
+    t = planned(capsys, "--layers", "16", "--tokens-per-gpu", "1024",
+                "--bucket", "64M")["training_step"]
+    assert t["rows"]
+    for r in t["rows"]:
+        assert r["algorithm"] == "hierarchical"
+        assert r["bucket_bandwidth_s"] == pytest.approx(335.54432e-6, rel=1e-12)
+
+
+def test_the_latency_bound_line_prints_the_bandwidth_time_by_hand(capsys):
+    """1 MiB buckets: 131,072 bytes a rail, twice that at 5e10 B/s is
+    5.24288 us, printed as 0.00524 ms."""
+    assert P.main(["--gpus", "512", "--params", "1e9", "--bucket", "1M"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if "latency-bound" in x]
+    assert line and "a bucket's bytes need 0.00524 ms at the NIC's rate" in line[0], line
+
+
+def test_simulated_busbw_is_algbw_times_2_n_minus_1_over_n(capsys):
+    """nccl-tests' AllReduce bus bandwidth: algbw x 2(n-1)/n, n = 512 GPUs."""
+    rows = planned(capsys, "--bucket", "64M")["simulated"]["rows"]
+    assert rows
+    for r in rows:
+        algbw = r["size_bytes"] / r["seconds"] / 1e9
+        assert r["algbw_gbytes"] == pytest.approx(algbw, rel=1e-12)
+        assert r["busbw_gbytes"] == pytest.approx(algbw * 2 * 511 / 512, rel=1e-12)

@@ -4,6 +4,8 @@ the schedules, percentiles, sizes, and the printed table."""
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner import ring_allreduce_seconds
 from traffic import metrics as M
@@ -11,12 +13,91 @@ from traffic import schedules as S
 from traffic.report.tables import csv_text, nccl_table
 
 
-@pytest.mark.parametrize("collective,n,factor", [
-    ("allreduce", 8, 1.75), ("allreduce", 2, 1.0), ("allreduce", 4, 1.5),
-    ("reducescatter", 8, 0.875), ("allgather", 4, 0.75), ("alltoall", 16, 0.9375),
-    ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 8, 1.0)])
+# nccl-tests' doc/PERFORMANCE.md, written out by hand (not read from the code):
+# busbw = algbw x 2(n-1)/n for AllReduce, (n-1)/n for ReduceScatter, AllGather
+# and AllToAll, 1 for Broadcast, Reduce and SendRecv
+NCCL_TESTS_FACTORS = {
+    #                 n=2    n=4    n=6      n=8
+    "allreduce":     (1.0,   1.5,   10 / 6,  1.75),
+    "reducescatter": (0.5,   0.75,  5 / 6,   0.875),
+    "allgather":     (0.5,   0.75,  5 / 6,   0.875),
+    "alltoall":      (0.5,   0.75,  5 / 6,   0.875),
+    "broadcast":     (1.0,   1.0,   1.0,     1.0),
+    "reduce":        (1.0,   1.0,   1.0,     1.0),
+    "sendrecv":      (1.0,   1.0,   1.0,     1.0),
+}
+FACTOR_CASES = [(c, n, f) for c, fs in NCCL_TESTS_FACTORS.items()
+                for n, f in zip((2, 4, 6, 8), fs)]
+
+
+@pytest.mark.parametrize("collective,n,factor", FACTOR_CASES,
+                         ids=[f"{c}-{n}" for c, n, _ in FACTOR_CASES])
 def test_bus_bandwidth_factors_are_nccl_tests(collective, n, factor):
-    assert M.bus_factor(collective, n) == pytest.approx(factor)
+    """Each collective's factor at four rank counts is nccl-tests' published one."""
+    assert M.bus_factor(collective, n) == pytest.approx(factor, rel=1e-12)
+
+
+# (collective, n, size column in bytes, seconds, algbw GB/s, busbw GB/s), by hand:
+# algbw = size / seconds / 1e9, busbw = algbw x the factor above
+BANDWIDTHS = [
+    ("allreduce", 8, 10 ** 9, 0.01, 100.0, 175.0),
+    ("allreduce", 6, 6 * 10 ** 8, 0.02, 30.0, 50.0),
+    ("allreduce", 4, 4 * 10 ** 8, 0.1, 4.0, 6.0),
+    ("allreduce", 2, 1 << 30, 0.5, 2.147483648, 2.147483648),
+    ("reducescatter", 4, 8 * 10 ** 8, 0.1, 8.0, 6.0),
+    ("reducescatter", 6, 12 * 10 ** 8, 0.05, 24.0, 20.0),
+    ("allgather", 8, 8 * 10 ** 8, 0.04, 20.0, 17.5),
+    ("allgather", 2, 4 * 10 ** 8, 0.02, 20.0, 10.0),
+    ("alltoall", 6, 6 * 10 ** 8, 0.01, 60.0, 50.0),
+    ("alltoall", 4, 10 ** 9, 0.25, 4.0, 3.0),
+    ("broadcast", 8, 10 ** 9, 0.1, 10.0, 10.0),
+    ("broadcast", 2, 5 * 10 ** 8, 0.25, 2.0, 2.0),
+    ("reduce", 6, 3 * 10 ** 9, 1.5, 2.0, 2.0),
+    ("reduce", 4, 10 ** 8, 0.01, 10.0, 10.0),
+    ("sendrecv", 2, 10 ** 9, 0.2, 5.0, 5.0),
+    ("sendrecv", 8, 2 * 10 ** 9, 0.5, 4.0, 4.0),
+]
+
+
+@pytest.mark.parametrize("collective,n,size,seconds,algbw,busbw", BANDWIDTHS,
+                         ids=[f"{b[0]}-{b[1]}" for b in BANDWIDTHS])
+def test_algbw_and_busbw_are_hand_computed_gb_per_s(collective, n, size, seconds, algbw,
+                                                      busbw):
+    """algbw and busbw of concrete sizes and times, in GB/s (1e9 bytes/s),
+    worked out by hand from nccl-tests' definitions."""
+    assert M.algbw_gbps(size, seconds) == pytest.approx(algbw, rel=1e-12)
+    assert M.busbw_gbps(collective, n, size, seconds) == pytest.approx(busbw, rel=1e-12)
+
+
+# nccl-tests' S: count x type size, where count is per rank for AllGather,
+# ReduceScatter and AllToAll and S = count x type size x nranks. The lab's
+# size_bytes is the whole buffer (elements x 4), so its count column must be
+# (collective, n, datatype, elements of 4 bytes, nccl-tests' count column)
+COUNT_COLUMNS = [
+    ("allreduce", 4, "float", 1 << 20, 1 << 20),
+    ("broadcast", 8, "float", 1 << 20, 1 << 20),
+    ("reduce", 6, "float", 6 * 1024, 6 * 1024),
+    ("sendrecv", 2, "half", 1 << 20, 1 << 21),
+    ("allgather", 4, "float", 1 << 20, 1 << 18),
+    ("reducescatter", 8, "float", 1 << 20, 1 << 17),
+    ("alltoall", 6, "float", 6 * 1024, 1024),
+    ("allgather", 2, "int8", 1024, 2048),
+    ("reducescatter", 4, "bfloat16", 1 << 20, 1 << 19),
+]
+
+
+@pytest.mark.parametrize("collective,n,dtype,elements,count", COUNT_COLUMNS,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in COUNT_COLUMNS])
+def test_the_size_is_nccl_tests_s_for_the_count_column(collective, n, dtype, elements, count):
+    """The size the bandwidths divide (elements x 4 bytes) is nccl-tests' S for
+    the count it prints: count x type size, times n for the per-rank counts."""
+    from types import SimpleNamespace
+    exp = SimpleNamespace(collective=collective, datatype=dtype, op="sum", root=0)
+    columns = M.nccl_columns(exp, n, elements)
+    assert columns["count"] == count
+    typesize = {"float": 4, "half": 2, "bfloat16": 2, "int8": 1}[dtype]
+    per_rank = collective in ("allgather", "reducescatter", "alltoall")
+    assert elements * M.TYPE_SIZE == count * typesize * (n if per_rank else 1)
 
 
 def test_algbw_and_busbw_with_known_values():
@@ -24,6 +105,7 @@ def test_algbw_and_busbw_with_known_values():
     assert M.algbw_gbps(10**9, 0.01) == pytest.approx(100.0)
     assert M.busbw_gbps("allreduce", 8, 10**9, 0.01) == pytest.approx(175.0)
     assert M.busbw_gbps("allgather", 4, 4 * 10**8, 0.01) == pytest.approx(30.0)
+    assert M.algbw_gbps(10**9, 0) == 0.0
 
 
 def test_ring_allreduce_prediction_is_the_textbook_formula():
@@ -57,6 +139,63 @@ def test_percentiles_and_sizes():
     with pytest.raises(ValueError):
         M.sweep_sizes(8, 4, 2)
     assert M.imbalance([30, 10]) == 1.5 and M.imbalance([0, 0]) == 0.0
+
+
+# Nearest rank (the code's documented definition): the k-th smallest of N,
+# k = ceil(p/100 x N), at least 1. Counts where rounding the rank matters,
+# worked by hand: (values, p, the k-th smallest)
+SEVEN = [70, 10, 50, 30, 20, 60, 40]          # unsorted on purpose: 10, 20, ..., 70
+PERCENTILES = [
+    (SEVEN, 50, 40),          # 3.5 -> 4th (down would give 30)
+    (SEVEN, 90, 70),          # 6.3 -> 7th (down or to nearest: 60)
+    (SEVEN, 99, 70),          # 6.93 -> 7th
+    (SEVEN, 14, 10),          # 0.98 -> 1st
+    (SEVEN, 15, 20),          # 1.05 -> 2nd
+    (SEVEN, 0, 10),           # 0 -> at least the 1st
+    (SEVEN, 100, 70),
+    ([5, 1, 3], 33, 1),       # 0.99 -> 1st
+    ([5, 1, 3], 34, 3),       # 1.02 -> 2nd
+    ([5, 1, 3], 50, 3),       # 1.5 -> 2nd
+    ([5, 1, 3], 66, 3),       # 1.98 -> 2nd
+    ([5, 1, 3], 67, 5),       # 2.01 -> 3rd
+    ([2.5], 1, 2.5),          # one value is every percentile
+    (list(range(1, 1001)), 99.9, 999),       # exactly 999: the 999th, not the 1000th
+    (list(range(1, 1001)), 99.95, 1000),     # 999.5 -> 1000th
+    (list(range(1, 1001)), 99.85, 999),      # 998.5 -> 999th
+    (list(range(1, 101)), 14, 14),           # exactly 14 (14/100 x 100 is 14.000000000000002)
+    (list(range(1, 101)), 28, 28),
+]
+
+
+@pytest.mark.parametrize("values,p,want", PERCENTILES,
+                         ids=[f"{len(v)}-p{p}" for v, p, _ in PERCENTILES])
+def test_nearest_rank_percentiles_worked_by_hand(values, p, want):
+    """The nearest-rank percentile where rounding the rank up, down or to
+    nearest give different values, and where p/100 x N is a whole number."""
+    assert M.percentile(values, p) == want
+
+
+def _nearest_rank(values, thousandths: int):
+    """An independent nearest rank, in exact integers: p = thousandths / 1000."""
+    rank = max(1, -(-thousandths * len(values) // 100_000))
+    return sorted(values)[rank - 1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(-10 ** 6, 10 ** 6), min_size=1, max_size=2000),
+       st.integers(0, 100_000))
+def test_percentile_is_the_nearest_rank_for_any_values(values, thousandths):
+    """For any values and any p with three decimals, the k-th smallest with
+    k = ceil(p N / 100) computed in integers."""
+    assert M.percentile(values, thousandths / 1000) == _nearest_rank(values, thousandths)
+
+
+def test_latency_summary_reads_the_nearest_ranks():
+    """p50 and p99 of seven round-trip times, by hand: the 4th and the 7th."""
+    summary = M.latency_summary([7e-6, 1e-6, 5e-6, 3e-6, 2e-6, 6e-6, 4e-6])
+    assert summary["samples"] == 7
+    assert summary["p50_us"] == pytest.approx(4.0) and summary["p99_us"] == pytest.approx(7.0)
+    assert summary["max_us"] == pytest.approx(7.0)
 
 
 def fake_result():

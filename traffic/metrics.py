@@ -19,6 +19,7 @@ segment carries.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from traffic import schedules as S
@@ -149,11 +150,14 @@ def traffic_split(sched: S.Schedule, server_of: Callable[[int], object]) -> Dict
 
 
 def percentile(values: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile (p in 0..100); NaN for no values."""
+    """Nearest-rank percentile (p in 0..100): the k-th smallest value, k =
+    ceil(p/100 x count) at least 1, with p taken as the decimal it is written
+    as (99.9 of 1,000 values is the 999th: in binary floating point
+    99.9 / 100 x 1000 is 999.0000000000001); NaN for no values."""
     if not values:
         return math.nan
     ordered = sorted(values)
-    k = max(1, math.ceil(p / 100 * len(ordered)))
+    k = max(1, math.ceil(Fraction(str(float(p))) * len(ordered) / 100))
     return ordered[k - 1]
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import REPO
 from topologies.fabric import load_fabric, parse_fabric
@@ -271,3 +273,13 @@ def test_the_simulated_step_with_two_in_flight_is_busy_exactly_after_the_compute
     assert off["comm_s"] == pytest.approx(off["step_s"] - off["compute_s"])
     assert off["comm_s"] < sum(f - s for s, f in spans) / 1.5
     assert off["lower_bound_s"] == off["upper_bound_s"] == pytest.approx(off["step_s"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10)), max_size=12))
+def test_the_covered_time_is_the_unit_cells_any_span_covers(pieces):
+    """Whole-second spans: the covered time is the count of seconds [t, t+1)
+    inside at least one span, counted cell by cell."""
+    spans = [(a, a + length) for a, length in pieces]
+    cells = {t for a, b in spans for t in range(a, b)}
+    assert T.union_seconds(spans) == len(cells)

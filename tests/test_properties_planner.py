@@ -73,12 +73,8 @@ def test_a_leaf_splits_its_ports_down_and_up_by_the_oversubscription(cluster):
     for name in ("clos-2", "clos-3"):
         d = by_name[name]
         leaves = d.switches_by_tier["leaf"]
-        down = radix * over / (1 + over)
-        up_per_leaf = radix - max(1, min(radix - 1, math.floor(down + 1e-9)))
-        down_per_leaf = radix - up_per_leaf
-        assert 1 <= up_per_leaf <= radix // 2
-        assert down_per_leaf <= down + 1e-9 and (down_per_leaf > down - 1 - 1e-9
-                                                 or down_per_leaf == radix - 1)
+        down_per_leaf = max(1, min(radix - 1, math.floor(radix * over / (1 + over) + 1e-9)))
+        up_per_leaf = radix - down_per_leaf
         assert math.isclose(down_per_leaf, up_per_leaf * d.oversubscription, rel_tol=1e-12)
         assert leaves * down_per_leaf >= E > (leaves - 1) * down_per_leaf
         fabric_cables = d.cables - E

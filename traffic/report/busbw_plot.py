@@ -1,16 +1,21 @@
 """The bus-bandwidth figure: busbw (GB/s) against message size on a log2 axis
-with K/M/G ticks, one marked line per curve and the link rate dashed."""
+with K/M/G ticks, one marked line per curve, the link rate dashed, and the
+sizes the fidelity verdict says are not figures to quote ringed in red and
+labelled with their flags (over-rate, below-resolution, ...)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from traffic.report.canvas import finite, new_figure, number, plain, save
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+FLAG_COLOUR = "#d62728"
+FLAGGED_LABEL = "not a figure to quote (flagged)"
 
 
 def size_label(size) -> str:
@@ -64,6 +69,28 @@ def _check_curve(label, points) -> list:
     return sorted(rows)
 
 
+def _check_flagged(flagged, checked: dict) -> list:
+    """[(label, size, busbw, flags text)] for {label: {size: [flag, ...]}}: every
+    label a curve's, every size one of its points; sizes without flags dropped."""
+    if not flagged:
+        return []
+    out = []
+    for label, sizes in flagged.items():
+        if label not in checked:
+            raise ValueError(f"flagged names curve {label!r}, which is not one of the curves "
+                             f"({', '.join(map(repr, checked))}).")
+        points = dict(checked[label])
+        for size, flags in sizes.items():
+            if not flags:
+                continue
+            size = finite(size, f"curve {label!r}: a flagged size")
+            if size not in points:
+                raise ValueError(f"curve {label!r} has no point at {size:g} B to flag.")
+            text = flags if isinstance(flags, str) else ", ".join(map(str, flags))
+            out.append((label, size, points[size], text))
+    return sorted(out, key=lambda f: f[1])
+
+
 def _check_link_rate(link_gbps):
     if link_gbps is None:
         return None
@@ -89,6 +116,20 @@ def _draw_curves(ax, checked: dict, link_gbps) -> int:
     return total
 
 
+def _draw_flagged(ax, flagged: list) -> None:
+    """A red ring round each flagged point (one legend entry for all) and its
+    flags written above it; a flagged NaN (no figure) gets the text alone."""
+    shown = [(size, bw) for _, size, bw, _ in flagged if not math.isnan(bw)]
+    if shown:
+        sizes, bws = zip(*shown)
+        ax.plot(sizes, bws, linestyle="none", marker="o", markersize=12, markerfacecolor="none",
+                markeredgecolor=FLAG_COLOUR, markeredgewidth=1.6, label=FLAGGED_LABEL, zorder=4)
+    for _, size, bw, text in flagged:
+        if not math.isnan(bw):
+            ax.annotate(plain(text), (size, bw), xytext=(0, 9), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=7, color=FLAG_COLOUR, zorder=5)
+
+
 def _size_axis(ax, checked: dict) -> None:
     """Log2 message sizes with a little room each side, ticks labelled K/M/G."""
     sizes = [s for rows in checked.values() for s, _ in rows]
@@ -107,16 +148,20 @@ def _bandwidth_axis(ax, checked: dict, link_gbps) -> None:
     ax.set_ylim(0, peak * 1.12 if peak > 0 else 1.0)
 
 
-def plot_busbw(curves, path, title: str = "", link_gbps=None) -> Path:
-    """Bus bandwidth (GB/s) against message size (log2 axis, K/M/G ticks), one
-    line with markers per curve, and the link rate as a dashed line if given.
-    A NaN bandwidth leaves a gap in its curve."""
+def busbw_figure(curves, title: str = "", link_gbps=None, flagged=None) -> Figure:
+    """The figure plot_busbw writes, for reading what it shows: bus bandwidth
+    (GB/s) against message size (log2 axis, K/M/G ticks), one line with
+    markers per curve, and the link rate as a dashed line if given. A NaN
+    bandwidth leaves a gap in its curve. `flagged` {curve label: {size:
+    [flag, ...]}} rings those points in red and writes their flags above."""
     checked = _check_curves(curves)
     link_gbps = _check_link_rate(link_gbps)
+    marks = _check_flagged(flagged, checked)
 
     fig = new_figure(8.5, 5.0)
     ax = fig.add_subplot()
     total = _draw_curves(ax, checked, link_gbps)
+    _draw_flagged(ax, marks)
     _size_axis(ax, checked)
     _bandwidth_axis(ax, checked, link_gbps)
     ax.set_xlabel("message size (bytes)")
@@ -125,4 +170,9 @@ def plot_busbw(curves, path, title: str = "", link_gbps=None) -> Path:
     ax.legend(loc="best" if total <= 500 else "lower right", fontsize=8)
     if title:
         ax.set_title(plain(title))
-    return save(fig, path)
+    return fig
+
+
+def plot_busbw(curves, path, title: str = "", link_gbps=None, flagged=None) -> Path:
+    """busbw_figure written as a PNG to `path`."""
+    return save(busbw_figure(curves, title, link_gbps, flagged), path)

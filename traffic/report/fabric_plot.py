@@ -14,6 +14,7 @@ import numpy as np
 from matplotlib.cm import ScalarMappable
 from matplotlib.collections import LineCollection
 from matplotlib.colors import Colormap, ListedColormap, Normalize
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
@@ -26,6 +27,7 @@ TIER_COLOURS = {0: "#4c72b0", 1: "#55a868", 2: "#8172b2", 3: "#c44e52", 4: "#937
 UTILISATION_LABEL = "link utilisation (busiest direction, share of rate)"
 NO_DATA_COLOUR = "#9e9e9e"
 OVER_COLOUR = "#3b0f70"      # utilisation above 100 %
+SATURATED_REL_EPS = 1e-9     # a share this close to 1 is a saturated link (float error), not over
 NO_DATA_DASHES = (0, (3, 3))
 
 
@@ -126,6 +128,14 @@ def _utilisation_cmap() -> ListedColormap:
     base = matplotlib.colormaps["YlOrRd"]
     return ListedColormap(base(np.linspace(0.15, 1.0, 256)), name="utilisation").with_extremes(
         over=OVER_COLOUR)
+
+
+def _saturated_is_one(links: list) -> list:
+    """Utilisations within SATURATED_REL_EPS of 1 (1.0000000000000002 from a
+    sum of shares) taken as exactly 1: a saturated link, coloured as one,
+    not with the over-100 % colour."""
+    return [(a, b, 1.0 if v is not None and abs(v - 1.0) <= SATURATED_REL_EPS else v)
+            for a, b, v in links]
 
 
 def _scale(links: list, unit: str) -> _Scale:
@@ -236,18 +246,22 @@ def _summary(n_nodes: int, n_links: int, missing: list, measured: list, utilisat
     return summary
 
 
-def draw_fabric(nodes, edges, path, title: str = "", unit: str = "utilisation") -> Path:
-    """Draw the fabric as tiers stacked bottom (tier 0) to top, nodes of a tier
-    left to right in the given order, and colour each edge by its value.
+def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation") -> Figure:
+    """The figure draw_fabric writes, for reading what it shows: the fabric
+    as tiers stacked bottom (tier 0) to top, nodes of a tier left to right in
+    the given order, and each edge coloured by its value.
 
     With unit "utilisation" (the default) values are shares of the link rate:
     the colour scale runs 0-100 %, a value above 1 takes the over-colour, and
     the colorbar reads as link utilisation. Any other unit is used as the
     colorbar's label and the scale runs from 0 to the largest value. An edge
-    whose value is None (or NaN) is drawn grey and dashed as "no data".
+    whose value is None (or NaN) is drawn grey and dashed as "no data". A
+    utilisation within SATURATED_REL_EPS of 1 is a saturated link (100 %).
     """
     tiers = _check_nodes(nodes)
     links = _check_edges(edges, tiers)
+    if unit == "utilisation":
+        links = _saturated_is_one(links)
     layout = _layout(tiers)
     scale = _scale(links, unit)
 
@@ -266,4 +280,10 @@ def draw_fabric(nodes, edges, path, title: str = "", unit: str = "utilisation") 
         fig.suptitle(plain(title))
     ax.set_title(_summary(len(tiers), len(links), missing, measured, scale.utilisation),
                  fontsize=9, loc="left")
-    return save(fig, path)
+    return fig
+
+
+def draw_fabric(nodes, edges, path, title: str = "", unit: str = "utilisation") -> Path:
+    """fabric_figure written as a PNG to `path`: the fabric as tiers stacked
+    bottom (tier 0) to top, each edge coloured by its value (see fabric_figure)."""
+    return save(fabric_figure(nodes, edges, title, unit), path)

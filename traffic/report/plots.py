@@ -9,12 +9,18 @@ objects), writes one PNG to `path` and returns it as a `pathlib.Path`:
         2 = leaf, 3 = spine/aggregation, 4 = core (numbers may be skipped).
         edges: [(a, b, value)], value a share of the link's rate (0..1, a little
         over 1 is fine) or None for no data (drawn grey and dashed).
-    plot_busbw(curves, path, title="", link_gbps=None)
+    plot_busbw(curves, path, title="", link_gbps=None, flagged=None)
         curves: {label: [(size_bytes, busbw_GBps)]}, one line per label.
+        flagged: {label: {size_bytes: [flag, ...]}}, points not to quote,
+        ringed in red with their flags written above.
     plot_timeline(events, path, title="")
         events: [{"rank", "start", "end", "kind", optional "step", "label",
         "phase"}], times in seconds from the iteration start.
     is_png(path) -> bool, png_size(path) -> (width, height)
+
+fabric_figure, busbw_figure and timeline_figure take the same arguments less
+`path` and return the matplotlib `Figure` unwritten, so what a figure shows
+(titles, lines, colours, legends) can be read from it.
 
 Empty or malformed input raises ValueError with a sentence saying what was
 wrong. Drawing uses matplotlib's object API (`Figure` on an Agg canvas), so no
@@ -34,11 +40,12 @@ import os
 import struct
 import zlib
 
-from traffic.report.busbw_plot import plot_busbw, size_label
-from traffic.report.fabric_plot import draw_fabric
-from traffic.report.timeline_plot import plot_timeline
+from traffic.report.busbw_plot import busbw_figure, plot_busbw, size_label
+from traffic.report.fabric_plot import draw_fabric, fabric_figure
+from traffic.report.timeline_plot import plot_timeline, timeline_figure
 
-__all__ = ["draw_fabric", "plot_busbw", "plot_timeline", "is_png", "png_size", "size_label"]
+__all__ = ["draw_fabric", "plot_busbw", "plot_timeline", "fabric_figure", "busbw_figure",
+           "timeline_figure", "is_png", "png_size", "size_label"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"     # the empty IEND chunk every PNG ends with

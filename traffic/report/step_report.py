@@ -8,6 +8,7 @@ import csv
 import io
 from pathlib import Path
 
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from traffic.experiment import size_text
@@ -104,11 +105,13 @@ def step_csv(result: dict) -> str:
 
 COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "allreduce": "#55a868",
            "allgather": "#8172b3", "reducescatter": "#c44e52"}
+OTHER_COLOUR = "#999999"    # a kind not in COLOURS
 
 
-def plot_step(result: dict, path: Path) -> Path:
-    """The last step, per rank: compute on the upper lane, collectives below
-    (a tick where each was launched, its bar from start to finish)."""
+def step_figure(result: dict) -> Figure:
+    """The figure plot_step writes, for reading what it shows: the last step,
+    per rank, compute on the upper lane, collectives below (a tick where
+    each was launched, its bar from start to finish)."""
     events = result["timeline"]
     ranks = sorted({e["rank"] for e in events})
     end = max(e["end"] for e in events) or 1.0
@@ -119,7 +122,7 @@ def plot_step(result: dict, path: Path) -> Path:
         for e in (e for e in events if e["rank"] == rank):
             top = y if e["lane"] == "compute" else y + 0.9
             ax.broken_barh([(e["start"], max(e["end"] - e["start"], end * 1e-4))],
-                           (top, 0.8), facecolors=COLOURS.get(e["kind"], "#999999"),
+                           (top, 0.8), facecolors=COLOURS.get(e["kind"], OTHER_COLOUR),
                            edgecolor="white", linewidth=0.3)
             if "launch" in e:
                 ax.plot([e["launch"]] * 2, [top, top + 0.8], color="black", linewidth=0.6)
@@ -136,10 +139,17 @@ def plot_step(result: dict, path: Path) -> Path:
     ax.set_title(f"One training step: {st['layers']} layers, {len(st['buckets'])} buckets, "
                  f"{st['mode']}, overlap {'on' if st['overlap'] else 'off'} "
                  f"({result['engine']}; compute is timed, not computed)", fontsize=9)
-    kinds = sorted({e["kind"] for e in events}, key=list(COLOURS).index)
-    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds],
+    order = list(COLOURS)               # known kinds in COLOURS' order, others after by name
+    kinds = sorted({e["kind"] for e in events},
+                   key=lambda k: (order.index(k) if k in COLOURS else len(order), k))
+    ax.legend(handles=[Patch(color=COLOURS.get(k, OTHER_COLOUR), label=k) for k in kinds],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
-    return save(fig, path)
+    return fig
+
+
+def plot_step(result: dict, path: Path) -> Path:
+    """step_figure written as a PNG to `path`."""
+    return save(step_figure(result), path)
 
 
 def write_step_outputs(result: dict, folder: Path) -> list:

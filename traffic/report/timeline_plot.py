@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from traffic.report.canvas import darker, finite, new_figure, plain, save
@@ -225,10 +226,11 @@ def _phase_legend(fig, plan: _Plan) -> None:
                title="phase", loc="outside right lower", fontsize=8)
 
 
-def plot_timeline(events, path, title: str = "") -> Path:
-    """A Gantt chart of one iteration: a lane per rank (rank 0 at the top),
-    bars coloured by kind, time in milliseconds. Events carrying a "phase" get
-    a thin phase-coloured strip under their bar, and a band above the lanes
+def timeline_figure(events, title: str = "") -> Figure:
+    """The figure plot_timeline writes, for reading what it shows: a Gantt
+    chart of one iteration, a lane per rank (rank 0 at the top), bars
+    coloured by kind, time in milliseconds. Events carrying a "phase" get a
+    thin phase-coloured strip under their bar, and a band above the lanes
     shows each phase's span across all ranks. A bar wide enough shows its
     "label" (or "s<step>") inside."""
     plan = _plan(_check_events(events))
@@ -244,4 +246,9 @@ def plot_timeline(events, path, title: str = "") -> Path:
         _phase_legend(fig, plan)
     if title:
         (band if band is not None else ax).set_title(plain(title))
-    return save(fig, path)
+    return fig
+
+
+def plot_timeline(events, path, title: str = "") -> Path:
+    """timeline_figure written as a PNG to `path`."""
+    return save(timeline_figure(events, title), path)

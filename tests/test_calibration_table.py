@@ -1,4 +1,6 @@
-"""The calibration's ceiling, from rows as --calibrate makes them."""
+"""The calibration's ceiling: from rows as --calibrate makes them (the table's wording),
+and from rows calibrate_rates itself builds out of measured busbw/link, host
+verdicts and #wrong on both sides of each threshold (the rule)."""
 
 from tests.helpers import leaf_spine
 from traffic.rate_calibration import RATES, calibration_table, recommended
@@ -41,3 +43,89 @@ def test_a_host_that_never_keeps_up_gets_advice_not_a_ceiling():
 def test_a_host_that_kept_up_at_every_rate_tried_says_the_ceiling_is_above():
     rows = [row(5, 0.93), row(10, 0.94)]
     assert "# Ceiling: above 10 Mbit/s, the highest rate tried" in calibration_table(FABRIC, rows)
+
+
+# --- the rule on rows that calibrate_rates itself makes from measurements ----------------
+
+class _NoLab:
+    """Stands for the lab: calibrate_rates enters it, the fake run reads it."""
+
+    def __init__(self, fabric, run_dir, datapath="auto"):
+        self.fabric = fabric
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def measured_rows(monkeypatch, tmp_path, measured, rates=RATES):
+    """Rows made by calibrate_rates from what a run measured at each rate:
+    {rate: (busbw/link, host kept up, host-bound, #wrong)}; the experiments
+    it asked for are returned too."""
+    from traffic import rate_calibration as R
+    asked = []
+
+    def run(lab, exp, run_dir):
+        rate = lab.fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        asked.append((rate, exp.minbytes, exp.maxbytes))
+        busbw, kept_up, bound, wrong = measured[rate]
+        return {"runs": [{"size_bytes": exp.maxbytes, "busbw_over_link": busbw, "wrong": wrong,
+                          "cpu_busy_pct": 97.04 if bound else 41.26, "ovs_core_pct": 12.5,
+                          "latency": {"p99_us": 812.0}}],
+                "fidelity": {"trustworthy": kept_up, "host_kept_up": kept_up,
+                             "host_bound": bound}}
+    monkeypatch.setattr(R, "Lab", _NoLab)
+    monkeypatch.setattr(R, "run_experiment", run)
+    return R.calibrate_rates(FABRIC, tmp_path, rates=rates), asked
+
+
+def test_a_measured_calibration_stops_past_the_host_and_names_the_last_rate_kept_up(
+        monkeypatch, tmp_path):
+    """busbw/link 0.94, 0.93, 0.85 (the mark itself), then 0.8499 (just
+    under), then host-bound: the ceiling is 20 Mbit/s, the run stops at the
+    host-bound 80 and never asks for 160."""
+    rows, asked = measured_rows(monkeypatch, tmp_path, {
+        5: (0.94, True, False, 0), 10: (0.93, True, False, 0), 20: (0.85, True, False, 0),
+        40: (0.8499, True, False, 0), 80: (0.7, True, True, 0), 160: (0.9, True, False, 0)})
+    assert [r["rate_mbit"] for r in rows] == [5, 10, 20, 40, 80]
+    assert [r["kept_up"] for r in rows] == [True, True, True, False, False]
+    assert [r["past"] for r in rows] == [False, False, False, False, True]
+    assert recommended(rows) == 20
+    assert ("at 40 Mbit/s it did not keep up: busbw/link 0.85, CPU 41% busy" in
+            calibration_table(FABRIC, rows))
+    # about 2 s of ring AllReduce over 4 servers: rate/8 x 2 s / (2 x 3/4), by hand
+    assert asked[:3] == [(5, 833333, 833333), (10, 1666666, 1666666), (20, 3333333, 3333333)]
+
+
+def test_half_the_mark_is_where_a_calibration_stops(monkeypatch, tmp_path):
+    """busbw/link 0.425 (half of 0.85) is a dip, not yet past: the next rate
+    is tried; 0.4249 is past. Neither is kept up, so the ceiling stays 5."""
+    rows, _ = measured_rows(monkeypatch, tmp_path, {
+        5: (0.9, True, False, 0), 10: (0.425, True, False, 0), 20: (0.4249, True, False, 0),
+        40: (0.95, True, False, 0)})
+    assert [(r["rate_mbit"], r["past"], r["kept_up"]) for r in rows] == [
+        (5, False, True), (10, False, False), (20, True, False)]
+    assert recommended(rows) == 5
+
+
+def test_links_held_back_or_a_wrong_element_are_not_kept_up(monkeypatch, tmp_path):
+    """A good busbw does not make a rate kept up if the links were held below
+    their rate (then it is past) or an element came out wrong."""
+    rows, _ = measured_rows(monkeypatch, tmp_path, {
+        5: (0.93, True, False, 0), 10: (0.95, True, False, 1), 20: (0.95, False, False, 0),
+        40: (0.95, True, False, 0)})
+    assert [(r["rate_mbit"], r["past"], r["kept_up"], r["trustworthy"]) for r in rows] == [
+        (5, False, True, True), (10, False, False, True), (20, True, False, False)]
+    assert recommended(rows) == 5
+    assert "links held below their rate" not in calibration_table(FABRIC, rows)   # 10 first
+
+
+def test_the_largest_calibration_size_is_capped(monkeypatch, tmp_path):
+    """From 320 Mbit/s (53,333,333 bytes for 2 s) the size is MAX_SIZE, 32 MiB."""
+    rows, asked = measured_rows(monkeypatch, tmp_path, {160: (0.9, True, False, 0),
+                                                        320: (0.9, True, False, 0)},
+                                rates=(160, 320))
+    assert asked == [(160, 26666666, 26666666), (320, 32 << 20, 32 << 20)]
+    assert [r["size_bytes"] for r in rows] == [26666666, 32 << 20]

@@ -35,15 +35,20 @@ def step(lab, **keys):
 def test_overlap_off_adds_all_the_communication_and_on_hides_most(lab):
     off, on = step(lab, overlap=False), step(lab, overlap=True)
     for r in off["runs"]:
+        # nothing overlaps: every bit of communication is exposed (host overheads only add)
         assert r["step_s"] >= r["compute_s"] + r["comm_s"] * 0.97
-        assert r["exposed_s"] == pytest.approx(r["comm_s"], rel=0.05, abs=0.03)
+        assert r["exposed_s"] >= r["comm_s"] * 0.97
     for r in on["runs"]:
         # the step holds every rank's compute and every rank's collectives
         assert r["step_s"] >= max(r["compute_s"], r["comm_s"])
     assert on["summary"]["exposed_s"] < 0.8 * off["summary"]["exposed_s"]
     assert on["summary"]["overlap_efficiency"] > 0.2 > off["summary"]["overlap_efficiency"]
-    # compute stands for itself: 8 layers x (50 + 100) ms, on every rank
-    assert on["summary"]["compute_s"] == pytest.approx(1.2, abs=0.05)
+    # compute stands for itself: 8 layers x (50 + 100) ms, on every rank; a timer may
+    # fire late on a busy host, never early, and compute is inside the step
+    for result in (off, on):
+        assert result["step"]["compute_s"] == pytest.approx(1.2)
+        for r in result["runs"]:
+            assert r["step_s"] >= r["compute_s"] >= 1.2 - 1e-3, r
 
 
 def test_buckets_launch_in_backward_order_as_the_backward_pass_makes_them(lab):

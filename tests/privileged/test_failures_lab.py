@@ -13,6 +13,26 @@ from tests.helpers import REPO, run
 SWEEP = ["-b", "1M", "-e", "1M", "-n", "8", "-w", "1"]   # 9 iterations of >= 0.63 s at 20 Mbit/s
 
 
+# Traffic that moves to another path comes back before the link does; traffic that
+# waits for the link stops for about as long as it was down (to within the two
+# set_link calls, which the down time includes). A quarter of the failure tells them apart.
+MOVED = 0.75
+
+
+def moved_while_down(event):
+    """The probe's hit flows came back while the link was still down: on
+    another path, not the failed link's return."""
+    return event["probe"]["stopped_ms"] < MOVED * event["down_for_s"] * 1e3
+
+
+def timed_as_scheduled(event, at, duration):
+    """Down no earlier than scheduled and before it was due back; back up no
+    earlier than scheduled (the failure thread's timers never fire early)."""
+    assert event["at_s"] == at and event["duration_s"] == duration, event
+    assert at <= event["down_at_s"] < at + duration, event
+    assert event["down_for_s"] >= at + duration - event["down_at_s"] - 1e-3, event
+
+
 def failed_run(tmp_path, *flags):
     proc = run(*SWEEP, *flags, "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -33,15 +53,15 @@ def failed_run(tmp_path, *flags):
 def test_a_failure_mid_collective_is_survived_and_reported(tmp_path, clean_host, policy, link):
     out, events = failed_run(tmp_path, "--policy", policy, "--fail", f"{link}@2+2")
     [event] = events
-    assert event["link"] == link and event["at_s"] == 2.0
-    assert 1.9 <= event["down_for_s"] <= 3.0 and 1.99 <= event["down_at_s"] <= 2.5
+    assert event["link"] == link
+    timed_as_scheduled(event, 2.0, 2.0)
     probe = event["probe"]
     assert (probe["src"], probe["dst"], probe["flows"]) == ("h1", "h3", 8)
     if policy == "stp":   # unblocking leaf1's port to spine2 takes listening + learning,
         # 2 x 4 s forward delay: longer than the failure, so traffic waits for the link
-        assert probe["flows_hit"] == 8 and probe["stopped_ms"] >= 1900, probe
+        assert probe["flows_hit"] == 8 and not moved_while_down(event), event
     else:                 # moved to another path while the link was still down
-        assert probe["stopped_ms"] < 1800, probe
+        assert moved_while_down(event), event
     if policy == "single-path":       # every flow to leaf2 took that link: the controller
         assert probe["flows_hit"] >= 1 and probe["stopped_ms"] > 0   # had to move them
     assert event["collective"]["size_bytes"] == 1 << 20
@@ -76,10 +96,10 @@ def test_a_silent_failure_is_seen_only_with_bfd(tmp_path, clean_host, bfd_ms):
     assert event["kind"] == "silent" and "silently down" in out
     probe = event["probe"]
     assert probe["flows_hit"] >= 1, probe      # the probe's ports hash some flows over spine1
-    if bfd_ms:
-        assert probe["stopped_ms"] < 1200, probe
-    else:
-        assert probe["stopped_ms"] is None or probe["stopped_ms"] >= 1900, probe
+    timed_as_scheduled(event, 2.0, 2.0)
+    # with BFD the port stops being live after 3 intervals and traffic moves on; without
+    # it the hit flows wait for the link
+    assert moved_while_down(event) == bool(bfd_ms), event
 
 
 def test_a_flapping_link_mid_collective(tmp_path, clean_host):

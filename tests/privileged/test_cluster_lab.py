@@ -17,7 +17,7 @@ from lab import testbed
 from lab.cluster import ClusterLab
 from lab.reachability import all_pairs_reachability
 from lab.records import RECORDS, host_state
-from tests.helpers import TOPOLOGIES, run, start
+from tests.helpers import TOPOLOGIES, ensure_no_testbed, run, start
 from topologies.fabric import load_fabric, parse_fabric
 from topologies.placement import cluster_of, place
 from traffic import schedules as S
@@ -68,8 +68,7 @@ def clean_everywhere(timeout=0):
 
 @pytest.fixture(scope="module")
 def bed():
-    if testbed.RECORD.exists():
-        pytest.skip("a test bed is already up: `sudo scripts/lab testbed down` first")
+    ensure_no_testbed()          # a live one fails the test; a dead one's record is removed
     up = subprocess.run(["scripts/lab", "testbed", "up", "2"], capture_output=True, text=True,
                         timeout=1800, cwd=testbed.PROJECT)
     assert up.returncode == 0, up.stdout + up.stderr
@@ -178,7 +177,10 @@ def test_a_link_between_the_machines_fails_mid_collective(bed, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     [event] = summary["collectives"]["failures"]
-    assert event["probe"]["flows"] == 8 and event["probe"]["stopped_ms"] < 1800, event
+    # the hit flows came back on another path while the tunnel was still down (waiting for
+    # it would stop them about as long as it was down; tests/privileged/test_failures_lab.py)
+    assert event["probe"]["flows"] == 8, event
+    assert event["probe"]["stopped_ms"] < 0.75 * event["down_for_s"] * 1e3, event
     assert summary["collectives"]["runs"][0]["wrong"] == 0
     assert clean_everywhere() == {}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab import testbed
+from tests.helpers import ensure_no_testbed
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = {"m1": "10.77.0.11", "m2": "10.77.0.12"}
@@ -68,8 +69,7 @@ def leftovers(record):
 
 
 def test_testbed_up_ssh_ovs_ping_venv_and_down_leaves_nothing():
-    if testbed.RECORD.exists():
-        pytest.skip("a test bed is already up: `sudo scripts/lab testbed down` first")
+    ensure_no_testbed()          # a live one fails the test; a dead one's record is removed
     ovs_before = host_ovs()
     up = lab("up", "2", timeout=1800)
     try:

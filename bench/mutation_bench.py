@@ -2,7 +2,8 @@
 """Mutation testing of the pure core: how many small, plausible bugs the pure
 suite catches, per module, and which it lets through.
 
-    scripts/lab bench mutation [--only traffic/metrics.py ...] [--workdir DIR]
+    scripts/lab bench mutation [--only traffic/metrics.py ...] [--tests tests/test_x.py ...]
+                               [--workdir DIR]
                                [--jobs 2] [--fail-under 85] [--json out.json]
 
 mutmut (3.x, configured in setup.cfg's [mutmut] section: which modules are the
@@ -70,11 +71,15 @@ def copy_tree(dest: Path) -> None:
         shutil.copy2(src, target)
 
 
-def restrict(setup_cfg: Path, modules: list) -> None:
-    """The copy's [mutmut] section mutates only `modules`."""
+def restrict(setup_cfg: Path, modules: list, tests: list) -> None:
+    """The copy's [mutmut] section mutates only `modules` (if any) and runs
+    only `tests` (if any)."""
     cfg = configparser.ConfigParser()
     cfg.read(setup_cfg)
-    cfg["mutmut"]["only_mutate"] = "\n" + "\n".join(modules)
+    if modules:
+        cfg["mutmut"]["only_mutate"] = "\n" + "\n".join(modules)
+    if tests:
+        cfg["mutmut"]["pytest_add_cli_args_test_selection"] = "\n" + "\n".join(tests)
     with open(setup_cfg, "w") as f:
         cfg.write(f)
 
@@ -121,6 +126,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="+", metavar="MODULE",
                     help="mutate these modules instead of setup.cfg's only_mutate")
+    ap.add_argument("--tests", nargs="+", metavar="PATH",
+                    help="run only these tests (quicker, while working on one module's tests)")
     ap.add_argument("--workdir", type=Path, default=REPO / "results" / "mutation")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--fail-under", type=float, default=None, metavar="PCT",
@@ -136,8 +143,8 @@ def main(argv=None) -> int:
         return 2
     workdir = args.workdir.resolve()
     copy_tree(workdir)
-    if args.only:
-        restrict(workdir / "setup.cfg", args.only)
+    if args.only or args.tests:
+        restrict(workdir / "setup.cfg", args.only, args.tests)
     started = time.monotonic()
     proc = subprocess.run(mutmut + ["run", "--max-children", str(args.jobs)], cwd=workdir,
                           capture_output=True, text=True)

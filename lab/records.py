@@ -144,13 +144,17 @@ def cleanup_dead_labs(log=print) -> int:
     return len(dead)
 
 
+OWNER_VARIABLE = "FABRIC_LAB_OWNER"   # host_state(owner): whose processes count
 LAB_PROCESS = re.compile(r"mininet:|-m controller|traffic\.programs|iperf3? |mnexec")
 
 
-def host_state() -> dict:
+def host_state(owner: "str | None" = None) -> dict:
     """What a lab could leave behind on this host: bridges, veths, named
     namespaces and lab-like processes. Tests and benchmarks compare it before
-    and after a lab to show that the teardown left nothing; it only looks."""
+    and after a lab to show that the teardown left nothing; it only looks.
+    With `owner`, only the processes started under FABRIC_LAB_OWNER=owner
+    count (a process keeps its environment when orphaned), so a lab or a
+    test run of someone else's on this host is not taken for a leak."""
     bridges = []
     if shutil.which("ovs-vsctl"):
         bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
@@ -158,13 +162,17 @@ def host_state() -> dict:
     veths = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
                            text=True).stdout.splitlines()
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    mark = f"{OWNER_VARIABLE}={owner}".encode() if owner else None
     procs = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if not LAB_PROCESS.search(cmd) or int(pid) == os.getpid():
+                continue
+            if mark and mark not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                continue
         except OSError:
             continue
-        if LAB_PROCESS.search(cmd) and int(pid) != os.getpid():
-            procs.append(f"{pid} {cmd.strip()}")
+        procs.append(f"{pid} {cmd.strip()}")
     return {"bridges": sorted(bridges), "veths": len(veths), "netns": sorted(netns),
             "processes": sorted(procs)}

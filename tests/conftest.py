@@ -7,7 +7,8 @@ a lab that cannot start (Open vSwitch down, Mininet missing) is a broken
 machine, not a reason to skip: every privileged test then fails with that
 reason, so the run exits non-zero instead of passing on the pure tests alone.
 Tests marked `slow` take minutes; CI runs them too. Each lab test checks that
-it leaves the host exactly as it found it."""
+it leaves the host exactly as it found it (its own processes: those that
+inherit this run's FABRIC_LAB_OWNER)."""
 
 import collections
 import os
@@ -15,7 +16,11 @@ import shutil
 
 import pytest
 
-from lab.records import host_state
+from lab.records import OWNER_VARIABLE
+from tests.helpers import host_state
+
+# Every process this run starts inherits it: the clean-host checks count only those.
+os.environ.setdefault(OWNER_VARIABLE, f"pytest-{os.getpid()}")
 
 NOT_ROOT = "needs root: builds real Mininet networks (run `sudo scripts/lab test`)"
 

@@ -12,10 +12,17 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from lab.records import host_state
+from lab import records
 from topologies.fabric import parse_fabric
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def host_state() -> dict:
+    """The host's lab state (lab/records.py), counting only the processes
+    this test run started (tests/conftest.py sets FABRIC_LAB_OWNER): another
+    test run or lab on the host is not this run's leak."""
+    return records.host_state(owner=os.environ.get(records.OWNER_VARIABLE))
 TOPOLOGIES = REPO / "topologies"
 CMD = [sys.executable, "-u", str(REPO / "run_topology.py")]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -1,0 +1,698 @@
+"""Independent reference tests for the planner core (designs, costmodel, steptime,
+simulate, training, inputs).
+
+Every expectation here is a closed form written in the test (2-tier Clos of
+radix R holds R^2/2 endpoints, 3-tier R^3/4, ring AllReduce 2(n-1)a +
+2(n-1)/n S b, ...), a number worked out by hand (the working is in the
+comments), or the exact one-sentence refusal the planner prints. Nothing is
+computed with the planner's own functions or constants."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from planner import costmodel as C
+from planner import designs as D
+from planner import inputs as I
+from planner import steptime as ST
+from planner import training as TR
+from planner.inputs import PlanError
+
+
+def refused(fn, *args, message, **kw):
+    with pytest.raises(PlanError) as e:
+        fn(*args, **kw)
+    assert str(e.value) == message
+    return e.value
+
+
+def by_name(result):
+    return {d.name: d for d in result["designs"]}
+
+
+# --------------------------------------------------------------------------
+# designs.py: 16,384 GPUs, 8 a server, 8 NICs, radix 64, 400 Gbit/s, 1:1.
+# E = 2,048 servers x 8 = 16,384 endpoints.
+
+def test_16k_gpus_at_radix_64_by_hand():
+    r = D.plan(16384)
+    assert r["servers"] == 2048 and r["endpoints"] == 16384
+    assert r["inputs"] == {"gpus": 16384, "radix": 64, "gpus_per_server": 8,
+                           "nics_per_server": 8, "link_gbps": 400.0, "oversubscription": 1.0,
+                           "gpu_flops": 2e15, "total_flops": 1e24, "utilisation": 1.0}
+    assert r["training"]["gpus"] == 16384
+    d = by_name(r)
+    assert [x.name for x in r["designs"]] == ["full-mesh", "single-switch", "clos-2", "clos-3"]
+
+    fm = d["full-mesh"]
+    assert not fm.fits
+    assert fm.reason == "each endpoint would need 16,383 ports; a port budget of 64 allows 64"
+    assert fm.endpoints == 16384 and fm.switches == 0 and fm.switches_by_tier == {}
+    assert fm.switch_ports == 0
+    assert fm.cables == 16384 * 16383 // 2 == 134209536
+    assert fm.ports_per_endpoint == 16383 and fm.max_hops == 0
+    assert fm.bisection_gbps == 8192 * 8192 * 400.0
+    assert fm.oversubscription == 1.0 and fm.max_endpoints == 65
+    assert fm.needed_radix == 16384          # 16,383 ports, rounded up to even
+
+    ss = d["single-switch"]
+    assert not ss.fits
+    assert ss.reason == "16,384 endpoints need a 16,384-port switch; the radix is 64"
+    assert ss.switches == 1 and ss.switches_by_tier == {"switch": 1}
+    assert ss.switch_ports == 16384 and ss.cables == 16384 and ss.ports_per_endpoint == 1
+    assert ss.max_hops == 1 and ss.bisection_gbps == 8192 * 400.0
+    assert ss.oversubscription == 1.0 and ss.max_endpoints == 64 and ss.needed_radix == 16384
+
+    c2 = d["clos-2"]   # 32 down, 32 up: 512 leaves, 512*32/64 = 256 spines
+    assert not c2.fits
+    assert c2.switches_by_tier == {"leaf": 512, "spine": 256} and c2.switches == 768
+    assert c2.cables == 16384 + 16384 and c2.switch_ports == 16384 + 2 * 16384
+    assert c2.ports_per_endpoint == 1 and c2.max_hops == 3
+    assert c2.bisection_gbps == 8192 * 400.0 and c2.oversubscription == 1.0
+    assert c2.max_endpoints == 2048          # 64^2 / 2
+    assert c2.needed_radix == 182            # 180*90 = 16,200 < 16,384 <= 182*91 = 16,562
+    assert c2.reason == ("16,384 endpoints exceed the largest clos-2 at radix 64 and 1:1 "
+                         "oversubscription (2,048 endpoints); it needs a higher radix (182) "
+                         "or another tier")
+
+    c3 = d["clos-3"]   # 512 leaves, 16,384/32 = 512 aggs, 512*32/64 = 256 cores
+    assert c3.fits and c3.reason == ""
+    assert c3.switches_by_tier == {"leaf": 512, "agg": 512, "core": 256}
+    assert c3.switches == 1280
+    assert c3.cables == 16384 + 16384 + 512 * 32 == 49152
+    assert c3.switch_ports == 16384 + 2 * 32768 == 81920
+    assert c3.max_hops == 5 and c3.bisection_gbps == 8192 * 400.0
+    assert c3.max_endpoints == 65536         # 64^3 / 4
+    assert c3.needed_radix == 42             # 40^3/4 = 16,000 < 16,384 <= 42*21*21 = 18,522
+    assert c3.to_dict()["switches_by_tier"] == {"leaf": 512, "agg": 512, "core": 256}
+    assert c3.to_dict()["name"] == "clos-3" and c3.to_dict()["needed_radix"] == 42
+
+
+def test_small_cluster_fits_every_design():
+    """16 GPUs, one a server and one NIC: E = 16 at radix 64."""
+    r = D.plan(16, radix=64, gpus_per_server=1, nics_per_server=1, link_gbps=100.0)
+    d = by_name(r)
+    assert r["servers"] == 16 and r["endpoints"] == 16
+    assert all(x.fits and x.reason == "" for x in r["designs"])
+    assert d["full-mesh"].cables == 120 and d["full-mesh"].ports_per_endpoint == 15
+    assert d["full-mesh"].bisection_gbps == 8 * 8 * 100.0
+    assert d["full-mesh"].needed_radix == 16
+    assert d["single-switch"].needed_radix == 16
+    assert d["clos-2"].switches_by_tier == {"leaf": 1, "spine": 1}   # ceil(16/32), ceil(32/64)
+    assert d["clos-2"].cables == 16 + 32 and d["clos-2"].switch_ports == 16 + 64
+    assert d["clos-3"].switches_by_tier == {"leaf": 1, "agg": 1, "core": 1}
+    assert d["clos-3"].cables == 16 + 32 + 32
+    assert d["clos-2"].needed_radix == 6     # 4*2 = 8 < 16 <= 6*3 = 18
+    assert d["clos-3"].needed_radix == 4     # 4*2*2 = 16
+
+
+def test_odd_endpoint_full_mesh_bisection_and_fit_boundary():
+    """E = 65 at radix 64: a full mesh fits (64 ports each), 32*33 links cut;
+    E = 66 does not."""
+    d = by_name(D.plan(65, radix=64, gpus_per_server=1, nics_per_server=1, link_gbps=1.0))
+    assert d["full-mesh"].fits and d["full-mesh"].bisection_gbps == 32 * 33
+    assert d["single-switch"].bisection_gbps == 32 and not d["single-switch"].fits
+    assert d["single-switch"].reason == "65 endpoints need a 65-port switch; the radix is 64"
+    d = by_name(D.plan(66, radix=64, gpus_per_server=1, nics_per_server=1))
+    assert not d["full-mesh"].fits
+    assert d["full-mesh"].reason == "each endpoint would need 65 ports; a port budget of 64 allows 64"
+    d = by_name(D.plan(64, radix=64, gpus_per_server=1, nics_per_server=1))
+    assert d["single-switch"].fits
+
+
+def test_clos_fit_boundaries_from_both_sides():
+    one = dict(radix=64, gpus_per_server=1, nics_per_server=1)
+    assert by_name(D.plan(2048, **one))["clos-2"].fits
+    assert not by_name(D.plan(2049, **one))["clos-2"].fits
+    assert by_name(D.plan(65536, **one))["clos-3"].fits
+    assert not by_name(D.plan(65537, **one))["clos-3"].fits
+
+
+def test_servers_round_up_and_nics_make_endpoints():
+    """17 GPUs, 8 a server, 2 NICs: 3 servers, 6 endpoints."""
+    r = D.plan(17, gpus_per_server=8, nics_per_server=2)
+    assert r["servers"] == 3 and r["endpoints"] == 6
+
+
+def test_oversubscription_2_at_radix_64_is_42_down_22_up():
+    r = D.plan(4096, radix=64, gpus_per_server=1, nics_per_server=1, link_gbps=100.0,
+               oversubscription=2.0)
+    c2 = by_name(r)["clos-2"]
+    assert c2.oversubscription == pytest.approx(42 / 22)
+    assert c2.max_endpoints == 64 * 42 == 2688
+    # leaves ceil(4096/42) = 98, up cables 98*22 = 2,156, spines ceil(2156/64) = 34
+    assert c2.switches_by_tier == {"leaf": 98, "spine": 34}
+    assert c2.cables == 4096 + 2156
+    assert c2.bisection_gbps == pytest.approx(2048 * 100.0 * 22 / 42)
+    # needed: R*floor(2R/3) >= 4096: 78*52 = 4,056 < 4096 <= 80*53 = 4,240
+    assert c2.needed_radix == 80
+    assert c2.reason == ("4,096 endpoints exceed the largest clos-2 at radix 64 and 1.91:1 "
+                         "oversubscription (2,688 endpoints); it needs a higher radix (80) "
+                         "or another tier")   # 64*63 = 4,032 < 4,096
+    c3 = by_name(r)["clos-3"]
+    # aggs ceil(2156/32) = 68, cores ceil(68*32/64) = 34
+    assert c3.switches_by_tier == {"leaf": 98, "agg": 68, "core": 34}
+    assert c3.cables == 4096 + 2156 + 68 * 32
+    assert c3.max_endpoints == 64 * 32 * 42
+
+
+def test_oversubscription_3_is_exact_three_quarters_down():
+    """64*3/4 = 48 exactly: 48 down, 16 up."""
+    c2 = by_name(D.plan(96, radix=64, gpus_per_server=1, nics_per_server=1,
+                        oversubscription=3.0))["clos-2"]
+    assert c2.oversubscription == 3.0 and c2.max_endpoints == 64 * 48
+    assert c2.switches_by_tier == {"leaf": 2, "spine": 1}
+    # radix 12 at 3:1: 12*3/4 = 9 down, 3 up
+    c2 = by_name(D.plan(96, radix=12, gpus_per_server=1, nics_per_server=1,
+                        oversubscription=3.0))["clos-2"]
+    assert c2.oversubscription == 3.0 and c2.max_endpoints == 108
+
+
+def test_huge_oversubscription_keeps_one_port_up():
+    """At 1e12:1 a leaf of 64 ports would round to 64 down: it keeps one up."""
+    c2 = by_name(D.plan(64, radix=64, gpus_per_server=1, nics_per_server=1,
+                        oversubscription=1e12))["clos-2"]
+    assert c2.oversubscription == 63.0 and c2.max_endpoints == 64 * 63
+    assert c2.switches_by_tier == {"leaf": 2, "spine": 1}
+
+
+def test_more_oversubscription_is_offered_only_where_it_helps():
+    """clos-2 at radix 64 with all but one port down holds 64*63 = 4,032."""
+    one = dict(radix=64, gpus_per_server=1, nics_per_server=1)
+    c2 = by_name(D.plan(4032, **one))["clos-2"]
+    # needed: 88*44 = 3,872 < 4,032 <= 90*45 = 4,050
+    assert c2.reason == ("4,032 endpoints exceed the largest clos-2 at radix 64 and 1:1 "
+                         "oversubscription (2,048 endpoints); it needs a higher radix (90), "
+                         "more oversubscription or another tier")
+    c2 = by_name(D.plan(4033, **one))["clos-2"]
+    assert c2.reason == ("4,033 endpoints exceed the largest clos-2 at radix 64 and 1:1 "
+                         "oversubscription (2,048 endpoints); it needs a higher radix (90) "
+                         "or another tier")
+    c3 = by_name(D.plan(100000, **one))["clos-3"]
+    # 72*36*36 = 93,312 < 100,000 <= 74*37*37 = 101,306; 64*32*63 = 129,024 >= 100,000
+    assert c3.reason == ("100,000 endpoints exceed the largest clos-3 at radix 64 and 1:1 "
+                         "oversubscription (65,536 endpoints); it needs a higher radix (74), "
+                         "more oversubscription or another tier")
+
+
+def _ref_radix(endpoints, capacity):
+    """Smallest even radix >= 4 whose closed-form capacity holds `endpoints`."""
+    R = 4
+    while capacity(R) < endpoints:
+        R += 2
+    return R
+
+
+@pytest.mark.parametrize("design,capacity", [
+    ("clos-2", lambda R: R * R // 2),
+    ("clos-3", lambda R: R ** 3 // 4),
+    ("single-switch", lambda R: R),
+    ("full-mesh", lambda R: R + 1),
+])
+def test_min_radix_matches_the_closed_form_capacity(design, capacity):
+    for E in list(range(2, 140)) + [799, 800, 801, 2048, 2049, 4000, 16384, 65536, 65537]:
+        got = D.min_radix(design, E, gpus_per_server=1, nics_per_server=1)
+        assert type(got) is int
+        assert got == _ref_radix(E, capacity), (design, E)
+
+
+@pytest.mark.parametrize("design,gpus,want", [
+    ("full-mesh", 2, 4), ("full-mesh", 5, 4), ("full-mesh", 6, 6), ("full-mesh", 7, 6),
+    ("full-mesh", 16, 16), ("full-mesh", 17, 16), ("full-mesh", 18, 18),
+    ("single-switch", 3, 4), ("single-switch", 4, 4), ("single-switch", 5, 6),
+    ("single-switch", 6, 6), ("single-switch", 7, 8),
+    ("clos-2", 8, 4), ("clos-2", 9, 6), ("clos-2", 18, 6), ("clos-2", 19, 8),
+    ("clos-2", 800, 40), ("clos-2", 2048, 64), ("clos-2", 2049, 66),
+    ("clos-3", 16, 4), ("clos-3", 17, 6), ("clos-3", 65536, 64), ("clos-3", 65537, 66),
+    ("clos-3", 10_000_000, 342),   # 340*170*170 = 9,826,000 < 1e7 <= 342*171*171 = 10,000,422
+])
+def test_min_radix_literals(design, gpus, want):
+    assert D.min_radix(design, gpus, gpus_per_server=1, nics_per_server=1) == want
+
+
+def test_min_radix_defaults_and_oversubscription():
+    # 16,384 GPUs, 8 a server, 8 NICs: 16,384 endpoints
+    assert D.min_radix("clos-2", 16384) == 182
+    # 2 NICs per 8 GPUs: 4,096 endpoints: 90*45 = 4,050 < 4,096 <= 92*46 = 4,232
+    assert D.min_radix("clos-2", 16384, 8, 2) == 92
+    # 3:1, R*floor(3R/4) >= 13: R=4 holds 12, R=6 holds 6*4 = 24
+    assert D.min_radix("clos-2", 12, 1, 1, 3.0) == 4
+    assert D.min_radix("clos-2", 13, 1, 1, 3.0) == 6
+
+
+def test_min_radix_refusals():
+    refused(D.min_radix, "torus", 16, message="design must be one of full-mesh, single-switch, "
+                                                 "clos-2, clos-3, got 'torus'")
+    refused(D.min_radix, "clos-2", 1, message="gpus must be a whole number from 2 to 10,000,000, got 1")
+    refused(D.min_radix, "clos-2", 10_000_001,
+            message="gpus must be a whole number from 2 to 10,000,000, got 10000001")
+    assert D.min_radix("single-switch", 10_000_000, 1, 1) == 10_000_000
+    refused(D.min_radix, "clos-2", 16, 73, 1,
+            message="gpus_per_server must be a whole number from 1 to 72, got 73")
+    refused(D.min_radix, "clos-2", 16, 0, 1,
+            message="gpus_per_server must be a whole number from 1 to 72, got 0")
+    assert D.min_radix("single-switch", 144, 72, 1) == 4
+    refused(D.min_radix, "clos-2", 16, 8, 9,
+            message="nics_per_server must be a whole number from 1 to gpus_per_server (8), got 9")
+    refused(D.min_radix, "clos-2", 16, 8, 8, 0.5,
+            message="oversubscription must be a number of at least 1, got 0.5")
+
+
+def test_max_endpoints_of_an_unknown_design_is_refused():
+    refused(D._max_endpoints, "torus", 64, 1.0,
+            message="design must be one of full-mesh, single-switch, clos-2, clos-3, got 'torus'")
+
+
+def test_plan_refusals():
+    even = "an even whole number from 4 to 1,024 (ports per switch)"
+    refused(D.plan, 16, radix=63, message=f"radix must be {even}, got 63")
+    refused(D.plan, 16, radix=2, message=f"radix must be {even}, got 2")
+    refused(D.plan, 16, radix=1026, message=f"radix must be {even}, got 1026")
+    assert D.plan(16, radix=4)["inputs"]["radix"] == 4
+    assert D.plan(16, radix=1024)["inputs"]["radix"] == 1024
+    refused(D.plan, 1, message="gpus must be a whole number from 2 to 10,000,000, got 1")
+    refused(D.plan, 16, gpus_per_server=73,
+            message="gpus_per_server must be a whole number from 1 to 72, got 73")
+    refused(D.plan, 16, nics_per_server=9,
+            message="nics_per_server must be a whole number from 1 to gpus_per_server (8), got 9")
+    refused(D.plan, 16, link_gbps=0, message="link_gbps must be a number greater than 0, got 0")
+    refused(D.plan, 16, oversubscription=0.99,
+            message="oversubscription must be a number of at least 1, got 0.99")
+    refused(D.plan, 16, gpu_flops=0, message="gpu_flops must be a number greater than 0, got 0")
+    refused(D.plan, 16, total_flops=-1, message="total_flops must be a number greater than 0, got -1")
+    refused(D.plan, 16, utilisation=1.5,
+            message="utilisation must be a number greater than 0 and at most 1, got 1.5")
+
+
+def test_plan_passes_its_training_arguments_through():
+    r = D.plan(1000, gpus_per_server=1, nics_per_server=1, gpu_flops=1e15, total_flops=1e21,
+               utilisation=0.5)
+    assert r["inputs"]["gpu_flops"] == 1e15 and r["inputs"]["total_flops"] == 1e21
+    assert r["inputs"]["utilisation"] == 0.5
+    assert r["training"]["seconds_all_gpus"] == pytest.approx(2000.0)   # 1e21 / (1e15*1000*0.5) = 1e21 / 5e17
+
+
+# --------------------------------------------------------------------------
+# costmodel.py
+
+def test_ring_allreduce_closed_form():
+    # 2*7*1e-6 + 2*7/8 * 1e6 * 1e-9 = 14e-6 + 1.75e-3
+    assert C.ring_allreduce_seconds(8, 1e6, 1e-6, 1e-9) == pytest.approx(1.764e-3, rel=1e-12)
+    assert C.ring_allreduce_seconds(1, 1e9, 1.0, 1.0) == 0.0
+    # 2*1*3 + 2*1/2 * 10 * 0.5 = 6 + 5
+    assert C.ring_allreduce_seconds(2, 10, 3, 0.5) == pytest.approx(11.0)
+    assert C.ring_allreduce_seconds(10 ** 12, 0, 0, 0) == 0
+
+
+def test_ring_allreduce_refusals():
+    at_least_1 = "a whole number of at least 1"
+    refused(C.ring_allreduce_seconds, 0, 1, 1, 1, message=f"n must be {at_least_1}, got 0")
+    refused(C.ring_allreduce_seconds, 10 ** 12 + 1, 1, 1, 1,
+            message=f"n must be {at_least_1}, got 1000000000001")
+    refused(C.ring_allreduce_seconds, 2, -1, 1, 1,
+            message="size_bytes must be a number of at least 0, got -1")
+    refused(C.ring_allreduce_seconds, 2, 1, -1, 1,
+            message="alpha_s must be a number of at least 0, got -1")
+    refused(C.ring_allreduce_seconds, 2, 1, 1, -1,
+            message="beta_s_per_byte must be a number of at least 0, got -1")
+
+
+def test_hierarchical_allreduce_closed_form():
+    """4 nodes of 8, 8e6 B: intra 7*1e-6 + 7/8*8e6*1e-10 = 7.07e-4; inter ring over
+    4 on 1e6 B: 6*5e-6 + 1.5*1e6*2e-9 = 3.03e-3; total 2*7.07e-4 + 3.03e-3."""
+    got = C.hierarchical_allreduce_seconds(4, 8, 8e6, 1e-6, 1e-10, 5e-6, 2e-9)
+    assert got == pytest.approx(4.444e-3, rel=1e-12)
+    # one node: intra only, twice
+    assert C.hierarchical_allreduce_seconds(1, 8, 8e6, 1e-6, 1e-10, 5e-6, 2e-9) == \
+        pytest.approx(1.414e-3, rel=1e-12)
+    # one GPU a node: the flat ring, 2*3*5e-6 + 2*3/4*8e6*2e-9
+    assert C.hierarchical_allreduce_seconds(4, 1, 8e6, 1e-6, 1e-10, 5e-6, 2e-9) == \
+        pytest.approx(3e-5 + 2.4e-2, rel=1e-12)
+    assert C.hierarchical_allreduce_seconds(10 ** 12, 10 ** 6, 0, 0, 0, 0, 0) == 0
+
+
+def test_hierarchical_allreduce_refusals():
+    at_least_1 = "a whole number of at least 1"
+    args = [2, 2, 1, 1, 1, 1, 1]
+
+    def bad(i, value, message):
+        a = list(args)
+        a[i] = value
+        refused(C.hierarchical_allreduce_seconds, *a, message=message)
+    bad(0, 0, f"nodes must be {at_least_1}, got 0")
+    bad(0, 10 ** 12 + 1, f"nodes must be {at_least_1}, got 1000000000001")
+    bad(1, 0, f"gpus_per_node must be {at_least_1}, got 0")
+    bad(1, 10 ** 6 + 1, f"gpus_per_node must be {at_least_1}, got 1000001")
+    bad(2, -1, "size_bytes must be a number of at least 0, got -1")
+    bad(3, -1, "alpha_intra must be a number of at least 0, got -1")
+    bad(4, -1, "beta_intra must be a number of at least 0, got -1")
+    bad(5, -1, "alpha_inter must be a number of at least 0, got -1")
+    bad(6, -1, "beta_inter must be a number of at least 0, got -1")
+
+
+def test_fit_recovers_exact_alpha_beta():
+    # t = 2e-6 * steps + 1e-9 * bytes
+    pts = [(2, 1000, 2 * 2e-6 + 1000e-9), (10, 1e6, 10 * 2e-6 + 1e-3), (4, 5e5, 8e-6 + 5e-4)]
+    a, b = C.fit_alpha_beta(pts)
+    assert a == pytest.approx(2e-6, rel=1e-9) and b == pytest.approx(1e-9, rel=1e-9)
+
+
+def test_fit_least_squares_by_hand():
+    """(1,0,1), (0,1,2), (1,1,4): normal equations [[2,1],[1,2]] (a,b) = (5,6):
+    a = 4/3, b = 7/3."""
+    a, b = C.fit_alpha_beta([(1, 0, 1), (0, 1, 2), (1, 1, 4)])
+    assert a == pytest.approx(4 / 3, rel=1e-12) and b == pytest.approx(7 / 3, rel=1e-12)
+
+
+def test_fit_clamps_a_negative_alpha_to_zero():
+    """(1,1,1.0), (2,1,0.9): unconstrained a = -0.1, b = 1.1. With a = 0,
+    b = (1 + 0.9)/2 = 0.95 (sse 0.005); with b = 0, a = 2.8/5 = 0.56
+    (sse 0.242): a = 0 wins."""
+    a, b = C.fit_alpha_beta([(1, 1, 1.0), (2, 1, 0.9)])
+    assert a == 0.0 and b == pytest.approx(0.95, rel=1e-12)
+
+
+def test_fit_clamps_a_negative_beta_to_zero():
+    """Mirror image: (1,1,1.0), (1,2,0.9) gives (0.95, 0)."""
+    a, b = C.fit_alpha_beta([(1, 1, 1.0), (1, 2, 0.9)])
+    assert a == pytest.approx(0.95, rel=1e-12) and b == 0.0
+
+
+def test_fit_proportional_columns_choose_alpha_zero():
+    """One point (2, 100, 1): b = 100/10,000 = 0.01 or a = 2/4 = 0.5, both exact:
+    alpha = 0 wins the tie."""
+    assert C.fit_alpha_beta([(2, 100, 1.0)]) == (0.0, pytest.approx(0.01, rel=1e-12))
+    # two proportional points (1,10,2), (2,20,4): b = (20+80)/(100+400) = 0.2
+    assert C.fit_alpha_beta([(1, 10, 2.0), (2, 20, 4.0)]) == (0.0, pytest.approx(0.2, rel=1e-12))
+
+
+def test_fit_with_only_steps_or_only_bytes():
+    # steps only: a = (3e-6 + 12e-6)/5 = 3e-6
+    a, b = C.fit_alpha_beta([(1, 0, 3e-6), (2, 0, 6e-6)])
+    assert a == pytest.approx(3e-6, rel=1e-12) and b == 0.0
+    a, b = C.fit_alpha_beta([(0, 10, 1e-8), (0, 20, 2e-8)])
+    assert a == 0.0 and b == pytest.approx(1e-9, rel=1e-12)
+    # bytes only but all times zero: (0, 0)
+    assert C.fit_alpha_beta([(0, 10, 0.0)]) == (0.0, 0.0)
+    assert C.fit_alpha_beta([(10, 0, 0.0)]) == (0.0, 0.0)
+
+
+def test_fit_prefers_the_better_candidate_when_not_tied():
+    """Steps only, but a second point with bytes makes the columns independent:
+    (1,0,1), (1,1,0): unconstrained a = 1, b = -1; candidates (0, 0) with sse 1
+    (bt/bb = 0), and (1/2, 0) with sse 0.5: the latter."""
+    assert C.fit_alpha_beta([(1, 0, 1.0), (1, 1, 0.0)]) == (pytest.approx(0.5), 0.0)
+
+
+def test_fit_refusals():
+    triple = "(steps, bytes, seconds) triple"
+    refused(C.fit_alpha_beta, None, message=f"points must hold at least one {triple}")
+    refused(C.fit_alpha_beta, [], message=f"points must hold at least one {triple}")
+    refused(C.fit_alpha_beta, [(1, 2)], message=f"points[0] must be a {triple}, got (1, 2)")
+    refused(C.fit_alpha_beta, [(1, 1, 1), 5], message=f"points[1] must be a {triple}, got 5")
+    refused(C.fit_alpha_beta, [(0, 0, 1)],
+            message="points must have at least one point with steps or bytes above 0")
+    refused(C.fit_alpha_beta, [(1, 1, 1), (-1, 1, 1)],
+            message="points[1] steps must be a number of at least 0, got -1")
+    refused(C.fit_alpha_beta, [(1, -1, 1)],
+            message="points[0] bytes must be a number of at least 0, got -1")
+    refused(C.fit_alpha_beta, [(1, 1, 1), (1, 1, "x")],
+            message="points[1] seconds must be a number of at least 0, got 'x'")
+
+
+def test_predict_allreduce_16_gpus_by_hand():
+    """16 GPUs, 8 a server, 8 NICs, 400 Gbit/s, NVLink 3,600, alpha 5e-6, 1e8 B.
+    beta = 8/400e9 = 2e-11, beta_intra = 8/3600e9. Ring: 30*5e-6 + 30/16*1e8*2e-11
+    = 1.5e-4 + 3.75e-3. Hier: intra 7*5e-6 + 7/8*1e8*8/3600e9 each; inter
+    2*5e-6 + 1.25e7*2e-11 = 2.6e-4."""
+    p = C.predict_allreduce(16, 1e8)
+    intra = 3.5e-5 + 7 / 8 * 1e8 * 8 / 3600e9
+    assert p["gpus"] == 16 and p["nodes"] == 2 and p["gpus_per_node"] == 8
+    assert p["nics_per_node"] == 8 and p["gradient_bytes"] == 1e8
+    assert p["alpha_s"] == 5e-6 and p["intra_alpha_s"] == 5e-6
+    assert p["link_gbps"] == 400.0 and p["intra_gbps"] == 3600.0 and p["efficiency"] == 1.0
+    assert p["beta_s_per_byte"] == pytest.approx(2e-11, rel=1e-12)
+    assert p["intra_beta_s_per_byte"] == pytest.approx(8 / 3600e9, rel=1e-12)
+    assert p["inter_beta_s_per_byte"] == pytest.approx(2e-11, rel=1e-12)
+    assert p["ring_seconds"] == pytest.approx(3.9e-3, rel=1e-12)
+    assert p["hierarchical_seconds"] == pytest.approx(2 * intra + 2.6e-4, rel=1e-12)
+    assert p["speedup"] == pytest.approx(3.9e-3 / (2 * intra + 2.6e-4), rel=1e-12)
+
+
+def test_predict_allreduce_shared_nics_efficiency_and_intra_alpha():
+    """16 GPUs, 8 a server, 2 NICs: 4 GPUs share a NIC, beta_inter = 4 beta.
+    efficiency 0.5, link 100: beta = 8/(100e9*0.5) = 1.6e-10; intra 800 Gbit/s:
+    2e-11; intra alpha 1e-6, alpha 2e-6, 8e6 B.
+    Hier: intra 7e-6 + 7/8*8e6*2e-11 = 7e-6 + 1.4e-4 = 1.47e-4 each;
+    inter 2*2e-6 + 1e6*6.4e-10 = 4e-6 + 6.4e-4 = 6.44e-4. Ring: 30*2e-6 +
+    30/16*8e6*1.6e-10 = 6e-5 + 2.4e-3."""
+    p = C.predict_allreduce(16, 8e6, alpha_s=2e-6, link_gbps=100, intra_gbps=800,
+                            efficiency=0.5, gpus_per_server=8, nics_per_server=2,
+                            intra_alpha_s=1e-6)
+    assert p["nics_per_node"] == 2 and p["intra_alpha_s"] == 1e-6 and p["alpha_s"] == 2e-6
+    assert p["beta_s_per_byte"] == pytest.approx(1.6e-10, rel=1e-12)
+    assert p["intra_beta_s_per_byte"] == pytest.approx(2e-11, rel=1e-12)
+    assert p["inter_beta_s_per_byte"] == pytest.approx(6.4e-10, rel=1e-12)
+    assert p["ring_seconds"] == pytest.approx(2.46e-3, rel=1e-12)
+    assert p["hierarchical_seconds"] == pytest.approx(2 * 1.47e-4 + 6.44e-4, rel=1e-12)
+    assert p["efficiency"] == 0.5 and p["link_gbps"] == 100.0 and p["intra_gbps"] == 800.0
+
+
+def test_predict_allreduce_fewer_gpus_than_a_server():
+    """4 GPUs, 8 a server, 2 NICs: one node of 4 GPUs, 2 NICs, beta_inter 2 beta."""
+    p = C.predict_allreduce(4, 1e6, gpus_per_server=8, nics_per_server=2)
+    assert p["nodes"] == 1 and p["gpus_per_node"] == 4 and p["nics_per_node"] == 2
+    assert p["inter_beta_s_per_byte"] == pytest.approx(4e-11, rel=1e-12)
+    # 3 NICs for 2 GPUs: capped at 2
+    p = C.predict_allreduce(2, 1e6, gpus_per_server=8, nics_per_server=3)
+    assert p["nics_per_node"] == 2 and p["inter_beta_s_per_byte"] == pytest.approx(2e-11)
+    # one GPU: nothing to do
+    p = C.predict_allreduce(1, 1e6)
+    assert p["ring_seconds"] == 0.0 and p["hierarchical_seconds"] == 0.0 and p["speedup"] == 1.0
+
+
+def test_predict_allreduce_zero_time_speedup_is_one():
+    p = C.predict_allreduce(16, 0, alpha_s=0)
+    assert p["ring_seconds"] == 0 and p["hierarchical_seconds"] == 0 and p["speedup"] == 1.0
+
+
+def test_predict_allreduce_from_a_plan_and_explicit_arguments_win():
+    """A plan of 16 GPUs, 4 a server, 2 NICs, 100 Gbit/s: beta 8e-11, 4 nodes,
+    beta_inter 2*beta."""
+    plan = D.plan(16, gpus_per_server=4, nics_per_server=2, link_gbps=100.0)
+    p = C.predict_allreduce(plan, 1e6)
+    assert p["gpus"] == 16 and p["nodes"] == 4 and p["gpus_per_node"] == 4
+    assert p["nics_per_node"] == 2 and p["link_gbps"] == 100.0
+    assert p["inter_beta_s_per_byte"] == pytest.approx(1.6e-10, rel=1e-12)
+    # the bare inputs dict works the same
+    q = C.predict_allreduce(plan["inputs"], 1e6)
+    assert q["nodes"] == 4 and q["nics_per_node"] == 2 and q["link_gbps"] == 100.0
+    # explicit arguments win
+    r = C.predict_allreduce(plan, 1e6, link_gbps=200, gpus_per_server=2, nics_per_server=1)
+    assert r["nodes"] == 8 and r["gpus_per_node"] == 2 and r["nics_per_node"] == 1
+    assert r["link_gbps"] == 200.0 and r["beta_s_per_byte"] == pytest.approx(4e-11)
+
+
+def test_predict_allreduce_defaults_without_a_plan():
+    p = C.predict_allreduce(64, 1e6)
+    assert p["gpus_per_node"] == 8 and p["nics_per_node"] == 8 and p["link_gbps"] == 400.0
+    assert p["intra_gbps"] == 3600.0 and p["nodes"] == 8
+    # nics default to the GPUs a server: 4 GPUs, 4 NICs
+    p = C.predict_allreduce(64, 1e6, gpus_per_server=4)
+    assert p["nics_per_node"] == 4 and p["nodes"] == 16
+
+
+def test_predict_allreduce_refusals():
+    refused(C.predict_allreduce, 0, 1, message="gpus must be a whole number from 1 to 10,000,000, got 0")
+    refused(C.predict_allreduce, 10_000_001, 1,
+            message="gpus must be a whole number from 1 to 10,000,000, got 10000001")
+    refused(C.predict_allreduce, 8, 1, gpus_per_server=73,
+            message="gpus_per_server must be a whole number from 1 to 72, got 73")
+    refused(C.predict_allreduce, 8, 1, gpus_per_server=0,
+            message="gpus_per_server must be a whole number from 1 to 72, got 0")
+    refused(C.predict_allreduce, 8, 1, nics_per_server=9,
+            message="nics_per_server must be a whole number from 1 to gpus_per_server (8), got 9")
+    refused(C.predict_allreduce, 8, 1, link_gbps=0,
+            message="link_gbps must be a number greater than 0, got 0")
+    refused(C.predict_allreduce, 8, 1, intra_gbps=-1,
+            message="intra_gbps must be a number greater than 0, got -1")
+    refused(C.predict_allreduce, 8, 1, efficiency=0,
+            message="efficiency must be a number greater than 0 and at most 1, got 0")
+    refused(C.predict_allreduce, 8, -1,
+            message="gradient_bytes must be a number of at least 0, got -1")
+    refused(C.predict_allreduce, 8, 1, alpha_s=-1,
+            message="alpha_s must be a number of at least 0, got -1")
+    refused(C.predict_allreduce, 8, 1, intra_alpha_s=-1,
+            message="intra_alpha_s must be a number of at least 0, got -1")
+    assert C.predict_allreduce(10_000_000, 1, gpus_per_server=72)["gpus"] == 10_000_000
+
+
+def test_nvlink_rate_is_h100_sxm():
+    """18 links x 25 GB/s x 8 bits = 3,600 Gbit/s (the published H100 SXM figure)."""
+    assert C.NVLINK_GBPS == 18 * 25 * 8
+
+
+# --------------------------------------------------------------------------
+# training.py: the article's arithmetic
+
+def test_training_arithmetic_by_hand():
+    t = TR.training_arithmetic(1e24, 2e15, 1000, 0.5)
+    assert t["total_flops"] == 1e24 and t["gpu_flops"] == 2e15
+    assert t["flops_per_day"] == pytest.approx(1.728e20, rel=1e-12)   # 2e15 * 86,400
+    assert t["seconds_one_gpu"] == pytest.approx(5e8, rel=1e-12)
+    assert t["days_one_gpu"] == pytest.approx(5e8 / 86400, rel=1e-12)
+    assert t["years_one_gpu"] == pytest.approx(5e8 / 86400 / 365.25, rel=1e-12)
+    assert 15.8 < t["years_one_gpu"] < 15.9          # "about 15.8 years"
+    assert t["gpus"] == 1000 and t["utilisation"] == 0.5
+    assert t["seconds_all_gpus"] == pytest.approx(1e6, rel=1e-12)
+    assert t["days_all_gpus"] == pytest.approx(1e6 / 86400, rel=1e-12)
+
+
+def test_training_defaults():
+    t = TR.training_arithmetic()
+    assert t["total_flops"] == 1e24 and t["gpu_flops"] == 2e15 and t["gpus"] == 1
+    assert t["utilisation"] == 1.0 and t["seconds_all_gpus"] == pytest.approx(5e8)
+
+
+def test_training_refusals_and_boundaries():
+    refused(TR.training_arithmetic, 0, message="total_flops must be a number greater than 0, got 0")
+    refused(TR.training_arithmetic, 1, 0, message="gpu_flops must be a number greater than 0, got 0")
+    refused(TR.training_arithmetic, 1, 1, 0,
+            message="gpus must be a whole number from 1 to 10,000,000, got 0")
+    refused(TR.training_arithmetic, 1, 1, 10_000_001,
+            message="gpus must be a whole number from 1 to 10,000,000, got 10000001")
+    refused(TR.training_arithmetic, 1, 1, 1, 0,
+            message="utilisation must be a number greater than 0 and at most 1, got 0")
+    refused(TR.training_arithmetic, 1, 1, 1, 1.01,
+            message="utilisation must be a number greater than 0 and at most 1, got 1.01")
+    assert TR.training_arithmetic(1, 1, 10_000_000, 1)["gpus"] == 10_000_000
+    assert TR.training_arithmetic(1, 1, 1, 1)["seconds_all_gpus"] == 1.0
+
+
+# --------------------------------------------------------------------------
+# inputs.py
+
+def test_number_refusals():
+    for bad, shown in [(True, "true"), (False, "false"), (float("nan"), "nan"),
+                       (float("inf"), "inf"), ("3", "'3'"), (None, "null"), ([1], "[1]")]:
+        refused(I.number, "x", bad, message=f"x must be a number, got {shown}")
+    refused(I.number, "x", "3", "a thing", message="x must be a thing, got '3'")
+    assert I.number("x", 3) == 3 and I.number("x", -2.5) == -2.5
+
+
+def test_whole():
+    assert I.whole("n", 2e5, 1, 10 ** 6) == 200000 and type(I.whole("n", 2e5, 1, 10 ** 6)) is int
+    assert I.whole("n", 1, 1, 3) == 1 and I.whole("n", 3, 1, 3) == 3
+    refused(I.whole, "n", 0, 1, 3, message="n must be a whole number from 1 to 3, got 0")
+    refused(I.whole, "n", 4, 1, 3, message="n must be a whole number from 1 to 3, got 4")
+    refused(I.whole, "n", 2.5, 1, 3, message="n must be a whole number from 1 to 3, got 2.5")
+    refused(I.whole, "n", 5000, 1, 1000, message="n must be a whole number from 1 to 1,000, got 5000")
+    refused(I.whole, "n", True, 0, 3, message="n must be a whole number from 0 to 3, got true")
+    refused(I.whole, "n", 9, 1, 3, "small", message="n must be small, got 9")
+
+
+def test_positive_at_least_one_non_negative_fraction():
+    assert I.positive("p", 1e-300) == 1e-300 and type(I.positive("p", 3)) is float
+    refused(I.positive, "p", 0, message="p must be a number greater than 0, got 0")
+    refused(I.positive, "p", "a", message="p must be a number greater than 0, got 'a'")
+    assert I.at_least_one("o", 1) == 1.0 and type(I.at_least_one("o", 1)) is float
+    refused(I.at_least_one, "o", 0.999, message="o must be a number of at least 1, got 0.999")
+    refused(I.at_least_one, "o", None, message="o must be a number of at least 1, got null")
+    assert I.non_negative("z", 0) == 0 and type(I.non_negative("z", 0)) is int
+    refused(I.non_negative, "z", -1e-9, message="z must be a number of at least 0, got -1e-09")
+    refused(I.non_negative, "z", "q", message="z must be a number of at least 0, got 'q'")
+    assert I.fraction("f", 1) == 1.0 and type(I.fraction("f", 1)) is float
+    assert I.fraction("f", 1e-9) == 1e-9
+    refused(I.fraction, "f", 0, message="f must be a number greater than 0 and at most 1, got 0")
+    refused(I.fraction, "f", 1.0000001,
+            message="f must be a number greater than 0 and at most 1, got 1.0000001")
+    refused(I.fraction, "f", "1", message="f must be a number greater than 0 and at most 1, got '1'")
+
+
+def test_between_and_its_figures():
+    assert I.between("g", 1, 1, 10) == 1.0 and type(I.between("g", 1, 1, 10)) is float
+    assert I.between("g", 10, 1, 10) == 10.0
+    refused(I.between, "g", 0.5, 1, 10, message="g must be a number from 1 to 10, got 0.5")
+    refused(I.between, "g", 11, 1, 10, message="g must be a number from 1 to 10, got 11")
+    refused(I.between, "g", 0, 1e-5, 1e6, message="g must be a number from 1e-05 to 1,000,000, got 0")
+    refused(I.between, "g", 0, 2.5, 9999999, message="g must be a number from 2.5 to 9,999,999, got 0")
+    refused(I.between, "g", 0, 1, 1e7, message="g must be a number from 1 to 1e+07, got 0")
+    refused(I.between, "g", 0, -1e7, -1, message="g must be a number from -1e+07 to -1, got 0")
+    refused(I.between, "g", 0, -9999999, -1, message="g must be a number from -9,999,999 to -1, got 0")
+    refused(I.between, "g", "x", 1, 2, message="g must be a number from 1 to 2, got 'x'")
+
+
+def test_radix_validator():
+    what = "an even whole number from 4 to 1,024 (ports per switch)"
+    assert I.radix("--radix", 4) == 4 and I.radix("--radix", 1024) == 1024
+    assert I.radix("--radix", 64.0) == 64 and type(I.radix("--radix", 64.0)) is int
+    refused(I.radix, "--radix", 2, message=f"--radix must be {what}, got 2")
+    refused(I.radix, "--radix", 1026, message=f"--radix must be {what}, got 1026")
+    refused(I.radix, "--radix", 65, message=f"--radix must be {what}, got 65")
+    refused(I.radix, "--radix", 5, message=f"--radix must be {what}, got 5")
+
+
+def test_nics_per_server_validator():
+    assert I.nics_per_server(1, 8) == 1 and I.nics_per_server(8, 8) == 8
+    refused(I.nics_per_server, 0, 8,
+            message="nics_per_server must be a whole number from 1 to gpus_per_server (8), got 0")
+    refused(I.nics_per_server, 5, 4,
+            message="nics_per_server must be a whole number from 1 to gpus_per_server (4), got 5")
+
+
+def test_parse_bytes():
+    assert I.parse_bytes("1G") == 1073741824 and I.parse_bytes("512M") == 536870912
+    assert I.parse_bytes("64K") == 65536 and I.parse_bytes("1048576") == 1048576
+    assert I.parse_bytes("1GiB") == 1 << 30 and I.parse_bytes(4096) == 4096
+    assert I.parse_bytes("1.4K") == 1434                 # 1433.6 rounds up
+    assert I.parse_bytes(3.0) == 3 and type(I.parse_bytes(3.0)) is int
+    assert I.parse_bytes(1) == 1 and I.parse_bytes(1 << 50) == 1 << 50
+    assert I.parse_bytes("1024T") == 1 << 50
+    refused(I.parse_bytes, 0, message="gradient bytes must be from 1 byte to 1 PiB, got 0")
+    refused(I.parse_bytes, (1 << 50) + 1,
+            message="gradient bytes must be from 1 byte to 1 PiB, got 1125899906842625")
+    refused(I.parse_bytes, "lots",
+            message="gradient bytes must be a size such as 1048576, 512M or 1G, got 'lots'")
+    refused(I.parse_bytes, "lots", "--bucket",
+            message="--bucket must be a size such as 1048576, 512M or 1G, got 'lots'")
+    refused(I.parse_bytes, "0.3", "--bucket", message="--bucket must be from 1 byte to 1 PiB, got '0.3'")
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--link-gbps", "2e6"], "--link-gbps must be a number from 1e-05 to 1,000,000, got 2000000.0"),
+    (["--link-gbps", "9e-6"], "--link-gbps must be a number from 1e-05 to 1,000,000, got 9e-06"),
+    (["--oversubscription", "1024"],
+     "--oversubscription must be a number from 1 to 1,023, got 1024.0"),
+    (["--gpu-pflops", "2e4"], "--gpu-pflops must be a number from 1e-06 to 10,000, got 20000.0"),
+    (["--gpu-pflops", "9e-7"], "--gpu-pflops must be a number from 1e-06 to 10,000, got 9e-07"),
+    (["--flops", "2e30"], "--flops must be a number from 1 to 1e+30, got 2e+30"),
+    (["--alpha-us", "1000001"], "--alpha-us must be a number from 0 to 1,000,000, got 1000001.0"),
+    (["--gpus", "1"], "--gpus must be a whole number from 2 to 10,000,000, got 1"),
+    (["--gpus", "10000001"], "--gpus must be a whole number from 2 to 10,000,000, got 10000001"),
+    (["--radix", "1026"],
+     "--radix must be an even whole number from 4 to 1,024 (ports per switch), got 1026"),
+    (["--gpus-per-server", "73"], "--gpus-per-server must be a whole number from 1 to 72, got 73"),
+    (["--gradient-bytes", "1025T"], "--gradient-bytes must be from 1 byte to 1 PiB, got '1025T'"),
+])
+def test_the_command_lines_ranges_refuse_just_outside(flags, message, capsys):
+    import planner as P
+    assert P.main(["--gpus", "16", *flags]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: {message}\n"
+
+
+@pytest.mark.parametrize("flags", [
+    ["--link-gbps", "1e6"], ["--link-gbps", "1e-5"], ["--oversubscription", "1023"],
+    ["--gpu-pflops", "1e4"], ["--gpu-pflops", "1e-6"], ["--flops", "1e30"],
+    ["--alpha-us", "1e6"], ["--gpus", "2"], ["--radix", "1024"], ["--gpus-per-server", "72"],
+    ["--gradient-bytes", "1024T"],
+])
+def test_the_command_lines_ranges_accept_their_ends(flags, capsys):
+    import planner as P
+    assert P.main(["--gpus", "16", *flags]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_plan_error_is_a_value_error():
+    assert issubclass(PlanError, ValueError)

@@ -696,3 +696,311 @@ def test_the_command_lines_ranges_accept_their_ends(flags, capsys):
 
 def test_plan_error_is_a_value_error():
     assert issubclass(PlanError, ValueError)
+
+
+# --------------------------------------------------------------------------
+# steptime.py: the --params flags
+
+def step_args(**kw):
+    base = dict(params=None, layers=None, tokens_per_gpu=None, bucket=None, sizes=None,
+                simulate=False)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def test_step_flags_default_and_imply_simulate():
+    a = step_args(params=1e9)
+    ST.check_flags(a)
+    assert a.layers == 80 and a.tokens_per_gpu == 4096 and a.bucket == 25 * 1024 * 1024
+    assert a.simulate is True
+    a = step_args(params=1e9, layers=3, tokens_per_gpu=7, bucket="64K")
+    ST.check_flags(a)
+    assert (a.layers, a.tokens_per_gpu, a.bucket, a.simulate) == (3, 7, 65536, True)
+
+
+def test_without_params_the_step_flags_are_refused_and_nothing_set():
+    a = step_args()
+    assert ST.check_flags(a) is None
+    assert a.simulate is False and a.layers is None and a.bucket is None
+    refused(ST.check_flags, step_args(layers=8), message="--layers goes with --params")
+    refused(ST.check_flags, step_args(tokens_per_gpu=8),
+            message="--tokens-per-gpu goes with --params")
+    refused(ST.check_flags, step_args(bucket="1M"), message="--bucket goes with --params")
+    refused(ST.check_flags, step_args(bucket="1M", tokens_per_gpu=3),
+            message="--tokens-per-gpu goes with --params")
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(params=0), "--params must be a number from 1 to 1e+13, got 0"),
+    (dict(params=0.5), "--params must be a number from 1 to 1e+13, got 0.5"),
+    (dict(params=2e13), "--params must be a number from 1 to 1e+13, got 2e+13"),
+    (dict(params=1e9, sizes=["1M"]),
+     "--sizes: with --params the simulated sizes are the gradient buckets'; leave out --sizes"),
+    (dict(params=1e9, layers=0), "--layers must be a whole number from 1 to 1000, got 0"),
+    (dict(params=1e9, layers=1001), "--layers must be a whole number from 1 to 1000, got 1001"),
+    (dict(params=1e9, tokens_per_gpu=0),
+     "--tokens-per-gpu must be a whole number from 1 to 1,099,511,627,776, got 0"),
+    (dict(params=1e9, tokens_per_gpu=2 ** 40 + 1),
+     "--tokens-per-gpu must be a whole number from 1 to 1,099,511,627,776, got 1099511627777"),
+    (dict(params=1e9, bucket="1023"), "--bucket must be from 1K to 1G, got 1,023 bytes"),
+    (dict(params=1e9, bucket="1073741825"),
+     "--bucket must be from 1K to 1G, got 1,073,741,825 bytes"),
+    (dict(params=1e9, bucket="lots"),
+     "--bucket must be a size such as 1048576, 512M or 1G, got 'lots'"),
+    (dict(params=19, layers=20), "--params: 19 parameters cannot fill 20 layers"),
+    # 512,000,001 x 2 / 1,024 is just over a million buckets
+    (dict(params=512_000_001, bucket="1K"),
+     "--bucket: 1,024 bytes cut 5.12e+08 parameters' gradients into more than 1,000,000 "
+     "buckets: raise it"),
+])
+def test_step_flag_refusals(kw, message):
+    refused(ST.check_flags, step_args(**kw), message=message)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(params=1), dict(params=1e13), dict(params=1e9, layers=1), dict(params=1e9, layers=1000),
+    dict(params=1e9, tokens_per_gpu=1), dict(params=1e9, tokens_per_gpu=2 ** 40),
+    dict(params=5e8, bucket="1K"), dict(params=1e9, bucket="1G"),
+    dict(params=20, layers=20), dict(params=512_000_000, bucket="1K"),
+])
+def test_step_flags_accept_their_ends(kw):
+    kw.setdefault("layers", 1 if kw["params"] < 80 else None)
+    a = step_args(**kw)
+    ST.check_flags(a)
+    assert a.simulate is True
+
+
+def test_durations_and_days_as_printed():
+    assert ST._dur(2.5) == "2.5 s" and ST._dur(1.0) == "1 s"
+    assert ST._dur(1234.6) == "1,235 s" and ST._dur(1000.0) == "1,000 s"
+    assert ST._dur(999.94) == "999.9 s"
+    assert ST._dur(0.0123456) == "12.35 ms" and ST._dur(1e-3) == "1 ms"
+    assert ST._dur(0.000999) == "999 us" and ST._dur(5e-9) == "0.005 us"
+    assert ST._dur(1e-6) == "1 us" and ST._dur(0.0) == "0 us"
+    assert ST._days(150.4) == "150" and ST._days(100) == "100" and ST._days(1234.6) == "1,235"
+    assert ST._days(99.94) == "99.9" and ST._days(5.26) == "5.3" and ST._days(1) == "1.0"
+    assert ST._days(0.5) == "0.5" and ST._days(0.012345) == "0.0123"
+
+
+def _row(**kw):
+    row = dict(design="clos-2", wiring="rail", algorithm="hierarchical",
+               bucket_allreduce_s=0.002, bucket_bandwidth_s=0.0001, comm_s=0.004,
+               exposed_s=0.001, step_s=0.0133, overlap_efficiency=0.75, days=162.6,
+               days_no_overlap=1234.6)
+    row.update(kw)
+    return row
+
+
+TRAINING = dict(params=1000000, layers=2, gradient_type="bfloat16", gradient_bytes=2000000,
+                buckets=2, bucket_bytes=1048576, tokens_per_gpu=4096, gpus=16,
+                compute_s=0.0123, steps=1234567.4, days_compute_only=150.4)
+STEP_INPUTS = {"gpu_flops": 2e15, "utilisation": 0.5, "total_flops": 1e24}
+HEADER = ("#  design   wiring             per bucket  comm/step   exposed      step  hidden"
+          "      days  no overlap")
+CLOSING = ("# days: the run's FLOPs at this step time (with overlap; then without). Pure data "
+           "parallelism, every GPU holding the whole model; the AllReduce per bucket is the "
+           "simulated ")
+
+
+def test_format_training_by_hand():
+    """The first row is exactly 10x its bandwidth time (0.001 = 10 x 0.0001): not
+    latency-bound; the second, 20x, is the one the latency line names."""
+    rows = [_row(design="clos-3", wiring="server", bucket_allreduce_s=0.001,
+                 bucket_bandwidth_s=0.0001),
+            _row(bucket_allreduce_s=0.002, bucket_bandwidth_s=0.0001)]
+    text = ST.format_training(dict(TRAINING, rows=rows), STEP_INPUTS)
+    assert text.split("\n") == [
+        "Training step with communication: 1,000,000 parameters in 2 layers, bfloat16 "
+        "gradients (2,000,000 B) in 2 DDP buckets of up to 1,048,576 B, AllReduced one at a "
+        "time as the backward pass makes them; 4,096 tokens per GPU per step on 16 GPUs",
+        "# compute 12.3 ms a step (6 x params x tokens at 2 PFLOP/s x 0.5); 1e24 FLOPs = "
+        "1,234,567 steps = 150 days on compute alone",
+        HEADER,
+        "   clos-3   server per leaf          1 ms       4 ms      1 ms   13.3 ms     75%"
+        "       163      1,235",
+        "   clos-2   rail-optimized           2 ms       4 ms      1 ms   13.3 ms     75%"
+        "       163      1,235",
+        "# latency-bound: a bucket's bytes need 0.1 ms at the NIC's rate and its AllReduce "
+        "takes 2 ms: the ring's 2(m-1) steps across the servers, each a few hops' latency; "
+        "larger buckets, fewer GPUs per ring (more parallelism of other kinds) or a tree cut it",
+        CLOSING + "hierarchical one"]
+
+
+def test_format_training_without_rows_or_latency_bound_rows():
+    text = ST.format_training(dict(TRAINING, rows=[]), STEP_INPUTS)
+    assert text.split("\n")[-1] == CLOSING + " one"
+    assert "latency-bound" not in text
+    rows = [_row(algorithm="ring", bucket_allreduce_s=0.0005, bucket_bandwidth_s=0.0001)]
+    text = ST.format_training(dict(TRAINING, rows=rows), STEP_INPUTS)
+    assert "latency-bound" not in text and text.endswith(CLOSING + "ring one")
+
+
+# --------------------------------------------------------------------------
+# simulate.py
+
+from planner import simulate as SIM  # noqa: E402
+
+
+def test_clos_designs_that_fit_are_simulated_at_the_plans_radix():
+    assert SIM.clos_designs(D.plan(16)) == [("clos-2", 64, ""), ("clos-3", 64, "")]
+    # radix 4, 16 endpoints: clos-2 holds 8, clos-3 holds 16
+    one = dict(gpus_per_server=1, nics_per_server=1)
+    assert SIM.clos_designs(D.plan(16, radix=4, **one)) == [("clos-3", 4, "")]
+    # the designs may be dicts (a plan read back from JSON)
+    r = D.plan(16, radix=4, **one)
+    r["designs"] = [d.to_dict() for d in r["designs"]]
+    assert SIM.clos_designs(r) == [("clos-3", 4, "")]
+
+
+def test_when_no_clos_fits_the_3_tier_one_is_simulated_at_its_needed_radix():
+    """32 endpoints at radix 4: clos-3 holds 16; radix 6 holds 6*3*3 = 54."""
+    r = D.plan(32, radix=4, gpus_per_server=1, nics_per_server=1)
+    assert SIM.clos_designs(r) == [("clos-3", 6, "radix 4 holds neither Clos; simulated at "
+                                                "radix 6, the smallest that holds a 3-tier one")]
+    # 100,000 endpoints at radix 64: 74 (72*36*36 = 93,312 < 1e5 <= 74*37*37)
+    r = D.plan(100000, radix=64, gpus_per_server=1, nics_per_server=1)
+    r["designs"] = [d.to_dict() for d in r["designs"]]
+    assert SIM.clos_designs(r)[0][:2] == ("clos-3", 74)
+
+
+def test_shape_of_takes_the_plans_numbers():
+    r = D.plan(48, radix=16, gpus_per_server=4, nics_per_server=2, link_gbps=100.0,
+               oversubscription=3.0)
+    s = SIM.shape_of(r, "clos-2", 16, "rail", 800.0)
+    # 12 servers; leaf of 16 at 3:1: 12 down, 4 up
+    assert (s.servers, s.gpus, s.nics, s.down, s.up) == (12, 4, 2, 12, 4)
+    assert (s.tiers, s.radix, s.wiring) == (2, 16, "rail")
+    assert s.nic_bps == 1e11 and s.fabric_bps == 1e11 and s.intra_bps == 8e11
+    assert SIM.shape_of(r, "clos-3", 32, "server", 800.0).tiers == 3
+    s = SIM.shape_of(r, "clos-3", 32, "server", 800.0)
+    assert (s.down, s.up, s.radix, s.wiring) == (24, 8, 32, "server")
+
+
+def test_two_gpus_ring_by_hand():
+    """2 servers of 1 GPU, 400 Gbit/s (5e10 B/s), 4e6 B: the ring's 2 steps each
+    move 2e6 B: 4e-5 s each, 8e-5 s; algbw 4e6/8e-5 = 50 GB/s, busbw x 2*1/2."""
+    r = D.plan(2, gpus_per_server=1, nics_per_server=1)
+    sim = SIM.simulate_plan(r, [4000000], 0.0, 3600.0)
+    assert sim["gpus"] == 2 and sim["hop_latency_s"] == 0.0 and sim["intra_gbps"] == 3600.0
+    assert sim["seeds"] == 1 and sim["notes"] == []
+    rows = sim["rows"]
+    assert [(x["design"], x["wiring"], x["algorithm"]) for x in rows] == [
+        ("clos-2", "server", "ring"), ("clos-3", "server", "ring")]
+    for x in rows:
+        assert x["radix"] == 64 and x["size_bytes"] == 4000000
+        assert x["seconds"] == pytest.approx(8e-5, rel=1e-12)
+        assert x["seconds_min"] == x["seconds_max"] == x["seconds"]
+        assert x["ideal_seconds"] == pytest.approx(8e-5, rel=1e-12)
+        assert x["algbw_gbytes"] == pytest.approx(50.0, rel=1e-12)
+        assert x["busbw_gbytes"] == pytest.approx(50.0, rel=1e-12)
+        assert x["fabric_factor"] == pytest.approx(1.0, rel=1e-12)
+    assert rows[0]["switches"] == {"leaf": 1, "spine": 1}
+    assert rows[1]["switches"] == {"leaf": 1, "agg": 1, "core": 1}
+
+
+def test_hop_latency_is_paid_per_step():
+    """Same ring with 1 us a hop: each of the 2 steps crosses the leaf (2 links):
+    8e-5 + 2 * 2e-6."""
+    r = D.plan(2, gpus_per_server=1, nics_per_server=1)
+    sim = SIM.simulate_plan(r, [4000000], 1e-6, 3600.0)
+    assert sim["hop_latency_s"] == 1e-6
+    assert sim["rows"][0]["seconds"] == pytest.approx(8.4e-5, rel=1e-9)
+
+
+def test_sixteen_gpus_ring_and_hierarchical_by_hand():
+    """2 servers of 8, 8 NICs, 8e6 B. Ring over 16: 30 steps of 5e5 B, the slowest at
+    the NIC (5e10 B/s): 3e-4 s; busbw = algbw x 30/16 = 8e6/3e-4/1e9 x 30/16 = 50.
+    Hierarchical: ReduceScatter 7 steps of 1e6 B at 4.5e11 B/s (3,600 Gbit/s),
+    inter-node ring on 1e6 B over 2: 2 steps of 5e5 B at 5e10: 2e-5, AllGather as
+    the ReduceScatter: 2 x 7e6/4.5e11 + 2e-5."""
+    r = D.plan(16)
+    sim = SIM.simulate_plan(r, [8000000], 0.0, 3600.0)
+    got = [(x["design"], x["wiring"], x["algorithm"]) for x in sim["rows"]]
+    assert got == [(d, w, a) for d in ("clos-2", "clos-3") for w in ("server", "rail")
+                   for a in ("ring", "hierarchical")]
+    hier = 2 * 7e6 / 4.5e11 + 2e-5
+    for x in sim["rows"]:
+        want = 3e-4 if x["algorithm"] == "ring" else hier
+        assert x["seconds"] == pytest.approx(want, rel=1e-9)
+        assert x["busbw_gbytes"] == pytest.approx(8e6 / want / 1e9 * 30 / 16, rel=1e-9)
+    # server wiring: 16 endpoints on one leaf; rail wiring fills a leaf per rail:
+    # 8 leaves x 32 down = 256 endpoints: 8 leaves + 4 spines, or 8 aggs + 4 cores
+    sw = {(x["design"], x["wiring"]): x["switches"] for x in sim["rows"]}
+    assert sw[("clos-2", "server")] == {"leaf": 1, "spine": 1}
+    assert sw[("clos-2", "rail")] == {"leaf": 8, "spine": 4}
+    assert sw[("clos-3", "rail")] == {"leaf": 8, "agg": 8, "core": 4}
+
+
+def test_partial_servers_are_simulated_whole_with_a_note():
+    r = D.plan(17, gpus_per_server=8, nics_per_server=1)
+    sim = SIM.simulate_plan(r, [1 << 20], 0.0, 3600.0)
+    assert sim["gpus"] == 24
+    assert sim["notes"] == ["simulated as 24 GPUs: 3 whole servers of 8"]
+    # one NIC: server wiring only; 8 GPUs: both algorithms
+    assert {x["wiring"] for x in sim["rows"]} == {"server"}
+    assert [x["algorithm"] for x in sim["rows"]][:2] == ["ring", "hierarchical"]
+
+
+def test_the_no_fit_note_comes_first():
+    r = D.plan(33, radix=4, gpus_per_server=1, nics_per_server=1)
+    sim = SIM.simulate_plan(r, [4096], 0.0, 3600.0)
+    assert sim["notes"] == ["radix 4 holds neither Clos; simulated at radix 6, the smallest "
+                            "that holds a 3-tier one"]
+    assert {x["radix"] for x in sim["rows"]} == {6} and sim["gpus"] == 33
+
+
+def test_a_size_under_four_bytes_still_moves_one_float():
+    """count = max(1, size // 4): 1 B and 4 B move one 4-byte element, and take the
+    same time (2 steps of one 4-byte element at 5e10 B/s: 1.6e-10 s); 16 B moves
+    two elements a step."""
+    r = D.plan(2, gpus_per_server=1, nics_per_server=1)
+    t = {s: SIM.simulate_plan(r, [s], 0.0, 3600.0)["rows"][0]["seconds"] for s in (1, 4, 16)}
+    assert t[1] == t[4] == pytest.approx(1.6e-10, rel=1e-9)
+    assert t[16] == pytest.approx(3.2e-10, rel=1e-9)
+
+
+def test_format_simulation_by_hand():
+    rows = [dict(design="clos-2", radix=64, wiring="server", switches={"leaf": 1, "spine": 1},
+                 algorithm="ring", size_bytes=4000000, seconds=8e-5, seconds_min=7e-5,
+                 seconds_max=9e-5, algbw_gbytes=50.0, busbw_gbytes=93.75,
+                 ideal_seconds=4e-5, fabric_factor=2.0),
+            dict(design="clos-2", radix=64, wiring="server", switches={"leaf": 1, "spine": 1},
+                 algorithm="hierarchical", size_bytes=8, seconds=1.25e-6, seconds_min=1e-6,
+                 seconds_max=1.5e-6, algbw_gbytes=0.0064, busbw_gbytes=0.012,
+                 ideal_seconds=1.25e-6, fabric_factor=1.0),
+            dict(design="clos-3", radix=128, wiring="rail",
+                 switches={"leaf": 1200, "agg": 8, "core": 4}, algorithm="ring",
+                 size_bytes=4000000, seconds=8e-5, seconds_min=8e-5, seconds_max=8e-5,
+                 algbw_gbytes=50.0, busbw_gbytes=93.75, ideal_seconds=8e-5, fabric_factor=1.0)]
+    inp = {"gpus_per_server": 8, "nics_per_server": 8, "link_gbps": 400.0,
+           "oversubscription": 1.5}
+    sim = {"gpus": 16384, "intra_gbps": 3600.0, "hop_latency_s": 1e-6, "seeds": 3,
+           "rows": rows, "notes": ["first", "second"]}
+    head = ("#  algorithm               size       time(us)  algbw(GB/s)  busbw(GB/s)"
+            "      ideal(us)  fabric x")
+    assert SIM.format_simulation(sim, inp).split("\n") == [
+        "Simulated AllReduce on 16,384 GPUs (8 per server, 8 NIC(s) of 400 Gbit/s, in-server "
+        "450 GB/s; 1 us per hop; oversubscription 1.5:1)",
+        "# flow-level: max-min fair sharing, ECMP hashed per switch and flow, median of 3 "
+        "draws; payload at line rate, no headers",
+        "# note: first", "# note: second",
+        "",
+        "# clos-2, server per leaf wiring, radix 64 (1 leaf + 1 spine)",
+        head + "        ECMP draws (us)",
+        "   ring                 4000000           80.0        50.00        93.75"
+        "           40.0      2.00        70.0-90.0      ",
+        "   hierarchical               8            1.2         0.01         0.01"
+        "            1.2      1.00         1.0-1.5       ",
+        "",
+        "# clos-3, rail-optimized wiring, radix 128 (1,200 leaf + 8 agg + 4 core)",
+        head + "        ECMP draws (us)",
+        "   ring                 4000000           80.0        50.00        93.75"
+        "           80.0      1.00        80.0-80.0      "]
+    sim["seeds"] = 1
+    sim["notes"] = []
+    lines = SIM.format_simulation(sim, inp).split("\n")
+    assert lines[1] == ("# flow-level: max-min fair sharing, ECMP hashed per switch and flow, "
+                        "seed 0; payload at line rate, no headers")
+    assert lines[2] == "" and lines[4] == head
+    assert lines[5] == ("   ring                 4000000           80.0        50.00        93.75"
+                        "           40.0      2.00")

@@ -1004,3 +1004,84 @@ def test_format_simulation_by_hand():
     assert lines[2] == "" and lines[4] == head
     assert lines[5] == ("   ring                 4000000           80.0        50.00        93.75"
                         "           40.0      2.00")
+
+
+# --------------------------------------------------------------------------
+# steptime.py: the step priced with given per-bucket AllReduce times
+
+def _sim_rows(design, wiring, algorithm, seconds_by_size, radix=64):
+    return [{"design": design, "radix": radix, "wiring": wiring, "algorithm": algorithm,
+             "size_bytes": size, "seconds": t} for size, t in seconds_by_size.items()]
+
+
+BUCKETS = {1048576: 1e-3, 951424: 5e-4}    # 2e6 B of bfloat16 gradients in 1 MiB buckets
+
+
+def test_bucket_sizes_of_a_million_parameters():
+    args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=1, bucket=1048576)
+    assert ST.bucket_sizes(args, D.plan(16)) == [951424, 1048576]   # 2,000,000 - 1,048,576
+
+
+def test_training_with_comm_hierarchical_by_hand():
+    """1e6 params, 1 token a GPU, 16 GPUs at 2e15 x 0.5: compute 6e6/1e15 = 6e-9 s a
+    step; 1e24 / (6e6 x 16) steps; per bucket 1e-3 s (1 MiB) and 5e-4 s (the rest);
+    bandwidth time of a 1 MiB bucket: 2 x 131,072 B a rail at 5e10 B/s."""
+    args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=1, bucket=1048576)
+    result = D.plan(16, utilisation=0.5)
+    rows = (_sim_rows("clos-2", "server", "ring", {1048576: 9.0, 951424: 9.0})
+            + _sim_rows("clos-2", "server", "hierarchical", BUCKETS)
+            + _sim_rows("clos-3", "rail", "hierarchical", {1048576: 2e-3, 951424: 1e-3}, 128))
+    t = ST.training_with_comm(args, result, {"gpus": 16, "rows": rows})
+    steps = 1e24 / (6e6 * 16)
+    assert t["params"] == 1000000 and t["layers"] == 2 and t["tokens_per_gpu"] == 1
+    assert t["gradient_type"] == "bfloat16" and t["bucket_bytes"] == 1048576
+    assert t["buckets"] == 2 and t["gradient_bytes"] == 2000000 and t["gpus"] == 16
+    assert t["compute_s"] == pytest.approx(6e-9, rel=1e-9)
+    assert t["steps"] == pytest.approx(steps, rel=1e-12)
+    assert t["days_compute_only"] == pytest.approx(steps * 6e-9 / 86400, rel=1e-9)
+    assert [(r["design"], r["radix"], r["wiring"]) for r in t["rows"]] == [
+        ("clos-2", 64, "server"), ("clos-3", 128, "rail")]
+    for r, (big, small) in zip(t["rows"], [(1e-3, 5e-4), (2e-3, 1e-3)]):
+        assert r["algorithm"] == "hierarchical"
+        assert r["bucket_bandwidth_s"] == pytest.approx(5.24288e-6, rel=1e-12)
+        assert r["bucket_allreduce_s"] == big
+        assert r["comm_s"] == pytest.approx(big + small, rel=1e-12)
+        assert r["step_no_overlap_s"] == pytest.approx(6e-9 + big + small, rel=1e-9)
+        # compute is tiny: the step is the communication and a sliver of compute
+        assert big + small <= r["step_s"] <= 6e-9 + big + small + 1e-15
+        assert r["exposed_s"] == pytest.approx(r["step_s"] - 6e-9, rel=1e-9)
+        assert 0 <= r["overlap_efficiency"] <= 1
+        assert r["days"] == pytest.approx(steps * r["step_s"] / 86400, rel=1e-12)
+        assert r["days_no_overlap"] == pytest.approx(steps * (6e-9 + big + small) / 86400,
+                                                     rel=1e-9)
+
+
+def test_training_with_comm_ring_with_one_gpu_a_server():
+    """1 GPU a server: the ring rows are the ones used, and the whole 1 MiB bucket
+    goes through the one NIC: 2 x 1,048,576 B at 5e10 B/s."""
+    args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=3, bucket=1048576)
+    result = D.plan(16, gpus_per_server=1, nics_per_server=1, link_gbps=100.0)
+    rows = (_sim_rows("clos-2", "server", "hierarchical", {1048576: 9.0, 951424: 9.0})
+            + _sim_rows("clos-2", "server", "ring", BUCKETS))
+    t = ST.training_with_comm(args, result, {"gpus": 16, "rows": rows})
+    assert t["compute_s"] == pytest.approx(6e6 * 3 / 2e15, rel=1e-9)
+    assert t["steps"] == pytest.approx(1e24 / (6e6 * 3 * 16), rel=1e-12)
+    (r,) = t["rows"]
+    assert r["algorithm"] == "ring"
+    assert r["bucket_bandwidth_s"] == pytest.approx(2 * 1048576 / 1.25e10, rel=1e-12)
+    assert r["comm_s"] == pytest.approx(1.5e-3, rel=1e-12)
+
+
+def test_a_step_whose_compute_hides_the_communication():
+    """Compute of 6 x 1e6 x 1e6 tokens / 2e15 = 3 ms against 1.5 ms of AllReduce: with
+    overlap only the last bucket (the first layers' gradients) can stay exposed;
+    without, all of it adds."""
+    args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=10 ** 6, bucket=1048576)
+    rows = _sim_rows("clos-2", "server", "hierarchical", BUCKETS)
+    t = ST.training_with_comm(args, D.plan(16), {"gpus": 16, "rows": rows})
+    (r,) = t["rows"]
+    assert t["compute_s"] == pytest.approx(3e-3, rel=1e-9)
+    assert r["step_no_overlap_s"] == pytest.approx(4.5e-3, rel=1e-9)
+    assert 3e-3 <= r["step_s"] < 4.5e-3 and r["exposed_s"] < 1.5e-3
+    assert r["overlap_efficiency"] > 0
+    assert r["days"] < r["days_no_overlap"]

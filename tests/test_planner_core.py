@@ -1074,9 +1074,9 @@ def test_training_with_comm_ring_with_one_gpu_a_server():
 
 def test_a_step_whose_compute_hides_the_communication():
     """Compute of 6 x 1e6 x 1e6 tokens / 2e15 = 3 ms against 1.5 ms of AllReduce: with
-    overlap only the last bucket (the first layers' gradients) can stay exposed;
-    without, all of it adds."""
-    args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=10 ** 6, bucket=1048576)
+    20 layers, so the first bucket (the last 10.5 layers' gradients) is AllReduced
+    while the backward pass goes on; without overlap all of it adds."""
+    args = SimpleNamespace(params=1e6, layers=20, tokens_per_gpu=10 ** 6, bucket=1048576)
     rows = _sim_rows("clos-2", "server", "hierarchical", BUCKETS)
     t = ST.training_with_comm(args, D.plan(16), {"gpus": 16, "rows": rows})
     (r,) = t["rows"]

@@ -265,3 +265,156 @@ def test_replay_three_flows_two_bottlenecks_then_regrouping():
     out = Replay(net, ["A", "B", "C", "D"], sched).run()
     ends = {e["step"]: e["end"] for e in out.busy if e["rank"] == 3}
     assert ends == pytest.approx({0: 0.8, 1: 1.2, 2: 1.3}, rel=1e-9)
+
+
+# --- network: the fabric's links and routes ---------------------------------------------
+
+def hops(net, src, dst, flow=0):
+    return [l.intf for l in net.path(src, dst, flow)]
+
+
+def test_network_links_both_directions_with_rate_in_bits_and_delay_in_seconds():
+    net = Network(leaf_spine(2, 2, 2, parallel=2, rate=8, delay_ms=2))
+    up, down = net.links["leaf1-eth3"], net.links["spine1-eth1"]
+    assert (up.intf, up.src, up.dst, up.kind) == ("leaf1-eth3", "leaf1", "spine1", "leaf_spine")
+    assert (down.intf, down.src, down.dst) == ("spine1-eth1", "spine1", "leaf1")
+    assert up.rate_bps == 8e6 and down.rate_bps == 8e6
+    assert up.delay_s == pytest.approx(0.002) and down.delay_s == pytest.approx(0.002)
+    assert net.links["h1-eth0"].dst == "leaf1" and net.links["leaf1-eth1"].dst == "h1"
+    assert len(net.links) == 2 * 12
+
+
+# the equal-cost paths from h1 (leaf1) to h3 (leaf2) on 2 spines with 2 parallel links
+# each: leaf1-eth3/4 reach spine1, eth5/6 spine2; spine1/2-eth3/4 go down to leaf2
+H1_H3 = {("h1-eth0", up, f"{spine}-eth{d}", "leaf2-eth1")
+         for spine, ups in (("spine1", (3, 4)), ("spine2", (5, 6)))
+         for up in (f"leaf1-eth{u}" for u in ups) for d in (3, 4)}
+
+
+def test_network_ecmp_paths_are_the_equal_cost_ones_and_reach_all_of_them():
+    net = Network(leaf_spine(2, 2, 2, parallel=2, rate=8), seed=0)
+    seen = {tuple(hops(net, "h1", "h3", f)) for f in range(64)}
+    assert seen == H1_H3                     # every one, and nothing else
+    assert hops(net, "h1", "h2") == ["h1-eth0", "leaf1-eth2"]     # same leaf: no choice
+    assert net.decisions("h1", "h2") == []
+    d = net.decisions("h1", "h3", 5)
+    assert [n for _, n in d] == [4, 2] and d[0][0] == "leaf1"
+    assert d[1][0] == hops(net, "h1", "h3", 5)[2].split("-")[0]
+
+
+def test_network_the_hash_takes_source_destination_and_seed():
+    f = leaf_spine(2, 2, 2, parallel=2, rate=8)
+    net, other = Network(f, seed=0), Network(f, seed=1)
+    up = lambda n, s, d, k: hops(n, s, d, k)[1]
+    assert any(up(net, "h1", "h3", k) != up(net, "h2", "h3", k) for k in range(16))
+    assert any(up(net, "h1", "h3", k) != up(net, "h1", "h4", k) for k in range(16))
+    assert any(hops(net, "h1", "h3", k) != hops(other, "h1", "h3", k) for k in range(16))
+    again = Network(f, seed=1)
+    assert all(hops(again, "h1", "h3", k) == hops(other, "h1", "h3", k) for k in range(16))
+
+
+def test_network_reseed_draws_as_a_fresh_network_of_that_seed():
+    f = leaf_spine(2, 2, 2, parallel=2, rate=8)
+    net = Network(f, seed=0)
+    before = [hops(net, "h1", "h3", k) for k in range(16)]
+    net.reseed(7)
+    assert net.seed == 7
+    fresh = Network(f, seed=7)
+    after = [hops(net, "h1", "h3", k) for k in range(16)]
+    assert after == [hops(fresh, "h1", "h3", k) for k in range(16)]
+    assert after != before
+    assert net.decisions("h1", "h3", 3) == fresh.decisions("h1", "h3", 3)
+
+
+def test_network_pin_forces_a_bucket_and_none_draws_again():
+    f = leaf_spine(2, 2, 2, parallel=2, rate=8)
+    net = Network(f, seed=0)
+    drawn = hops(net, "h1", "h3", 0)
+    ups = set()
+    for b in range(4):
+        net.pin("leaf1", "h1", "h3", 0, b)
+        p = hops(net, "h1", "h3", 0)
+        assert tuple(p) in H1_H3
+        ups.add(p[1])
+    assert ups == {"leaf1-eth3", "leaf1-eth4", "leaf1-eth5", "leaf1-eth6"}
+    net.pin("leaf1", "h1", "h3", 0, None)
+    assert hops(net, "h1", "h3", 0) == drawn
+    assert ("leaf1", "h1", "h3", 0) not in net.pinned
+    net.pin("leaf1", "h1", "h3", 0, None)     # unpinning twice is fine
+    # pinning one flow leaves the others as drawn
+    net.pin("leaf1", "h1", "h3", 1, 0)
+    assert hops(net, "h1", "h3", 0) == drawn
+
+
+def spray_fabric(entropy):
+    return parse_fabric(f"""
+name: spray
+fabric: {{spines: 2, leaves: 2, servers_per_leaf: 2, uplinks_per_spine: 2}}
+links:
+  server_leaf: {{rate_mbit: 8}}
+  leaf_spine: {{rate_mbit: 8}}
+routing: {{policy: spray, entropy: {entropy}}}
+""", "spray.yaml")
+
+
+def test_network_spray_sends_connection_k_over_path_k():
+    net = Network(spray_fabric(16))
+    paths = [tuple(hops(net, "h1", "h3", k)) for k in range(16)]
+    assert set(paths[:8]) == H1_H3                 # 8 connections, 8 distinct paths
+    assert paths[8:] == paths[:8]                  # then round again
+    # the first choice (4 uplinks) turns fastest, the next (2 down) every 4
+    assert len({p[1] for p in paths[:4]}) == 4
+    assert all(paths[k][1] == paths[k + 4][1] and paths[k][2] != paths[k + 4][2]
+               for k in range(4))
+    assert Network(spray_fabric(16), seed=9).path("h1", "h3", 5) == net.path("h1", "h3", 5)
+
+
+def test_sim_channels_are_the_entropy_under_spray_else_the_channels():
+    assert sim_channels(spray_fabric(16), 2) == 16
+    assert sim_channels(spray_fabric(4), 6) == 6
+    assert sim_channels(spray_fabric(4), 3) == 4
+    assert sim_channels(leaf_spine(2, 2, 2, policy="flowlet"), 3) == 3
+    assert sim_channels(leaf_spine(2, 2, 2), 5) == 5
+
+
+def test_network_adaptive_avoids_the_loaded_next_link_and_reseed_forgets():
+    # 2 spines, 3 leaves, a server each. h3 -> h2 goes first, onto some spine X
+    # (its uplink and X's link down to leaf2 now carry one); h1 -> h2 then finds
+    # its own uplink to X free but X's link to leaf2 loaded: it takes the other
+    f = leaf_spine(2, 3, 1, policy="adaptive", rate=8)
+    net = Network(f)
+    first = hops(net, "h3", "h2")
+    second = hops(net, "h1", "h2")
+    spine = lambda p: net.links[p[1]].dst
+    assert spine(first) != spine(second)
+    assert net.placed[first[1]] == 1 and net.placed[first[2]] == 1
+    assert net.placed[second[1]] == 1 and net.placed[second[2]] == 1
+    # a third connection h1 -> h2: both ways carry one now, the first port wins
+    third = hops(net, "h1", "h2", 1)
+    assert spine(third) == spine(first)
+    assert net.placed[third[2]] == 2
+    net.reseed(0)
+    assert net.placed == {}
+    assert spine(hops(net, "h1", "h2")) == spine(first)
+
+
+def test_network_adaptive_spreads_connections_over_every_spine_before_doubling_up():
+    net = Network(leaf_spine(4, 2, 1, policy="adaptive", rate=8))
+    spines = [net.links[hops(net, "h1", "h2", k)[1]].dst for k in range(8)]
+    assert sorted(spines[:4]) == ["spine1", "spine2", "spine3", "spine4"]
+    assert spines[4:] == spines[:4]
+
+
+def test_network_multi_gpu_paths_nvlink_inside_pcie_and_nic_outside():
+    f = load_fabric("topologies/multi-gpu.yaml")
+    net = Network(f, seed=0)
+    assert hops(net, "h1g1", "h1g3") == ["h1g1-eth1", "h1nv-eth3"]
+    assert net.decisions("h1g1", "h1g3") == []
+    assert net.links["h1g1-eth1"].rate_bps == 100e6
+    assert hops(net, "h1g2", "h2g3") == ["h1g2-eth0", "h1-eth5", "leaf1-eth2", "h2-eth3"]
+    seen = {tuple(hops(net, "h1g1", "h3g4", k)) for k in range(32)}
+    assert seen == {("h1g1-eth0", "h1-eth5", "leaf1-eth3", "spine1-eth2", "leaf2-eth1",
+                     "h3-eth4"),
+                    ("h1g1-eth0", "h1-eth5", "leaf1-eth4", "spine2-eth2", "leaf2-eth1",
+                     "h3-eth4")}
+    assert net.links["h1-eth5"].rate_bps == 10e6

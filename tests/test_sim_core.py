@@ -418,3 +418,179 @@ def test_network_multi_gpu_paths_nvlink_inside_pcie_and_nic_outside():
                     ("h1g1-eth0", "h1-eth5", "leaf1-eth4", "spine2-eth2", "leaf2-eth1",
                      "h3-eth4")}
     assert net.links["h1-eth5"].rate_bps == 10e6
+
+
+# --- steps: transfers sharing links, step by step -----------------------------------------
+
+def test_transfer_times_share_then_finish_with_the_latency_apart():
+    # A->C over [a, c], B->C over [b, c], 800 bit/s each; 320 and 640 bits: both at
+    # 400 until A is through at 0.8, B's last 320 at 800: 1.2. Latency: delays plus
+    # 0.01 per hop
+    net = FakeNet({("A", "C"): ["a", "c"], ("B", "C"): ["b", "c"]},
+                  {"a": 800.0, "b": 800.0, "c": 800.0}, {"a": 0.05, "b": 0.2, "c": 0.1})
+    done = transfer_times(net, [("A", "C", 0, 320.0), ("B", "C", 0, 640.0)], 0.01)
+    assert rounded(done) == {("A", "C", 0): (0.8, 0.17), ("B", "C", 0): (1.2, 0.32)}
+    assert step_seconds(net, [("A", "C", 0, 320.0), ("B", "C", 0, 640.0)], 0.01) == \
+        pytest.approx(1.2 + 0.32)
+
+
+def test_transfer_times_alone_at_the_slowest_link_and_repeats_add_up():
+    net = FakeNet({("A", "B"): ["a", "b"], ("C", "D"): ["d"]}, {"a": 800.0, "b": 400.0,
+                                                               "d": 1000.0})
+    done = transfer_times(net, [("A", "B", 0, 160.0), ("A", "B", 0, 160.0),
+                                ("C", "D", 1, 500.0)])
+    assert rounded(done) == {("A", "B", 0): (0.8, 0.0), ("C", "D", 1): (0.5, 0.0)}
+    assert ("C", "D", 1) in net.asked
+
+
+def test_transfer_times_three_flows_two_bottlenecks():
+    # x 800: f1, f2; y 1600: f2, f3. f1 = f2 = 400, f3 = 1200 until f1 (320 bits)
+    # ends at 0.8; then f2 = f3 = 800: f2's 320 left end at 1.2; f3's 160 left
+    # then at 1600: 1.3
+    net = FakeNet({("A", "D"): ["x"], ("B", "D"): ["x", "y"], ("C", "D"): ["y"]},
+                  {"x": 800.0, "y": 1600.0})
+    done = transfer_times(net, [("A", "D", 0, 320.0), ("B", "D", 0, 640.0),
+                                ("C", "D", 0, 1440.0)])
+    assert {k: round(t, 9) for k, (t, _) in done.items()} == \
+        {("A", "D", 0): 0.8, ("B", "D", 0): 1.2, ("C", "D", 0): 1.3}
+
+
+def test_step_seconds_adds_the_longest_latency_to_the_last_transfer():
+    # X: 800 bits on a (800): 1 s, no delay; Y: 200 bits on b (800): 0.25 s, 0.3 delay
+    net = FakeNet({("X", "Z"): ["a"], ("Y", "Z"): ["b"]}, {"a": 800.0, "b": 800.0},
+                  {"b": 0.3})
+    assert step_seconds(net, [("X", "Z", 0, 800.0), ("Y", "Z", 0, 200.0)]) == \
+        pytest.approx(1.3)
+
+
+def test_stepwise_seconds_adds_steps_and_maps_ranks_channels_and_wire():
+    # ranks 0, 1 are endpoints "A", "B"; channel 0 over p, 1 over q (800 bit/s each)
+    net = FakeNet({("A", "B", 0): ["p"], ("A", "B", 1): ["q"], ("B", "A", 0): ["r"],
+                   ("B", "A", 1): ["r"]}, {"p": 800.0, "q": 800.0, "r": 400.0},
+                  {"p": 0.1, "q": 0.1, "r": 0.0})
+    # step 0: A sends 2 messages of 5 elements (160 bits each) to B: with 2 channels
+    # one on p and one on q: 0.2 s + 0.1; with 1 channel both on p: 0.4 + 0.1
+    # step 1: B sends 5 elements to A over r: 160 / 400 = 0.4
+    sched = {0: [send(1, 5, step=0, offset=0), send(1, 5, step=0, offset=5),
+                 recv(1, 5, step=1, offset=10)],
+             1: [recv(0, 5, step=0, offset=0), recv(0, 5, step=0, offset=5),
+                 send(0, 5, step=1, offset=10)]}
+    assert stepwise_seconds(net, ["A", "B"], sched, 2) == pytest.approx(0.3 + 0.4)
+    assert stepwise_seconds(net, ["A", "B"], sched, 1) == pytest.approx(0.5 + 0.4)
+    # wire factor 2 doubles the bits; hop latency 0.05 per (single-link) path
+    assert stepwise_seconds(net, ["A", "B"], sched, 2, 2.0, 0.05) == \
+        pytest.approx((0.4 + 0.15) + (0.8 + 0.05))
+
+
+def test_stepwise_seconds_counts_a_repeated_step_each_time():
+    net = FakeNet({("A", "B"): ["p"]}, {"p": 320.0})
+    sched = {0: [send(1, 10, step=s, offset=10 * s) for s in range(3)],
+             1: [recv(0, 10, step=s, offset=10 * s) for s in range(3)]}
+    assert stepwise_seconds(net, ["A", "B"], sched) == pytest.approx(3.0)
+
+
+# --- phases: ring and hierarchical AllReduce by structure ------------------------------------
+
+def test_ring_phases_by_hand():
+    assert allreduce_phases("ring", 4, 101) == [
+        Phase("ring", 6, ((0, 1, 0), (1, 2, 0), (2, 3, 0), (3, 0, 0)), 26, 4)]
+    two = allreduce_phases("ring", 3, 30, channels=2)
+    ring3 = lambda ch: ((0, 1, ch), (1, 2, ch), (2, 0, ch))
+    assert two == [Phase("ring", 2, ring3(0), 10, 3), Phase("ring", 2, ring3(1), 10, 3)]
+    # 6 steps over 4 channels: channels 0, 1 twice, 2, 3 once
+    four = allreduce_phases("ring", 4, 40, channels=4)
+    assert [(p.steps, p.transfers[0][2]) for p in four] == [(2, 0), (2, 1), (1, 2), (1, 3)]
+    # more channels than steps: only as many as there are steps
+    assert [p.steps for p in allreduce_phases("ring", 2, 8, channels=5)] == [1, 1]
+    assert allreduce_phases("ring", 1, 8) == []
+    assert allreduce_phases("hierarchical", 3, 9, local=1) == allreduce_phases("ring", 3, 9)
+
+
+def test_hierarchical_phases_by_hand():
+    # 2 servers of 2 GPUs, 2 channels, 100 elements: block 50
+    out = allreduce_phases("hierarchical", 4, 100, local=2, channels=2)
+    assert out == [
+        Phase("intra-node reduce-scatter", 1, ((0, 1, 0), (1, 0, 0), (2, 3, 0), (3, 2, 0)), 50, 2),
+        Phase("inter-node allreduce", 1, ((0, 2, 0), (2, 0, 0), (1, 3, 0), (3, 1, 0)), 25, 2),
+        Phase("inter-node allreduce", 1, ((0, 2, 1), (2, 0, 1), (1, 3, 1), (3, 1, 1)), 25, 2),
+        Phase("intra-node allgather", 1, ((0, 1, 1), (1, 0, 1), (2, 3, 1), (3, 2, 1)), 50, 2)]
+    # 3 servers of 3: rings within servers, rails across; odd sizes round up
+    out = allreduce_phases("hierarchical", 9, 100, local=3)
+    rs, ar, ag = out
+    assert (rs.name, rs.steps, rs.elements, rs.group) == ("intra-node reduce-scatter", 2, 34, 3)
+    assert rs.transfers == tuple((a, b, 0) for a, b in
+                                 [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3),
+                                  (6, 7), (7, 8), (8, 6)])
+    assert (ar.name, ar.steps, ar.elements, ar.group) == ("inter-node allreduce", 4, 12, 3)
+    assert ar.transfers == tuple((a, b, 0) for a, b in
+                                 [(0, 3), (3, 6), (6, 0), (1, 4), (4, 7), (7, 1),
+                                  (2, 5), (5, 8), (8, 2)])
+    assert ag == Phase("intra-node allgather", 2, rs.transfers, 34, 3)
+    # one server: no inter-node phase
+    assert [p.name for p in allreduce_phases("hierarchical", 2, 8, local=2)] == \
+        ["intra-node reduce-scatter", "intra-node allgather"]
+
+
+def test_phases_refuse_unknown_algorithms_and_partial_servers():
+    with pytest.raises(ValueError, match="not 'tree'"):
+        allreduce_phases("tree", 4, 8)
+    with pytest.raises(ValueError, match="6 ranks are not whole servers of 4 GPUs"):
+        allreduce_phases("hierarchical", 6, 8, local=4)
+
+
+def test_ring_seconds_slowest_edge_or_round_trip_per_hop():
+    ring = ((0, 1, 0), (1, 0, 0))
+    ph = Phase("p", 3, ring, 1, 2)
+    # serial 1 and 2, lat 0.5 and 0.1: period max(2, 3.6 / 2) = 2; last 2.1
+    assert ring_seconds([(ph, {(0, 1, 0): (1.0, 0.5), (1, 0, 0): (2.0, 0.1)})]) == \
+        pytest.approx(2 * 2 + 2.1)
+    # latency-bound: period max(1, 8 / 2) = 4; last 4
+    assert ring_seconds([(ph, {(0, 1, 0): (1.0, 3.0), (1, 0, 0): (1.0, 3.0)})]) == \
+        pytest.approx(2 * 4 + 4)
+
+
+def test_ring_seconds_weights_channels_by_their_steps_and_takes_the_slowest_ring():
+    ch0, ch1 = ((0, 1, 0), (1, 0, 0)), ((0, 1, 1), (1, 0, 1))
+    part = [(Phase("p", 2, ch0, 1, 2), {t: (1.0, 0.3) for t in ch0}),
+            (Phase("p", 1, ch1, 1, 2), {t: (4.0, 0.0) for t in ch1})]
+    # serial 2/3 * 1 + 1/3 * 4 = 2, lat 0.2: period max(2, 2.2) = 2.2; last max(1.3, 4)
+    assert ring_seconds(part) == pytest.approx(2 * 2.2 + 4.0)
+    # two rings of 2 side by side: the second slower
+    rings = ((0, 1, 0), (1, 0, 0), (2, 3, 0), (3, 2, 0))
+    times = {(0, 1, 0): (1.0, 0.0), (1, 0, 0): (1.0, 0.0), (2, 3, 0): (3.0, 0.0),
+             (3, 2, 0): (1.0, 1.0)}
+    # ring 2: period max(3, (4 + 1) / 2) = 3, last max(3, 2) = 3: 4 steps -> 3 * 3 + 3
+    assert ring_seconds([(Phase("p", 4, rings, 1, 2), times)]) == pytest.approx(12.0)
+    times[(2, 3, 0)] = (0.5, 0.0)
+    # now ring 1: period 1, last 1 -> 4; ring 2: period max(1, 2.5 / 2), last 2 -> 5.75
+    assert ring_seconds([(Phase("p", 4, rings, 1, 2), times)]) == pytest.approx(5.75)
+
+
+def ring3_net():
+    # edges of a 3-ring: 0->1 and 1->2 at 800 bit/s, 2->0 at 400 with 0.3 s delay
+    return FakeNet({(0, 1): ["e01"], (1, 2): ["e12"], (2, 0): ["e20"]},
+                   {"e01": 800.0, "e12": 800.0, "e20": 400.0}, {"e20": 0.3})
+
+
+def test_phase_seconds_prices_a_step_and_pipelines_the_ring():
+    # 3 ranks, 30 elements: 4 steps of 10 elements = 320 bits: 0.4, 0.4, 0.8 s.
+    # period max(0.8, 1.9 / 3) = 0.8; last 0.8 + 0.3: 3 * 0.8 + 1.1
+    assert phase_seconds(ring3_net(), allreduce_phases("ring", 3, 30)) == \
+        pytest.approx(3.5)
+    # channels: the same ring on 2 channels is one part of 4 steps
+    assert phase_seconds(ring3_net(), allreduce_phases("ring", 3, 30, channels=2)) == \
+        pytest.approx(3.5)
+    # wire factor 2: 0.8, 0.8, 1.6; hop latency 0.1: lat 0.1, 0.1, 0.4
+    # period max(1.6, (3.2 + 0.6) / 3) = 1.6; last 2.0: 3 * 1.6 + 2.0
+    assert phase_seconds(ring3_net(), allreduce_phases("ring", 3, 30), 2.0, 0.1) == \
+        pytest.approx(6.8)
+
+
+def test_phase_seconds_adds_the_hierarchical_parts():
+    # 2 servers of 2 GPUs, all links 800 bit/s, no latency; count 40: block 20
+    # (640 bits: 0.8 s), inter-node 10 elements (0.4 s). RS 1 step, AR 2 steps,
+    # AG 1 step: 0.8 + 2 * 0.4 + 0.8
+    routes = {(a, b): [f"e{a}{b}"] for a in range(4) for b in range(4) if a != b}
+    net = FakeNet(routes, {f"e{a}{b}": 800.0 for a, b in routes})
+    assert phase_seconds(net, allreduce_phases("hierarchical", 4, 40, local=2)) == \
+        pytest.approx(2.4)

@@ -594,3 +594,138 @@ def test_phase_seconds_adds_the_hierarchical_parts():
     net = FakeNet(routes, {f"e{a}{b}": 800.0 for a, b in routes})
     assert phase_seconds(net, allreduce_phases("hierarchical", 4, 40, local=2)) == \
         pytest.approx(2.4)
+
+
+# --- clos: counts and paths from the shape alone ---------------------------------------------
+
+def test_clos_counts_by_hand():
+    s = ClosShape(servers=8, gpus=4, nics=4, down=8, up=4, radix=8)
+    # 32 NICs, 8 a leaf: 4 leaves; 4 * 4 uplinks over 8 ports: 2 spines
+    assert (s.n, s.leaves, s.spines, s.pod_leaves, s.pods, s.group_cores) == (32, 4, 2, 4, 1, 1)
+    assert [s.leaf_of(0, 3), s.leaf_of(1, 3), s.leaf_of(2, 0), s.leaf_of(7, 3)] == [0, 0, 1, 3]
+    # the spines are at most the uplinks of a leaf
+    assert ClosShape(servers=64, gpus=1, nics=1, down=4, up=4, radix=8).spines == 4
+    assert ClosShape(servers=64, gpus=1, nics=1, down=4, up=3, radix=8).spines == 3
+    assert ClosShape(servers=2, gpus=1, nics=1, down=2, up=4).spines == 1
+    # 3 tiers: 16 leaves in pods of 4 -> 4 pods; group j's 4 * 4 uplinks on 8-port cores: 2
+    t = ClosShape(servers=64, gpus=1, nics=1, down=4, up=4, tiers=3, radix=8)
+    assert (t.leaves, t.pod_leaves, t.pods, t.group_cores) == (16, 4, 4, 2)
+    t = ClosShape(servers=64, gpus=1, nics=1, down=4, up=4, tiers=3, radix=16)
+    assert (t.pod_leaves, t.pods, t.group_cores) == (8, 2, 1)
+    # an odd count rounds the leaves up
+    assert ClosShape(servers=9, gpus=1, nics=1, down=4, up=1).leaves == 3
+
+
+def test_clos_rail_wiring_counts_and_leaves():
+    r = ClosShape(servers=8, gpus=4, nics=4, down=4, up=2, wiring="rail")
+    # 2 units of 4 servers, a leaf per NIC per unit: 8 leaves
+    assert r.leaves == 8
+    assert [r.leaf_of(0, 2), r.leaf_of(3, 2), r.leaf_of(4, 2), r.leaf_of(5, 0)] == [2, 2, 6, 4]
+    assert ClosShape(servers=9, gpus=2, nics=2, down=4, up=1, wiring="rail").leaves == 6
+    s = ClosShape(servers=8, gpus=4, nics=4, down=4, up=2)
+    assert s.leaves == 8 and [s.leaf_of(0, 2), s.leaf_of(3, 2), s.leaf_of(4, 2)] == [0, 3, 4]
+
+
+@pytest.mark.parametrize("keys", [dict(tiers=1), dict(tiers=4), dict(wiring="mesh")])
+def test_clos_refuses_other_tiers_or_wirings(keys):
+    base = dict(servers=2, gpus=1, nics=1, down=2, up=1)
+    with pytest.raises(ValueError, match="tiers must be 2 or 3 and wiring one of"):
+        ClosShape(**{**base, **keys})
+
+
+@pytest.mark.parametrize("keys", [dict(servers=0), dict(gpus=0, nics=0), dict(nics=0),
+                                  dict(down=0), dict(up=0), dict(gpus=2, nics=3)])
+def test_clos_refuses_empty_counts_and_more_nics_than_gpus(keys):
+    base = dict(servers=2, gpus=2, nics=1, down=2, up=1)
+    with pytest.raises(ValueError, match="must be at least 1, nics <= gpus"):
+        ClosShape(**{**base, **keys})
+
+
+def test_clos_accepts_the_smallest_shape_and_nics_equal_to_gpus():
+    s = ClosShape(servers=1, gpus=1, nics=1, down=1, up=1, tiers=3)
+    assert s.n == 1
+    assert ClosShape(servers=1, gpus=3, nics=3, down=1, up=1).nics == 3
+
+
+def test_clos_rates_by_link_class_and_no_listing():
+    s = ClosShape(servers=2, gpus=2, nics=1, down=2, up=1, nic_bps=1e9, fabric_bps=2e9,
+                  intra_bps=5e9)
+    links = ClosNetwork(s).links
+    assert links[("nv", "up", 0)].rate_bps == 5e9
+    assert links[("pcie", "down", 1)].rate_bps == 5e9
+    assert links[("nic", "up", 0, 0)].rate_bps == 1e9
+    assert links[("leaf-up", 0, 0)].rate_bps == 2e9
+    assert links[("core-down", 0, 0, 0)].rate_bps == 2e9
+    with pytest.raises(TypeError, match="not listed"):
+        iter(links)
+    with pytest.raises(TypeError, match="not counted"):
+        len(links)
+
+
+def test_clos_paths_inside_a_server_and_through_pcie_and_one_leaf():
+    s = ClosShape(servers=4, gpus=4, nics=2, down=8, up=2)
+    net = ClosNetwork(s)
+    assert net.path(1, 2) == [(("nv", "up", 1), 0.0), (("nv", "down", 2), 0.0)]
+    # GPU 1 (server 0, NIC 1) to GPU 6 (server 1, GPU 2 -> NIC 0): same leaf (8 ports)
+    assert [h.intf for h in net.path(1, 6)] == [("pcie", "up", 1), ("nic", "up", 0, 1),
+                                                ("nic", "down", 1, 0), ("pcie", "down", 6)]
+    assert all(h.delay_s == 0.0 for h in net.path(1, 6))
+    full = ClosNetwork(ClosShape(servers=4, gpus=2, nics=2, down=8, up=2))
+    assert [h.intf for h in full.path(1, 2)] == [("nic", "up", 0, 1), ("nic", "down", 1, 0)]
+
+
+def test_clos_two_tier_ecmp_reaches_every_equal_cost_path():
+    # 4 leaves, 4 uplinks each, 2 spines: uplink j goes to spine j mod 2, and the
+    # spine reaches the far leaf over its uplinks k = j mod 2 (+2)
+    s = ClosShape(servers=8, gpus=4, nics=4, down=8, up=4, radix=8)
+    net = ClosNetwork(s, seed=3)
+    seen = set()
+    for f in range(64):
+        p = [h.intf for h in net.path(0, 8, f)]
+        assert p[0] == ("nic", "up", 0, 0) and p[-1] == ("nic", "down", 2, 0)
+        (kind_up, la, j), (kind_down, lb, k) = p[1], p[2]
+        assert (kind_up, la, kind_down, lb) == ("leaf-up", 0, "spine-down", 1)
+        seen.add((j, k))
+    assert seen == {(j, k) for j in range(4) for k in range(4) if j % 2 == k % 2}
+
+
+def test_clos_two_uplinks_are_both_used():
+    net = ClosNetwork(ClosShape(servers=4, gpus=1, nics=1, down=2, up=2, radix=4))
+    # 2 leaves, spines = min(2, ceil(2 * 2 / 4)) = 1: both uplinks to it, both back
+    seen = {tuple(h.intf for h in net.path(0, 2, f))[1:3] for f in range(256)}
+    assert seen == {(("leaf-up", 0, j), ("spine-down", 1, k)) for j in (0, 1) for k in (0, 1)}
+
+
+def test_clos_three_tier_paths_within_and_across_pods():
+    s = ClosShape(servers=64, gpus=1, nics=1, down=4, up=4, tiers=3, radix=8)
+    net = ClosNetwork(s, seed=1)
+    within, across = set(), set()
+    for f in range(128):
+        p = [h.intf for h in net.path(0, 4, f)]       # leaf 0 to leaf 1, pod 0
+        assert p[0] == ("nic", "up", 0, 0) and p[-1] == ("nic", "down", 4, 0)
+        (_, la, j), (_, lb, j2) = p[1], p[2]
+        assert (p[1][0], p[2][0], la, lb) == ("leaf-up", "agg-down", 0, 1) and j == j2
+        within.add(j)
+        q = [h.intf for h in net.path(0, 20, f)]      # leaf 0 (pod 0) to leaf 5 (pod 1)
+        assert [h[0] for h in q] == ["nic", "leaf-up", "agg-up", "core-down", "agg-down", "nic"]
+        (_, _, j), (_, pa, ja, c), (_, pb, jb, k), (_, lb, jd) = q[1:5]
+        assert (pa, pb, lb) == (0, 1, 5) and j == ja == jb == jd
+        across.add((j, c, k))
+    assert within == {0, 1, 2, 3}
+    # 2 cores per group: uplink c reaches core c mod 2, whose links k = c mod 2 (+2);
+    # every uplink and every core link is drawn (not every combination: the
+    # per-switch hashes of one flow are correlated, see the report)
+    assert across <= {(j, c, k) for j in range(4) for c in range(4) for k in range(4)
+                      if c % 2 == k % 2}
+    assert {x[0] for x in across} == {x[1] for x in across} == {x[2] for x in across} == \
+        {0, 1, 2, 3}
+
+
+def test_clos_seed_repeats_and_reseed_draws_again():
+    s = ClosShape(servers=8, gpus=4, nics=4, down=8, up=4, radix=8)
+    a, b = ClosNetwork(s, seed=1), ClosNetwork(s, seed=1)
+    draw = lambda n: [tuple(n.path(0, 8, f)) for f in range(16)]
+    assert draw(a) == draw(b)
+    b.reseed(2)
+    assert b.seed == 2 and draw(b) != draw(a)
+    assert draw(b) == draw(ClosNetwork(s, seed=2))

@@ -39,6 +39,8 @@ def cpy(rank, block):
 
 
 def flat(op):
+    numbers = (op.peer, op.offset, op.length, op.src_offset, op.step)
+    assert all(type(v) is int for v in numbers), numbers    # not 3.0 for 3
     return (op.kind, op.peer, op.offset, op.length, op.reduce, op.contributors,
             op.src_offset, op.from_input, op.step)
 
@@ -453,7 +455,9 @@ def test_a_piece_as_long_as_the_op_or_longer_leaves_it_whole():
 
 def test_build_accepts_numpy_integers():
     sched = S.build("sendrecv", "ring", np.int64(2), np.int32(3))
-    assert table(sched)[1] == [snd(0, (0, 3), 0, True), rcv(0, (0, 3), 0, {0})]
+    got = [(o.kind, o.peer, o.offset, o.length, o.reduce, o.contributors, o.src_offset,
+            o.from_input, o.step) for o in sched[1]]
+    assert got == [snd(0, (0, 3), 0, True), rcv(0, (0, 3), 0, {0})]
 
 
 # --- refused parameters: the exact sentence ---------------------------------------------------
@@ -1004,3 +1008,23 @@ def test_data_reduce_and_finish_in_place():
     region = np.array([1.5, -2.0], np.float16)
     p.reduce(region, np.array([2.0, 3.0], np.float16))
     same(region, np.array([3.0, -6.0], np.float16))
+
+
+# --- records are immutable (shared between ranks and caches) ---------------------------------
+
+def test_ops_and_datatypes_are_frozen_and_ops_are_slotted():
+    import dataclasses
+    op = S.build("sendrecv", "ring", 2, 1)[0][0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        op.length = 5
+    assert not hasattr(op, "__dict__")          # millions of ops at scale: no per-op dict
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        D.datatype("half").size = 4
+
+
+def test_chain_builders_default_to_root_0():
+    assert table(S.chain_broadcast(3, 5)) == {
+        0: [snd(1, W, 0)], 1: [rcv(0, W, 0, {0}), snd(2, W, 1)], 2: [rcv(1, W, 1, {0})]}
+    assert table(S.chain_reduce(3, 5)) == {
+        1: [snd(2, W, 0)], 2: [rcv(1, W, 0, {1}, True), snd(0, W, 1)],
+        0: [rcv(2, W, 1, {1, 2}, True)]}

@@ -3,7 +3,6 @@
 Expectations are computed by hand in the tests, never via the modules under test.
 """
 
-import hashlib
 import math
 from typing import NamedTuple
 
@@ -656,9 +655,9 @@ def test_clos_rates_by_link_class_and_no_listing():
     assert links[("nic", "up", 0, 0)].rate_bps == 1e9
     assert links[("leaf-up", 0, 0)].rate_bps == 2e9
     assert links[("core-down", 0, 0, 0)].rate_bps == 2e9
-    with pytest.raises(TypeError, match="not listed"):
+    with pytest.raises(TypeError, match="^a Clos shape's links are not listed, only looked up$"):
         iter(links)
-    with pytest.raises(TypeError, match="not counted"):
+    with pytest.raises(TypeError, match="^a Clos shape's links are not counted$"):
         len(links)
 
 
@@ -729,3 +728,85 @@ def test_clos_seed_repeats_and_reseed_draws_again():
     b.reseed(2)
     assert b.seed == 2 and draw(b) != draw(a)
     assert draw(b) == draw(ClosNetwork(s, seed=2))
+
+
+# --- defaults, channels beyond two, and the garbage collector ------------------------------
+
+def three_channels():
+    # channel 0 over p (800 bit/s), 1 over q (400), 2 over r (1600)
+    return FakeNet({("A", "B", 0): ["p"], ("A", "B", 1): ["q"], ("A", "B", 2): ["r"]},
+                   {"p": 800.0, "q": 400.0, "r": 1600.0})
+
+
+def test_three_channels_take_messages_in_turn_in_every_model():
+    # messages of 10, 5, 20 elements (320, 160, 640 bits) on channels 0, 1, 2: 0.4 s each
+    # (another order would put 640 bits on q: 1.6 s)
+    sched = {0: [send(1, 10, offset=0), send(1, 5, offset=10), send(1, 20, offset=15)],
+             1: [recv(0, 10, offset=0), recv(0, 5, offset=10), recv(0, 20, offset=15)]}
+    assert stepwise_seconds(three_channels(), ["A", "B"], sched, 3) == pytest.approx(0.4)
+    out = Replay(three_channels(), ["A", "B"], sched, 3).run()
+    assert out.seconds == pytest.approx(0.4)
+    assert out.link_bytes == pytest.approx({"p": 40.0, "q": 20.0, "r": 80.0})
+    # a fourth message goes on channel 0 again, behind the first
+    sched[0].append(send(1, 1, offset=35))
+    sched[1].append(recv(0, 1, offset=35))
+    r = Replay(three_channels(), ["A", "B"], sched, 3)
+    assert r.sent_bytes() == pytest.approx({("A", "B", 0): 44.0, ("A", "B", 1): 20.0,
+                                            ("A", "B", 2): 80.0})
+    assert r.run().link_bytes == pytest.approx({"p": 44.0, "q": 20.0, "r": 80.0})
+
+
+def test_defaults_are_flow_0_seed_0_one_channel_plain_wire_no_hop_latency():
+    f = leaf_spine(2, 2, 2, parallel=2, rate=8)
+    # a seed where flows 0 and 1 of h1 -> h3 cross different spines
+    seed = next(s for s in range(32)
+                if hops(Network(f, s), "h1", "h3", 0)[2] != hops(Network(f, s), "h1", "h3", 1)[2])
+    net = Network(f, seed)
+    assert hops(net, "h1", "h3") == hops(net, "h1", "h3", 0)
+    assert net.decisions("h1", "h3")[1][0] == hops(net, "h1", "h3", 0)[2].split("-")[0]
+    plain = Network(f)
+    assert [hops(plain, "h1", "h3", k) for k in range(8)] == \
+        [hops(Network(f, 0), "h1", "h3", k) for k in range(8)]
+    # Clos: flow 0 and seed 0 by default
+    s = ClosShape(servers=8, gpus=4, nics=4, down=8, up=4, radix=8)
+    c = ClosNetwork(s)
+    assert c.seed == 0
+    first = next(k for k in range(1, 32) if c.path(0, 8, k) != c.path(0, 8, 0))
+    assert c.path(0, 8) == c.path(0, 8, 0) != c.path(0, 8, first)
+    assert ClosNetwork(s).path(0, 8, 5) == ClosNetwork(s, 0).path(0, 8, 5)
+    # steps: one channel, plain wire, no hop latency unless told
+    net = FakeNet({("A", "B", 0): ["p"], ("A", "B", 1): ["q"]}, {"p": 800.0, "q": 800.0},
+                  {"p": 0.1, "q": 0.1})
+    sched = {0: [send(1, 5, offset=0), send(1, 5, offset=5)],
+             1: [recv(0, 5, offset=0), recv(0, 5, offset=5)]}
+    assert stepwise_seconds(net, ["A", "B"], sched) == pytest.approx(0.4 + 0.1)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_replay_leaves_the_garbage_collector_as_it_found_it(enabled):
+    import gc
+    net = FakeNet({("A", "B"): ["a"]}, {"a": 800.0})
+    sched = {0: [send(1, 10)], 1: [recv(0, 10)]}
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        r = Replay(net, ["A", "B"], sched)
+        assert gc.isenabled() == enabled
+        r.run()
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_replay_collects_nothing_while_it_runs():
+    import gc
+    seen = []
+
+    class Probe(FakeNet):
+        def path(self, src, dst, flow=0):
+            seen.append(gc.isenabled())
+            return super().path(src, dst, flow)
+
+    probe = Probe({("A", "B"): ["a"]}, {"a": 800.0})
+    Replay(probe, ["A", "B"], {0: [send(1, 10)], 1: [recv(0, 10)]}).run()
+    assert seen == [False] and gc.isenabled()

@@ -810,3 +810,43 @@ def test_replay_collects_nothing_while_it_runs():
     probe = Probe({("A", "B"): ["a"]}, {"a": 800.0})
     Replay(probe, ["A", "B"], {0: [send(1, 10)], 1: [recv(0, 10)]}).run()
     assert seen == [False] and gc.isenabled()
+
+
+def test_hierarchical_phases_default_to_one_gpu_a_server_and_number_the_allgathers_channels():
+    assert allreduce_phases("hierarchical", 3, 9) == allreduce_phases("ring", 3, 9)
+    # 3 channels, 2 GPUs a server: the allgather's one step is the 2nd message
+    # to that peer (the reduce-scatter's was the 1st): channel 1
+    out = allreduce_phases("hierarchical", 4, 40, local=2, channels=3)
+    assert [(p.name, p.transfers[0][2]) for p in out] == [
+        ("intra-node reduce-scatter", 0), ("inter-node allreduce", 0),
+        ("inter-node allreduce", 1), ("intra-node allgather", 1)]
+    # 3 GPUs a server, 3 channels: the allgather's 2 steps are messages 3 and 4: 2, 0
+    out = allreduce_phases("hierarchical", 6, 60, local=3, channels=3)
+    assert [(p.steps, p.transfers[0][2]) for p in out if p.name == "intra-node allgather"] \
+        == [(1, 2), (1, 0)]
+
+
+def test_ring_seconds_prices_each_ring_of_a_part_on_its_own_edges():
+    # two rings of 2 edges; ring 1: serial 1, 1, latency 0 and 6: period max(1, 8 / 2) = 4,
+    # last 7: 4 steps -> 3 * 4 + 7 = 19; ring 2 the same, mirrored. (Edges 2 and 3
+    # taken as one ring would give 3 * 7 + 7 = 28.)
+    rings = ((0, 1, 0), (1, 0, 0), (2, 3, 0), (3, 2, 0))
+    times = {(0, 1, 0): (1.0, 0.0), (1, 0, 0): (1.0, 6.0), (2, 3, 0): (1.0, 6.0),
+             (3, 2, 0): (1.0, 0.0)}
+    assert ring_seconds([(Phase("p", 4, rings, 1, 2), times)]) == pytest.approx(19.0)
+
+
+def test_network_a_routing_loop_is_reported_not_followed_forever():
+    import dataclasses
+    net = Network(leaf_spine(2, 2, 2, rate=8))
+    h3 = net.endpoints["h3"].ip
+    spine = net.plan["spine1"]
+    # spine1 sends h3's traffic back down to leaf1, which sends it up to spine1 again
+    back = next(p for (node, p), l in net.port_to.items() if node == "spine1" and l.dst == "leaf1")
+    net.plan = dict(net.plan)
+    net.plan["spine1"] = dataclasses.replace(spine, routes={**spine.routes, h3: ("output", back)})
+    up = next(b for b in range(2)
+              if net.port_to[("leaf1", net.plan["leaf1"].groups[net.plan["leaf1"].routes[h3][1]][b])].dst == "spine1")
+    net.pin("leaf1", "h1", "h3", 0, up)
+    with pytest.raises(RuntimeError, match=r"^no route from h1 to h3 \(a loop\?\)$"):
+        net.path("h1", "h3")

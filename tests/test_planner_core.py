@@ -1085,3 +1085,34 @@ def test_a_step_whose_compute_hides_the_communication():
     assert 3e-3 <= r["step_s"] < 4.5e-3 and r["exposed_s"] < 1.5e-3
     assert r["overlap_efficiency"] > 0
     assert r["days"] < r["days_no_overlap"]
+
+
+def test_the_step_flags_help_as_printed(capsys):
+    """The --help text of the step's flags (argparse rewraps it: compare words)."""
+    import planner as P
+    try:
+        P.main(["--help"])
+    except SystemExit:
+        pass
+    words = " ".join(capsys.readouterr().out.split())
+    for text in [
+        "--params PARAMS model parameters (e.g. 70e9): also print the training step with "
+        "communication and the days the FLOPs take (implies --simulate)",
+        "--layers LAYERS with --params: layers, 1 to 1000 (default 80)",
+        "--tokens-per-gpu TOKENS_PER_GPU with --params: tokens per GPU per step (default 4096)",
+        "--bucket BUCKET with --params: gradient bucket size, 1K to 1G (default 25M, "
+        "PyTorch DDP's)",
+    ]:
+        assert text in words, text
+
+
+def test_the_step_flags_parse_their_types(capsys):
+    """--params takes a number (7.5e8), --layers a whole number; the JSON shows them."""
+    import json
+
+    import planner as P
+    assert P.main(["--gpus", "16", "--params", "7.5e8", "--layers", "3", "--tokens-per-gpu",
+                   "2", "--bucket", "256M", "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["training_step"]
+    assert t["params"] == 750000000 and t["layers"] == 3 and t["tokens_per_gpu"] == 2
+    assert t["bucket_bytes"] == 256 << 20 and t["buckets"] == 6   # 1.5e9 B / 268,435,456

@@ -1116,3 +1116,42 @@ def test_the_step_flags_parse_their_types(capsys):
     t = json.loads(capsys.readouterr().out)["training_step"]
     assert t["params"] == 750000000 and t["layers"] == 3 and t["tokens_per_gpu"] == 2
     assert t["bucket_bytes"] == 256 << 20 and t["buckets"] == 6   # 1.5e9 B / 268,435,456
+
+
+def test_ecmp_draws_median_range_and_ideal_fabric():
+    """128 GPUs (16 servers of 8, 8 NICs), radix 8 at 3:1 (6 down, 2 up): only a
+    3-tier Clos holds 128 endpoints (radix 8 clos-2 holds 48). The ideal fabric by
+    hand: ring over 128 ranks of 1 MiB, 254 steps of 8,192 B at 5e10 B/s =
+    4.161536e-5 s; hierarchical: 2 x 7 steps of 131,072 B at 4.5e11 B/s plus 30
+    steps of 8,192 B at 5e10 B/s. Switches: server wiring 128 endpoints: 22 leaves,
+    44 up cables, 11 aggs, 6 cores; rail wiring fills 24 leaves (144 endpoints):
+    48 cables, 12 aggs, 6 cores. Each row's time is the median of the 5 ECMP
+    draws (drawn here with the simulator, seed by seed)."""
+    from traffic.sim.clos import ClosNetwork, ClosShape
+    from traffic.sim.phases import allreduce_phases, phase_seconds
+
+    r = D.plan(128, radix=8, gpus_per_server=8, nics_per_server=8, oversubscription=3.0)
+    sim = SIM.simulate_plan(r, [1 << 20], 0.0, 3600.0, seeds=5)
+    assert sim["seeds"] == 5
+    rows = {(x["wiring"], x["algorithm"]): x for x in sim["rows"]}
+    assert set(rows) == {(w, a) for w in ("server", "rail") for a in ("ring", "hierarchical")}
+    ideal = {"ring": 254 * 8192 / 5e10, "hierarchical": 2 * 7 * 131072 / 4.5e11 + 30 * 8192 / 5e10}
+    for (wiring, algorithm), x in rows.items():
+        assert x["design"] == "clos-3" and x["radix"] == 8
+        assert x["ideal_seconds"] == pytest.approx(ideal[algorithm], rel=1e-9)
+        shape = ClosShape(servers=16, gpus=8, nics=8, down=6, up=2, tiers=3, radix=8,
+                          wiring=wiring, nic_bps=4e11, fabric_bps=4e11, intra_bps=3.6e12)
+        phases = allreduce_phases(algorithm, 128, 262144, 8)
+        draws = sorted(phase_seconds(ClosNetwork(shape, seed), phases, 1.0, 0.0)
+                       for seed in range(5))
+        assert x["seconds"] == draws[2]
+        assert x["seconds_min"] == draws[0] and x["seconds_max"] == draws[4]
+        assert x["fabric_factor"] == pytest.approx(draws[2] / ideal[algorithm], rel=1e-9)
+        assert x["algbw_gbytes"] == pytest.approx((1 << 20) / draws[2] / 1e9, rel=1e-12)
+        assert x["busbw_gbytes"] == pytest.approx((1 << 20) / draws[2] / 1e9 * 254 / 128,
+                                                  rel=1e-12)
+    # the fabric costs something here, and the draws differ
+    assert rows[("rail", "ring")]["seconds_min"] < rows[("rail", "ring")]["seconds_max"]
+    assert rows[("rail", "ring")]["fabric_factor"] > 1
+    assert rows[("server", "ring")]["switches"] == {"leaf": 22, "agg": 11, "core": 6}
+    assert rows[("rail", "ring")]["switches"] == {"leaf": 24, "agg": 12, "core": 6}

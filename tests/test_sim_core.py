@@ -850,3 +850,54 @@ def test_network_a_routing_loop_is_reported_not_followed_forever():
     net.pin("leaf1", "h1", "h3", 0, up)
     with pytest.raises(RuntimeError, match=r"^no route from h1 to h3 \(a loop\?\)$"):
         net.path("h1", "h3")
+
+
+def test_replay_a_newcomer_slows_only_its_own_links_users_and_keeps_the_rest():
+    # X: R0 -> R3 over [x]; Y: R1 -> R3 over [x, y]; x, y 800 bit/s: X = Y = 400.
+    # Z: R2 -> R3 over [y], starting at 0.4 once R4's 320 bits over w reached R2.
+    # Then y holds Y and Z: 400 each, Y unchanged; Z's 320 bits take 0.8 s: 1.2.
+    # X and Y (1280 bits each at 400 throughout) end at 3.2
+    net = FakeNet({("R0", "R3"): ["x"], ("R1", "R3"): ["x", "y"], ("R2", "R3"): ["y"],
+                   ("R4", "R2"): ["w"]}, {"x": 800.0, "y": 800.0, "w": 800.0})
+    sched = {0: [send(3, 40)], 1: [send(3, 40)],
+             2: [recv(4, 10, step=0), send(3, 10, step=1)],
+             3: [recv(0, 40, step=0, offset=0), recv(1, 40, step=1, offset=40),
+                 recv(2, 10, step=2, offset=80)],
+             4: [send(2, 10)]}
+    out = Replay(net, [f"R{i}" for i in range(5)], sched).run()
+    ends = {e["step"]: e["end"] for e in out.busy if e["rank"] == 3}
+    assert rounded(ends) == {0: 3.2, 1: 3.2, 2: 1.2}
+
+
+def test_replay_a_connection_on_a_link_another_used_before_runs_at_full_rate():
+    # A -> C over c (320 bits, 0.4 s); B gets 640 bits from D over d (0.8 s), then
+    # sends 320 bits to C over c, idle by then: 0.4 s at the full rate, 1.2
+    net = FakeNet({("A", "C"): ["c"], ("B", "C"): ["c"], ("D", "B"): ["d"]},
+                  {"c": 800.0, "d": 800.0})
+    sched = {0: [send(2, 10)],
+             1: [recv(3, 20, step=0), send(2, 10, step=1)],
+             2: [recv(0, 10, step=0, offset=0), recv(1, 10, step=1, offset=10)],
+             3: [send(1, 20)]}
+    out = Replay(net, ["A", "B", "C", "D"], sched).run()
+    ends = {e["step"]: e["end"] for e in out.busy if e["rank"] == 2}
+    assert rounded(ends) == {0: 0.4, 1: 1.2}
+    assert out.link_bytes == pytest.approx({"c": 80.0, "d": 80.0})
+
+
+def test_replay_settles_a_sub_bit_remainder_exactly_when_the_rate_changes():
+    # X: A -> C, 320 bits alone on c at 800. B's piece over d (rate chosen so it
+    # lands when X has 0.5 bit left) starts B -> C on c: X's half bit then goes at
+    # 400: 0.00125 s more
+    rate_d = 800.0 * 640 / 639
+    t_b = 320 / rate_d                       # X has 320 - 800 t_b = 0.5 bit left
+    net = FakeNet({("A", "C"): ["c"], ("B", "C"): ["c"], ("D", "B"): ["d"]},
+                  {"c": 800.0, "d": rate_d})
+    sched = {0: [send(2, 10)],
+             1: [recv(3, 10, step=0), send(2, 10, step=1)],
+             2: [recv(0, 10, step=0, offset=0), recv(1, 10, step=1, offset=10)],
+             3: [send(1, 10)]}
+    out = Replay(net, ["A", "B", "C", "D"], sched).run()
+    ends = {e["step"]: e["end"] for e in out.busy if e["rank"] == 2}
+    assert ends[0] == pytest.approx(t_b + 0.5 / 400, rel=1e-9)
+    # B: 400 until X is through, then 800: 0.5 bit of its 320 sent by then
+    assert ends[1] == pytest.approx(t_b + 0.5 / 400 + (320 - 0.5) / 800, rel=1e-9)

@@ -1028,3 +1028,12 @@ def test_chain_builders_default_to_root_0():
     assert table(S.chain_reduce(3, 5)) == {
         1: [snd(2, W, 0)], 2: [rcv(1, W, 0, {1}, True), snd(0, W, 1)],
         0: [rcv(2, W, 1, {1, 2}, True)]}
+
+
+def test_hierarchical_defaults_to_one_gpu_per_server():
+    # without `local`, every rank is its own server: a ring between servers
+    S.check_params("allreduce", "hierarchical", 3, 3)
+    assert table(S.build("allreduce", "hierarchical", 3, 3)) == table(
+        S.build("allreduce", "hierarchical", 3, 3, local=1))
+    assert table(S.build("allreduce", "hierarchical", 3, 3))[1][:2] == [
+        snd(2, (0, 1), 0), rcv(0, (2, 1), 0, {0}, True)]

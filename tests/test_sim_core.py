@@ -901,3 +901,103 @@ def test_replay_settles_a_sub_bit_remainder_exactly_when_the_rate_changes():
     assert ends[0] == pytest.approx(t_b + 0.5 / 400, rel=1e-9)
     # B: 400 until X is through, then 800: 0.5 bit of its 320 sent by then
     assert ends[1] == pytest.approx(t_b + 0.5 / 400 + (320 - 0.5) / 800, rel=1e-9)
+
+
+def test_replay_three_connections_on_one_link_get_a_third_each():
+    # A, B, D each send 320 bits to C over the one link c (800 bit/s): 266.7 each,
+    # all through at 1.2
+    net = FakeNet({("A", "C"): ["c"], ("B", "C"): ["c"], ("D", "C"): ["c"]}, {"c": 800.0})
+    sched = {0: [send(2, 10)], 1: [send(2, 10)], 3: [send(2, 10)],
+             2: [recv(0, 10, step=0, offset=0), recv(1, 10, step=1, offset=10),
+                 recv(3, 10, step=2, offset=20)]}
+    out = Replay(net, ["A", "B", "C", "D"], sched).run()
+    assert rounded({e["step"]: e["end"] for e in out.busy if e["rank"] == 2}) == \
+        {0: 1.2, 1: 1.2, 2: 1.2}
+
+
+def test_replay_two_channels_two_peers_each_channel_one_connection():
+    # A sends 4 messages to B and 4 to C, alternating channels; every (peer,
+    # channel) has its own link at 800 bit/s: a channel's 2 pieces go one after
+    # another (0.4, 0.8), never side by side
+    routes = {("A", p, ch): [f"{p}{ch}"] for p in "BC" for ch in (0, 1)}
+    net = FakeNet(routes, {name: 800.0 for name in ("B0", "B1", "C0", "C1")})
+    sched = {0: [send(1, 10, step=s, offset=10 * s) for s in range(4)] +
+                [send(2, 10, step=s, offset=10 * s) for s in range(4)],
+             1: [recv(0, 10, step=s, offset=10 * s) for s in range(4)],
+             2: [recv(0, 10, step=s, offset=10 * s) for s in range(4)]}
+    out = Replay(net, ["A", "B", "C"], sched, channels=2).run()
+    for rank in (1, 2):
+        assert rounded({e["step"]: e["end"] for e in out.busy if e["rank"] == rank}) == \
+            {0: 0.4, 1: 0.4, 2: 0.8, 3: 0.8}
+    assert out.link_bytes == pytest.approx({n: 80.0 for n in ("B0", "B1", "C0", "C1")})
+
+
+def test_replay_a_slow_link_below_one_bit_per_second_still_delivers():
+    # 1 element = 32 bits at 0.5 bit/s: 64 s
+    net = FakeNet({("A", "B"): ["a"]}, {"a": 0.5})
+    out = Replay(net, ["A", "B"], {0: [send(1, 1)], 1: [recv(0, 1)]}).run()
+    assert out.seconds == pytest.approx(64.0)
+
+
+def test_replay_an_op_waiting_for_two_does_not_hold_up_one_waiting_for_one():
+    # R: op 0 receives 20 elements from X (over x, 0.8 s); op 1 overwrites the first
+    # 10 with Y's (over y at 200 bit/s: 1.6 s); op 2 sends the last 10 to Z (waits
+    # for op 0 only: starts at 0.8, over z: 1.2); op 3 sends all 20 to W (waits for
+    # ops 0 and 1: starts at 1.6, over w: 2.4)
+    net = FakeNet({("X", "R"): ["x"], ("Y", "R"): ["y"], ("R", "Z"): ["z"],
+                   ("R", "W"): ["w"]}, {"x": 800.0, "y": 200.0, "z": 800.0, "w": 800.0})
+    sched = {0: [recv(1, 20, step=0, offset=0), recv(2, 10, step=1, offset=0),
+                 send(3, 10, step=2, offset=10), send(4, 20, step=3, offset=0)],
+             1: [send(0, 20)], 2: [send(0, 10)],
+             3: [recv(0, 10, step=2, offset=10)], 4: [recv(0, 20, step=3)]}
+    out = Replay(net, ["R", "X", "Y", "Z", "W"], sched).run()
+    spans = rounded({(e["rank"], e["step"]): (e["start"], e["end"]) for e in out.busy})
+    assert spans[(0, 0)] == (0.0, 0.8)
+    assert spans[(0, 1)] == (0.8, 1.6)
+    assert spans[(0, 2)] == (0.8, 0.8)
+    assert spans[(0, 3)] == (1.6, 1.6)
+    assert spans[(3, 2)] == (0.0, 1.2)
+    assert spans[(4, 3)] == (0.0, 2.4)
+
+
+def test_replay_a_send_that_frees_a_region_lets_the_receive_behind_it_in():
+    # R: op 0 receives 20 from X (0.8 s); ops 1 and 2 send its halves to Z and W;
+    # op 3 receives V's 10 into the first half, after op 1 read it (V's piece is
+    # there at 0.4). All of op 0's dependents run at 0.8
+    net = FakeNet({("X", "R"): ["x"], ("R", "Z"): ["z"], ("R", "W"): ["w"],
+                   ("V", "R"): ["v"]}, {"x": 800.0, "z": 800.0, "w": 800.0, "v": 800.0})
+    sched = {0: [recv(1, 20, step=0, offset=0), send(2, 10, step=1, offset=0),
+                 send(3, 10, step=2, offset=10), recv(4, 10, step=3, offset=0)],
+             1: [send(0, 20)], 2: [recv(0, 10, step=1)], 3: [recv(0, 10, step=2)],
+             4: [send(0, 10)]}
+    out = Replay(net, ["R", "X", "Z", "W", "V"], sched).run()
+    spans = rounded({(e["rank"], e["step"]): (e["start"], e["end"]) for e in out.busy})
+    assert spans[(0, 1)] == spans[(0, 2)] == spans[(0, 3)] == (0.8, 0.8)
+    assert spans[(2, 1)] == spans[(3, 2)] == (0.0, 1.2)
+    assert out.seconds == pytest.approx(1.2)
+
+
+def test_replay_a_piece_after_a_speed_up_waits_for_its_own_finish():
+    # X: A -> C, 3 pieces of 320 bits over c (800); Y: B -> C, 480 bits over c.
+    # Both at 400: X's piece 1 through at 0.8 (Y has 160 left); piece 2 at 400 until
+    # Y is through at 1.2 (piece 2 has 160 left), then 800: 1.4; piece 3: 1.8
+    net = FakeNet({("A", "C"): ["c"], ("B", "C"): ["c"]}, {"c": 800.0})
+    sched = {0: [send(2, 10, step=s, offset=10 * s) for s in range(3)],
+             1: [send(2, 15, step=3, offset=30)],
+             2: [recv(0, 10, step=s, offset=10 * s) for s in range(3)] +
+                [recv(1, 15, step=3, offset=30)]}
+    out = Replay(net, ["A", "B", "C"], sched).run()
+    assert rounded({e["step"]: e["end"] for e in out.busy if e["rank"] == 2}) == \
+        {0: 0.8, 1: 1.4, 2: 1.8, 3: 1.2}
+
+
+def test_replay_pieces_of_no_bytes_arrive_with_the_piece_before_them():
+    # A -> B: 10 elements, then an empty message, then 10 more; latency 0.1
+    net = FakeNet({("A", "B"): ["a"]}, {"a": 800.0}, {"a": 0.1})
+    sched = {0: [send(1, 10, step=0, offset=0), send(1, 0, step=1, offset=10),
+                 send(1, 10, step=2, offset=10)],
+             1: [recv(0, 10, step=0, offset=0), recv(0, 0, step=1, offset=10),
+                 recv(0, 10, step=2, offset=10)]}
+    out = Replay(net, ["A", "B"], sched).run()
+    assert rounded({e["step"]: e["end"] for e in out.busy if e["rank"] == 1}) == \
+        {0: 0.5, 1: 0.5, 2: 0.9}

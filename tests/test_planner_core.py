@@ -1155,3 +1155,21 @@ def test_ecmp_draws_median_range_and_ideal_fabric():
     assert rows[("rail", "ring")]["fabric_factor"] > 1
     assert rows[("server", "ring")]["switches"] == {"leaf": 22, "agg": 11, "core": 6}
     assert rows[("rail", "ring")]["switches"] == {"leaf": 24, "agg": 12, "core": 6}
+
+
+def test_fit_picks_the_least_squared_error_not_the_least_signed_error():
+    """(1,1,1), (2,3,4): unconstrained a = -1, b = 2. With a = 0: b = 13/10,
+    residuals -0.3, +0.1 (squared error 0.1); with b = 0: a = 9/5, residuals -0.8,
+    +0.4 (squared error 0.8, but a more negative signed or cubed sum)."""
+    a, b = C.fit_alpha_beta([(1, 1, 1.0), (2, 3, 4.0)])
+    assert a == 0.0 and b == pytest.approx(1.3, rel=1e-12)
+
+
+def test_fit_with_columns_of_norm_below_one():
+    """(0.5,0,1), (0,0.5,2), (0.5,0.5,4): normal equations x4 are
+    [[2,1],[1,2]] (a,b) = (10,12): a = 8/3, b = 14/3."""
+    a, b = C.fit_alpha_beta([(0.5, 0, 1.0), (0, 0.5, 2.0), (0.5, 0.5, 4.0)])
+    assert a == pytest.approx(8 / 3, rel=1e-12) and b == pytest.approx(14 / 3, rel=1e-12)
+    # one column only, of norm below one: (0, 0.5, 1): b = 0.5/0.25 = 2; (0.5, 0, 1): a = 2
+    assert C.fit_alpha_beta([(0, 0.5, 1.0)]) == (0.0, pytest.approx(2.0, rel=1e-12))
+    assert C.fit_alpha_beta([(0.5, 0, 1.0)]) == (pytest.approx(2.0, rel=1e-12), 0.0)

@@ -276,12 +276,24 @@ def test_a_layers_own_fwd_ms_wins_over_the_steps_and_flops():
     TFLOP/s) is 3 s, backward 6 s."""
     plan = T.plan_step(section(layers=[{"params": 1000, "fwd_ms": 5}, {"params": 3000}],
                                gpu_tflops=1e-6, tokens=500))
+    # a TFLOP/s is 1e12 FLOP/s exactly: a few roundings away, not 1e-12 of it
     assert [(l.params, l.fwd_s, l.bwd_s) for l in plan.layers] == [
-        (1000, pytest.approx(0.005), pytest.approx(0.010)),
-        (3000, pytest.approx(3.0), pytest.approx(6.0))]
+        (1000, pytest.approx(0.005, rel=1e-14), pytest.approx(0.010, rel=1e-14)),
+        (3000, pytest.approx(3.0, rel=1e-14), pytest.approx(6.0, rel=1e-14))]
     given = T.plan_step(section(layers=[{"params": 10, "fwd_ms": 3}, {"params": 10}], fwd_ms=7))
     assert [(l.fwd_s, l.bwd_s) for l in given.layers] == [
         (pytest.approx(0.003), pytest.approx(0.006)), (pytest.approx(0.007), pytest.approx(0.014))]
+
+
+def test_a_layers_own_bwd_ms_wins_over_the_steps():
+    """Backward: the layer's own bwd_ms, else the step's, else twice the
+    layer's forward time."""
+    plan = T.plan_step(section(layers=[{"params": 10, "fwd_ms": 3, "bwd_ms": 4},
+                                       {"params": 10, "fwd_ms": 3}, {"params": 10}],
+                               fwd_ms=7, bwd_ms=9))
+    assert [(l.fwd_s, l.bwd_s) for l in plan.layers] == [
+        (pytest.approx(0.003), pytest.approx(0.004)), (pytest.approx(0.003), pytest.approx(0.009)),
+        (pytest.approx(0.007), pytest.approx(0.009))]
 
 
 def test_as_many_parameters_as_layers_is_one_each():

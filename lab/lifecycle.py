@@ -36,11 +36,15 @@ from lab import host, records
 from lab.host import LabError
 from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
 from lab.shaping import link_commands
-from lab.processes import is_mininet_shell, stop_process, stop_process_group
+from lab.processes import cpu_seconds, is_mininet_shell, stop_process, stop_process_group
 from topologies.fabric import Fabric
 
 REPO = Path(__file__).resolve().parent.parent
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+# os-ken listens after about 1 s of its CPU here; a controller that used this
+# much without listening is stuck. The wall-clock cap only catches one that
+# hangs without using CPU.
+CONTROLLER_START_CPU_S, CONTROLLER_START_WALL_S = 60.0, 900.0
 _LAB_NUMBERS = itertools.count(1)
 
 
@@ -180,7 +184,11 @@ class Lab:
             self.controller = subprocess.Popen(cmd, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True)
         self._track(self.controller)
-        deadline = time.monotonic() + 30
+        # Bounded by the controller's progress, not the clock: on a loaded
+        # host (or in a VM without KVM) starting os-ken takes minutes of wall
+        # time but only seconds of its CPU. It fails when the controller exits,
+        # or has used CONTROLLER_START_CPU_S of CPU and still does not listen.
+        deadline = time.monotonic() + CONTROLLER_START_WALL_S
         while time.monotonic() < deadline:
             if self.controller.poll() is not None:
                 raise LabError("the controller exited while starting: "
@@ -189,9 +197,11 @@ class Lab:
                 socket.create_connection((self.controller_ip, self.of_port), timeout=0.5).close()
                 return
             except OSError:
+                if cpu_seconds(self.controller.pid) > CONTROLLER_START_CPU_S:
+                    break
                 time.sleep(0.1)
         raise LabError(f"the controller did not listen on {self.controller_ip}:{self.of_port} "
-                       "within 30 s "
+                       f"after {cpu_seconds(self.controller.pid):.0f} s of CPU "
                        f"(log: {self.controller_log})")
 
     def _build_network(self) -> None:

@@ -55,3 +55,13 @@ def stop_process_group(leader: subprocess.Popen, grace: float = 3.0) -> None:
 
 def is_mininet_shell(proc: subprocess.Popen) -> bool:
     return any(str(a).startswith("mininet:") for a in proc.args)
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far; 0 once it is gone."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # after the command: state is field 3, utime 14 and stime 15 (proc(5))
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

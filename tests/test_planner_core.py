@@ -905,6 +905,9 @@ def test_hop_latency_is_paid_per_step():
     sim = SIM.simulate_plan(r, [4000000], 1e-6, 3600.0)
     assert sim["hop_latency_s"] == 1e-6
     assert sim["rows"][0]["seconds"] == pytest.approx(8.4e-5, rel=1e-9)
+    # the ideal fabric has the same hops, hence the same latency
+    assert sim["rows"][0]["ideal_seconds"] == pytest.approx(8.4e-5, rel=1e-9)
+    assert sim["rows"][0]["fabric_factor"] == pytest.approx(1.0, rel=1e-9)
 
 
 def test_sixteen_gpus_ring_and_hierarchical_by_hand():
@@ -954,8 +957,10 @@ def test_a_size_under_four_bytes_still_moves_one_float():
     same time (2 steps of one 4-byte element at 5e10 B/s: 1.6e-10 s); 16 B moves
     two elements a step."""
     r = D.plan(2, gpus_per_server=1, nics_per_server=1)
-    t = {s: SIM.simulate_plan(r, [s], 0.0, 3600.0)["rows"][0]["seconds"] for s in (1, 4, 16)}
+    t = {s: SIM.simulate_plan(r, [s], 0.0, 3600.0)["rows"][0]["seconds"] for s in (1, 4, 10, 16)}
     assert t[1] == t[4] == pytest.approx(1.6e-10, rel=1e-9)
+    # 10 B is two whole 4-byte elements (the odd 2 B are not a float): one a step
+    assert t[10] == pytest.approx(1.6e-10, rel=1e-9)
     assert t[16] == pytest.approx(3.2e-10, rel=1e-9)
 
 

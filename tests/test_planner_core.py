@@ -1178,3 +1178,20 @@ def test_fit_with_columns_of_norm_below_one():
     # one column only, of norm below one: (0, 0.5, 1): b = 0.5/0.25 = 2; (0.5, 0, 1): a = 2
     assert C.fit_alpha_beta([(0, 0.5, 1.0)]) == (0.0, pytest.approx(2.0, rel=1e-12))
     assert C.fit_alpha_beta([(0.5, 0, 1.0)]) == (pytest.approx(2.0, rel=1e-12), 0.0)
+
+
+def test_two_ecmp_draws_print_their_range_in_microseconds():
+    row = dict(design="clos-2", radix=64, wiring="server", switches={"leaf": 1, "spine": 1},
+               algorithm="ring", size_bytes=4000000, seconds=0.5, seconds_min=0.25,
+               seconds_max=0.75, algbw_gbytes=0.008, busbw_gbytes=0.015,
+               ideal_seconds=0.25, fabric_factor=2.0)
+    inp = {"gpus_per_server": 8, "nics_per_server": 8, "link_gbps": 400.0,
+           "oversubscription": 1.0}
+    sim = {"gpus": 16, "intra_gbps": 3600.0, "hop_latency_s": 0.0, "seeds": 2,
+           "rows": [row], "notes": []}
+    lines = SIM.format_simulation(sim, inp).split("\n")
+    assert lines[0].endswith("in-server 450 GB/s; 0 us per hop; oversubscription 1:1)")
+    assert ", median of 2 draws;" in lines[1]
+    assert lines[-2].endswith("fabric x        ECMP draws (us)")
+    assert lines[-1] == ("   ring                 4000000       500000.0         0.01         0.01"
+                         "       250000.0      2.00    250000.0-750000.0  ")

@@ -1187,10 +1187,10 @@ def test_two_ecmp_draws_print_their_range_in_microseconds():
                ideal_seconds=0.25, fabric_factor=2.0)
     inp = {"gpus_per_server": 8, "nics_per_server": 8, "link_gbps": 400.0,
            "oversubscription": 1.0}
-    sim = {"gpus": 16, "intra_gbps": 3600.0, "hop_latency_s": 0.0, "seeds": 2,
+    sim = {"gpus": 16, "intra_gbps": 3600.0, "hop_latency_s": 0.5, "seeds": 2,
            "rows": [row], "notes": []}
     lines = SIM.format_simulation(sim, inp).split("\n")
-    assert lines[0].endswith("in-server 450 GB/s; 0 us per hop; oversubscription 1:1)")
+    assert lines[0].endswith("in-server 450 GB/s; 500,000 us per hop; oversubscription 1:1)")
     assert ", median of 2 draws;" in lines[1]
     assert lines[-2].endswith("fabric x        ECMP draws (us)")
     assert lines[-1] == ("   ring                 4000000       500000.0         0.01         0.01"

@@ -1001,3 +1001,14 @@ def test_replay_pieces_of_no_bytes_arrive_with_the_piece_before_them():
     out = Replay(net, ["A", "B"], sched).run()
     assert rounded({e["step"]: e["end"] for e in out.busy if e["rank"] == 1}) == \
         {0: 0.5, 1: 0.5, 2: 0.9}
+
+
+def test_replay_shared_links_slower_than_a_bit_per_second_still_deliver_and_dead_ones_stall():
+    # two connections share a 1 bit/s link: 0.5 each, 32 bits each: 64 s
+    net = FakeNet({("A", "C"): ["c"], ("B", "C"): ["c"]}, {"c": 1.0})
+    sched = {0: [send(2, 1)], 1: [send(2, 1)],
+             2: [recv(0, 1, step=0, offset=0), recv(1, 1, step=1, offset=1)]}
+    assert Replay(net, ["A", "B", "C"], sched).run().seconds == pytest.approx(64.0)
+    dead = FakeNet({("A", "C"): ["c"], ("B", "C"): ["c"]}, {"c": 0.0})
+    with pytest.raises(RuntimeError, match="stalled with 2 operations never done"):
+        Replay(dead, ["A", "B", "C"], sched).run()

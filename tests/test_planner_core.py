@@ -804,10 +804,11 @@ CLOSING = ("# days: the run's FLOPs at this step time (with overlap; then withou
 
 def test_format_training_by_hand():
     """The first row is exactly 10x its bandwidth time (0.001 = 10 x 0.0001): not
-    latency-bound; the second, 20x, is the one the latency line names."""
+    latency-bound; the second, 19.94x, is the one the latency line names (1.994 ms
+    to three figures: 1.99)."""
     rows = [_row(design="clos-3", wiring="server", bucket_allreduce_s=0.001,
                  bucket_bandwidth_s=0.0001),
-            _row(bucket_allreduce_s=0.002, bucket_bandwidth_s=0.0001)]
+            _row(bucket_allreduce_s=0.001994, bucket_bandwidth_s=0.0001)]
     text = ST.format_training(dict(TRAINING, rows=rows), STEP_INPUTS)
     assert text.split("\n") == [
         "Training step with communication: 1,000,000 parameters in 2 layers, bfloat16 "
@@ -818,10 +819,10 @@ def test_format_training_by_hand():
         HEADER,
         "   clos-3   server per leaf          1 ms       4 ms      1 ms   13.3 ms     75%"
         "       163      1,235",
-        "   clos-2   rail-optimized           2 ms       4 ms      1 ms   13.3 ms     75%"
+        "   clos-2   rail-optimized       1.994 ms       4 ms      1 ms   13.3 ms     75%"
         "       163      1,235",
         "# latency-bound: a bucket's bytes need 0.1 ms at the NIC's rate and its AllReduce "
-        "takes 2 ms: the ring's 2(m-1) steps across the servers, each a few hops' latency; "
+        "takes 1.99 ms: the ring's 2(m-1) steps across the servers, each a few hops' latency; "
         "larger buckets, fewer GPUs per ring (more parallelism of other kinds) or a tree cut it",
         CLOSING + "hierarchical one"]
 

@@ -1196,3 +1196,9 @@ def test_two_ecmp_draws_print_their_range_in_microseconds():
     assert lines[-2].endswith("fabric x        ECMP draws (us)")
     assert lines[-1] == ("   ring                 4000000       500000.0         0.01         0.01"
                          "       250000.0      2.00    250000.0-750000.0  ")
+
+
+def test_format_training_prints_whole_pflops_without_decimals():
+    """1.5e17 FLOP/s is exactly 150 PFLOP/s: printed '150', not '150.0'."""
+    text = ST.format_training(dict(TRAINING, rows=[]), dict(STEP_INPUTS, gpu_flops=1.5e17))
+    assert "(6 x params x tokens at 150 PFLOP/s x 0.5)" in text.split("\n")[1]

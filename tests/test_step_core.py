@@ -379,3 +379,23 @@ def test_a_bad_parameter_count_is_refused_in_one_sentence(params, message):
     (1, 1), (10 ** 13, 10 ** 13), (1e13, 10 ** 13), ("0.6", 1), ("1K", 1024), (2.5e3, 2500)])
 def test_parameter_counts_from_1_to_1e13_are_taken(params, count):
     assert section(params=params)["params"] == count
+
+
+def test_256_buckets_are_the_most_and_counted_before_any_is_made(monkeypatch):
+    """16,777,216 float parameters are 64 MiB: 256 buckets of 256 KiB, taken;
+    one more parameter needs a 257th, refused before a bucket is built."""
+    plan = T.plan_step(section(params=16_777_216))
+    assert len(plan.buckets) == 256 and {b.bytes for b in plan.buckets} == {262_144}
+
+    def never(*args):
+        raise AssertionError("buckets built for a step refused by their count")
+    monkeypatch.setattr(T, "make_buckets", never)
+    err = step_error(params=16_777_217)
+    assert str(err) == ("bucket: 262,144 bytes cut the gradients (67,108,868 bytes) into 257 "
+                        "buckets; at most 256: raise it")
+
+
+def test_the_plan_names_its_datatype():
+    plan = T.plan_step(section(layers=2, params=1000), "bf16")
+    assert plan.dtype == "bfloat16" and [b.bytes for b in plan.buckets] == [2000]
+    assert T.plan_step(section(layers=2, params=1000)).dtype == "float"

@@ -122,7 +122,7 @@ def changed_lines(mutmut: list, workdir: Path, name: str) -> list:
             if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
 
 
-def main(argv=None) -> int:
+def arguments(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="+", metavar="MODULE",
                     help="mutate these modules instead of setup.cfg's only_mutate")
@@ -134,8 +134,41 @@ def main(argv=None) -> int:
                     help="exit 1 when the total score is below PCT")
     ap.add_argument("--json", type=Path, help="write the scores and survivors here")
     ap.add_argument("--no-diffs", action="store_true", help="survivors by name only")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def tally(found: dict):
+    """Per module its verdict counts, the total, and the mutants not killed."""
+    total, rows, survivors = Counter(), [], []
+    for module, codes in found.items():
+        counts = Counter(verdict(c) for c in codes.values())
+        total.update(counts)
+        rows.append((module, counts))
+        survivors += [(module, name, verdict(c)) for name, c in sorted(codes.items())
+                      if verdict(c) in ("survived", "untested", "suspicious")]
+    return rows, total, survivors
+
+
+def report(rows, total, survivors, diff_of) -> list:
+    """Prints the score table and the survivors; returns the survivors listed."""
+    print(f"# {'module':<34} {'mutants':>7} {'killed':>6} {'timeout':>7} {'survived':>8} "
+          f"{'untested':>8} {'score':>6}")
+    for module, c in rows + [("total", total)]:
+        print(f"  {module:<34} {sum(c.values()):>7} {c['killed']:>6} {c['timeout']:>7} "
+              f"{c['survived']:>8} {c['untested']:>8} {score(c):>5.1f}%")
+    print(f"# Surviving mutants ({len(survivors)}):")
+    listed = []
+    for module, name, what in survivors:
+        diff = diff_of(name)
+        listed.append({"module": module, "mutant": name, "verdict": what, "diff": diff})
+        print(f"  {name}  [{what}]")
+        for ln in diff:
+            print(f"      {ln.strip()[:150]}")
+    return listed
+
+
+def main(argv=None) -> int:
+    args = arguments(argv)
     mutmut = [str(Path(sys.executable).with_name("mutmut"))]
     if not Path(mutmut[0]).exists():
         print("mutmut is not installed in this environment: run `sudo scripts/lab setup`",
@@ -154,33 +187,14 @@ def main(argv=None) -> int:
         print(f"mutmut run failed (exit {proc.returncode}) in {workdir}: the pure suite must "
               f"pass unmutated first", file=sys.stderr)
         return 2
-
     found = outcomes(workdir)
     if args.only:
         found = {m: c for m, c in found.items() if m in args.only}
-    total = Counter()
-    rows, survivors = [], []
-    for module, codes in found.items():
-        counts = Counter(verdict(c) for c in codes.values())
-        total.update(counts)
-        rows.append((module, counts))
-        survivors += [(module, name, verdict(c)) for name, c in sorted(codes.items())
-                      if verdict(c) in ("survived", "untested", "suspicious")]
+    rows, total, survivors = tally(found)
     print(f"# Mutation testing of the pure core: mutmut, {args.jobs} jobs, {elapsed:.0f} s; "
           f"copy in {workdir}")
-    print(f"# {'module':<34} {'mutants':>7} {'killed':>6} {'timeout':>7} {'survived':>8} "
-          f"{'untested':>8} {'score':>6}")
-    for module, c in rows + [("total", total)]:
-        print(f"  {module:<34} {sum(c.values()):>7} {c['killed']:>6} {c['timeout']:>7} "
-              f"{c['survived']:>8} {c['untested']:>8} {score(c):>5.1f}%")
-    print(f"# Surviving mutants ({len(survivors)}):")
-    listed = []
-    for module, name, what in survivors:
-        diff = [] if args.no_diffs else changed_lines(mutmut, workdir, name)
-        listed.append({"module": module, "mutant": name, "verdict": what, "diff": diff})
-        print(f"  {name}  [{what}]")
-        for ln in diff:
-            print(f"      {ln.strip()[:150]}")
+    listed = report(rows, total, survivors, lambda name: [] if args.no_diffs
+                    else changed_lines(mutmut, workdir, name))
     if args.json:
         args.json.write_text(json.dumps({
             "seconds": round(elapsed, 1), "score_pct": round(score(total), 2),

@@ -161,7 +161,10 @@ class RoceRank:
                     frame = q.pop(0)
                     self.raw.send(frame)
                     sent += 1
-                    budget_t += len(frame) * 8 / self.rate_bps
+                    # A sender the host held up does not burst to catch up (a
+                    # NIC's pacer would not, and the burst overflows the
+                    # shaped link's queue): the budget restarts from now.
+                    budget_t = max(budget_t, time.monotonic()) + len(frame) * 8 / self.rate_bps
                     delay = budget_t - time.monotonic()
                     if delay > 0.001:
                         time.sleep(delay)

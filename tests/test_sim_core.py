@@ -628,7 +628,7 @@ def test_clos_rail_wiring_counts_and_leaves():
 @pytest.mark.parametrize("keys", [dict(tiers=1), dict(tiers=4), dict(wiring="mesh")])
 def test_clos_refuses_other_tiers_or_wirings(keys):
     base = dict(servers=2, gpus=1, nics=1, down=2, up=1)
-    with pytest.raises(ValueError, match="tiers must be 2 or 3 and wiring one of"):
+    with pytest.raises(ValueError, match=r"^tiers must be 2 or 3 and wiring one of \('server', 'rail'\)$"):
         ClosShape(**{**base, **keys})
 
 
@@ -636,7 +636,8 @@ def test_clos_refuses_other_tiers_or_wirings(keys):
                                   dict(down=0), dict(up=0), dict(gpus=2, nics=3)])
 def test_clos_refuses_empty_counts_and_more_nics_than_gpus(keys):
     base = dict(servers=2, gpus=2, nics=1, down=2, up=1)
-    with pytest.raises(ValueError, match="must be at least 1, nics <= gpus"):
+    with pytest.raises(ValueError,
+                       match="^servers, gpus, nics, down and up must be at least 1, nics <= gpus$"):
         ClosShape(**{**base, **keys})
 
 
@@ -1012,3 +1013,60 @@ def test_replay_shared_links_slower_than_a_bit_per_second_still_deliver_and_dead
     dead = FakeNet({("A", "C"): ["c"], ("B", "C"): ["c"]}, {"c": 0.0})
     with pytest.raises(RuntimeError, match="stalled with 2 operations never done"):
         Replay(dead, ["A", "B", "C"], sched).run()
+
+
+def test_clos_a_single_uplink_is_uplink_0_both_ways():
+    # 2 leaves of 2 ports, 1 uplink each, 1 spine: no choice anywhere
+    net = ClosNetwork(ClosShape(servers=4, gpus=1, nics=1, down=2, up=1))
+    assert {tuple(h.intf for h in net.path(0, 2, f)) for f in range(8)} == {
+        (("nic", "up", 0, 0), ("leaf-up", 0, 0), ("spine-down", 1, 0), ("nic", "down", 2, 0))}
+    # 4 uplinks to 4 spines (2 leaves x 4 uplinks on 2-port spines): the spine
+    # reaches the far leaf over its one link
+    wide = ClosNetwork(ClosShape(servers=4, gpus=1, nics=1, down=2, up=4, radix=2))
+    assert wide.shape.spines == 4
+    for f in range(16):
+        _, (_, _, j), (_, _, k), _ = [h.intf for h in wide.path(0, 2, f)]
+        assert j == k
+
+
+def test_clos_the_draw_depends_on_source_destination_and_flow():
+    s = ClosShape(servers=8, gpus=4, nics=4, down=8, up=4, radix=8)
+    net = ClosNetwork(s, seed=3)
+    p = lambda a, b, f: [h.intf for h in net.path(a, b, f)]
+    # GPUs 0 and 1 share leaf 0; GPUs 8 and 9 share leaf 1
+    assert any(p(0, 8, f)[1] != p(1, 8, f)[1] for f in range(16))
+    assert any(p(0, 8, f)[1] != p(0, 9, f)[1] for f in range(16))
+    assert any(p(0, 8, f)[1] == p(0, 9, f)[1] and p(0, 8, f)[2][2] != p(0, 9, f)[2][2]
+               for f in range(64))
+    t = ClosShape(servers=64, gpus=1, nics=1, down=4, up=4, tiers=3, radix=8)
+    net = ClosNetwork(t, seed=1)
+    for (a, b), (x, y) in [((0, 20), (1, 20)), ((0, 20), (0, 21))]:
+        assert any(p(a, b, f)[1] != p(x, y, f)[1] for f in range(32))
+        assert any(p(a, b, f)[1] == p(x, y, f)[1] and p(a, b, f)[2] != p(x, y, f)[2]
+                   for f in range(256))
+    assert any(p(0, 20, f)[2] == p(0, 21, f)[2] and p(0, 20, f)[3][3] != p(0, 21, f)[3][3]
+               for f in range(256))
+    # the same leaf and aggregation uplinks, another core link: the flow decides
+    ways = {}
+    for f in range(256):
+        q = p(0, 20, f)
+        ways.setdefault((q[1], q[2]), set()).add(q[3])
+    assert any(len(v) > 1 for v in ways.values())
+
+
+def test_network_decisions_on_a_fresh_network_walk_that_flow():
+    f = leaf_spine(2, 2, 2, parallel=2, rate=8)
+    net = Network(f, seed=4)
+    d = net.decisions("h1", "h3", 5)
+    assert d[0] == ("leaf1", 4) and d[1][1] == 2
+    assert d[1][0] == net.links[hops(net, "h1", "h3", 5)[1]].dst
+
+
+def test_fairness_below_one_unit_of_capacity():
+    # a 0.2: f1, f2 -> 0.1 each; b 0.9: f2, f3 -> f3 gets the 0.8 left
+    rates = max_min_rates({"f1": ["a"], "f2": ["a", "b"], "f3": ["b"]}, {"a": 0.2, "b": 0.9})
+    assert rates == pytest.approx({"f1": 0.1, "f2": 0.1, "f3": 0.8}, rel=1e-9)
+    rates = max_min_rates({"f1": ["c"], "f2": ["c"], "f3": ["c", "d"], "f4": ["d", "e"],
+                           "f5": ["e"]}, {"c": 0.03, "d": 0.07, "e": 0.2})
+    assert rates == pytest.approx({"f1": 0.01, "f2": 0.01, "f3": 0.01, "f4": 0.06,
+                                   "f5": 0.14}, rel=1e-9)

@@ -20,6 +20,12 @@ from planner import training as TR
 from planner.inputs import PlanError
 
 
+def approx(expected, rel=1e-6):
+    """pytest.approx without its absolute tolerance of 1e-12, which would swallow
+    the differences between the tiny times (1e-10 s) compared here."""
+    return pytest.approx(expected, rel=rel, abs=0)
+
+
 def refused(fn, *args, message, **kw):
     with pytest.raises(PlanError) as e:
         fn(*args, **kw)
@@ -139,12 +145,12 @@ def test_oversubscription_2_at_radix_64_is_42_down_22_up():
     r = D.plan(4096, radix=64, gpus_per_server=1, nics_per_server=1, link_gbps=100.0,
                oversubscription=2.0)
     c2 = by_name(r)["clos-2"]
-    assert c2.oversubscription == pytest.approx(42 / 22)
+    assert c2.oversubscription == approx(42 / 22)
     assert c2.max_endpoints == 64 * 42 == 2688
     # leaves ceil(4096/42) = 98, up cables 98*22 = 2,156, spines ceil(2156/64) = 34
     assert c2.switches_by_tier == {"leaf": 98, "spine": 34}
     assert c2.cables == 4096 + 2156
-    assert c2.bisection_gbps == pytest.approx(2048 * 100.0 * 22 / 42)
+    assert c2.bisection_gbps == approx(2048 * 100.0 * 22 / 42)
     # needed: R*floor(2R/3) >= 4096: 78*52 = 4,056 < 4096 <= 80*53 = 4,240
     assert c2.needed_radix == 80
     assert c2.reason == ("4,096 endpoints exceed the largest clos-2 at radix 64 and 1.91:1 "
@@ -290,7 +296,7 @@ def test_plan_passes_its_training_arguments_through():
                utilisation=0.5)
     assert r["inputs"]["gpu_flops"] == 1e15 and r["inputs"]["total_flops"] == 1e21
     assert r["inputs"]["utilisation"] == 0.5
-    assert r["training"]["seconds_all_gpus"] == pytest.approx(2000.0)   # 1e21 / (1e15*1000*0.5) = 1e21 / 5e17
+    assert r["training"]["seconds_all_gpus"] == approx(2000.0)   # 1e21 / (1e15*1000*0.5) = 1e21 / 5e17
 
 
 # --------------------------------------------------------------------------
@@ -298,10 +304,10 @@ def test_plan_passes_its_training_arguments_through():
 
 def test_ring_allreduce_closed_form():
     # 2*7*1e-6 + 2*7/8 * 1e6 * 1e-9 = 14e-6 + 1.75e-3
-    assert C.ring_allreduce_seconds(8, 1e6, 1e-6, 1e-9) == pytest.approx(1.764e-3, rel=1e-12)
+    assert C.ring_allreduce_seconds(8, 1e6, 1e-6, 1e-9) == approx(1.764e-3, rel=1e-12)
     assert C.ring_allreduce_seconds(1, 1e9, 1.0, 1.0) == 0.0
     # 2*1*3 + 2*1/2 * 10 * 0.5 = 6 + 5
-    assert C.ring_allreduce_seconds(2, 10, 3, 0.5) == pytest.approx(11.0)
+    assert C.ring_allreduce_seconds(2, 10, 3, 0.5) == approx(11.0)
     assert C.ring_allreduce_seconds(10 ** 12, 0, 0, 0) == 0
 
 
@@ -322,13 +328,13 @@ def test_hierarchical_allreduce_closed_form():
     """4 nodes of 8, 8e6 B: intra 7*1e-6 + 7/8*8e6*1e-10 = 7.07e-4; inter ring over
     4 on 1e6 B: 6*5e-6 + 1.5*1e6*2e-9 = 3.03e-3; total 2*7.07e-4 + 3.03e-3."""
     got = C.hierarchical_allreduce_seconds(4, 8, 8e6, 1e-6, 1e-10, 5e-6, 2e-9)
-    assert got == pytest.approx(4.444e-3, rel=1e-12)
+    assert got == approx(4.444e-3, rel=1e-12)
     # one node: intra only, twice
     assert C.hierarchical_allreduce_seconds(1, 8, 8e6, 1e-6, 1e-10, 5e-6, 2e-9) == \
-        pytest.approx(1.414e-3, rel=1e-12)
+        approx(1.414e-3, rel=1e-12)
     # one GPU a node: the flat ring, 2*3*5e-6 + 2*3/4*8e6*2e-9
     assert C.hierarchical_allreduce_seconds(4, 1, 8e6, 1e-6, 1e-10, 5e-6, 2e-9) == \
-        pytest.approx(3e-5 + 2.4e-2, rel=1e-12)
+        approx(3e-5 + 2.4e-2, rel=1e-12)
     assert C.hierarchical_allreduce_seconds(10 ** 12, 10 ** 6, 0, 0, 0, 0, 0) == 0
 
 
@@ -355,14 +361,14 @@ def test_fit_recovers_exact_alpha_beta():
     # t = 2e-6 * steps + 1e-9 * bytes
     pts = [(2, 1000, 2 * 2e-6 + 1000e-9), (10, 1e6, 10 * 2e-6 + 1e-3), (4, 5e5, 8e-6 + 5e-4)]
     a, b = C.fit_alpha_beta(pts)
-    assert a == pytest.approx(2e-6, rel=1e-9) and b == pytest.approx(1e-9, rel=1e-9)
+    assert a == approx(2e-6, rel=1e-9) and b == approx(1e-9, rel=1e-9)
 
 
 def test_fit_least_squares_by_hand():
     """(1,0,1), (0,1,2), (1,1,4): normal equations [[2,1],[1,2]] (a,b) = (5,6):
     a = 4/3, b = 7/3."""
     a, b = C.fit_alpha_beta([(1, 0, 1), (0, 1, 2), (1, 1, 4)])
-    assert a == pytest.approx(4 / 3, rel=1e-12) and b == pytest.approx(7 / 3, rel=1e-12)
+    assert a == approx(4 / 3, rel=1e-12) and b == approx(7 / 3, rel=1e-12)
 
 
 def test_fit_clamps_a_negative_alpha_to_zero():
@@ -370,29 +376,29 @@ def test_fit_clamps_a_negative_alpha_to_zero():
     b = (1 + 0.9)/2 = 0.95 (sse 0.005); with b = 0, a = 2.8/5 = 0.56
     (sse 0.242): a = 0 wins."""
     a, b = C.fit_alpha_beta([(1, 1, 1.0), (2, 1, 0.9)])
-    assert a == 0.0 and b == pytest.approx(0.95, rel=1e-12)
+    assert a == 0.0 and b == approx(0.95, rel=1e-12)
 
 
 def test_fit_clamps_a_negative_beta_to_zero():
     """Mirror image: (1,1,1.0), (1,2,0.9) gives (0.95, 0)."""
     a, b = C.fit_alpha_beta([(1, 1, 1.0), (1, 2, 0.9)])
-    assert a == pytest.approx(0.95, rel=1e-12) and b == 0.0
+    assert a == approx(0.95, rel=1e-12) and b == 0.0
 
 
 def test_fit_proportional_columns_choose_alpha_zero():
     """One point (2, 100, 1): b = 100/10,000 = 0.01 or a = 2/4 = 0.5, both exact:
     alpha = 0 wins the tie."""
-    assert C.fit_alpha_beta([(2, 100, 1.0)]) == (0.0, pytest.approx(0.01, rel=1e-12))
+    assert C.fit_alpha_beta([(2, 100, 1.0)]) == (0.0, approx(0.01, rel=1e-12))
     # two proportional points (1,10,2), (2,20,4): b = (20+80)/(100+400) = 0.2
-    assert C.fit_alpha_beta([(1, 10, 2.0), (2, 20, 4.0)]) == (0.0, pytest.approx(0.2, rel=1e-12))
+    assert C.fit_alpha_beta([(1, 10, 2.0), (2, 20, 4.0)]) == (0.0, approx(0.2, rel=1e-12))
 
 
 def test_fit_with_only_steps_or_only_bytes():
     # steps only: a = (3e-6 + 12e-6)/5 = 3e-6
     a, b = C.fit_alpha_beta([(1, 0, 3e-6), (2, 0, 6e-6)])
-    assert a == pytest.approx(3e-6, rel=1e-12) and b == 0.0
+    assert a == approx(3e-6, rel=1e-12) and b == 0.0
     a, b = C.fit_alpha_beta([(0, 10, 1e-8), (0, 20, 2e-8)])
-    assert a == 0.0 and b == pytest.approx(1e-9, rel=1e-12)
+    assert a == 0.0 and b == approx(1e-9, rel=1e-12)
     # bytes only but all times zero: (0, 0)
     assert C.fit_alpha_beta([(0, 10, 0.0)]) == (0.0, 0.0)
     assert C.fit_alpha_beta([(10, 0, 0.0)]) == (0.0, 0.0)
@@ -402,7 +408,7 @@ def test_fit_prefers_the_better_candidate_when_not_tied():
     """Steps only, but a second point with bytes makes the columns independent:
     (1,0,1), (1,1,0): unconstrained a = 1, b = -1; candidates (0, 0) with sse 1
     (bt/bb = 0), and (1/2, 0) with sse 0.5: the latter."""
-    assert C.fit_alpha_beta([(1, 0, 1.0), (1, 1, 0.0)]) == (pytest.approx(0.5), 0.0)
+    assert C.fit_alpha_beta([(1, 0, 1.0), (1, 1, 0.0)]) == (approx(0.5), 0.0)
 
 
 def test_fit_refusals():
@@ -432,12 +438,12 @@ def test_predict_allreduce_16_gpus_by_hand():
     assert p["nics_per_node"] == 8 and p["gradient_bytes"] == 1e8
     assert p["alpha_s"] == 5e-6 and p["intra_alpha_s"] == 5e-6
     assert p["link_gbps"] == 400.0 and p["intra_gbps"] == 3600.0 and p["efficiency"] == 1.0
-    assert p["beta_s_per_byte"] == pytest.approx(2e-11, rel=1e-12)
-    assert p["intra_beta_s_per_byte"] == pytest.approx(8 / 3600e9, rel=1e-12)
-    assert p["inter_beta_s_per_byte"] == pytest.approx(2e-11, rel=1e-12)
-    assert p["ring_seconds"] == pytest.approx(3.9e-3, rel=1e-12)
-    assert p["hierarchical_seconds"] == pytest.approx(2 * intra + 2.6e-4, rel=1e-12)
-    assert p["speedup"] == pytest.approx(3.9e-3 / (2 * intra + 2.6e-4), rel=1e-12)
+    assert p["beta_s_per_byte"] == approx(2e-11, rel=1e-12)
+    assert p["intra_beta_s_per_byte"] == approx(8 / 3600e9, rel=1e-12)
+    assert p["inter_beta_s_per_byte"] == approx(2e-11, rel=1e-12)
+    assert p["ring_seconds"] == approx(3.9e-3, rel=1e-12)
+    assert p["hierarchical_seconds"] == approx(2 * intra + 2.6e-4, rel=1e-12)
+    assert p["speedup"] == approx(3.9e-3 / (2 * intra + 2.6e-4), rel=1e-12)
 
 
 def test_predict_allreduce_shared_nics_efficiency_and_intra_alpha():
@@ -451,11 +457,11 @@ def test_predict_allreduce_shared_nics_efficiency_and_intra_alpha():
                             efficiency=0.5, gpus_per_server=8, nics_per_server=2,
                             intra_alpha_s=1e-6)
     assert p["nics_per_node"] == 2 and p["intra_alpha_s"] == 1e-6 and p["alpha_s"] == 2e-6
-    assert p["beta_s_per_byte"] == pytest.approx(1.6e-10, rel=1e-12)
-    assert p["intra_beta_s_per_byte"] == pytest.approx(2e-11, rel=1e-12)
-    assert p["inter_beta_s_per_byte"] == pytest.approx(6.4e-10, rel=1e-12)
-    assert p["ring_seconds"] == pytest.approx(2.46e-3, rel=1e-12)
-    assert p["hierarchical_seconds"] == pytest.approx(2 * 1.47e-4 + 6.44e-4, rel=1e-12)
+    assert p["beta_s_per_byte"] == approx(1.6e-10, rel=1e-12)
+    assert p["intra_beta_s_per_byte"] == approx(2e-11, rel=1e-12)
+    assert p["inter_beta_s_per_byte"] == approx(6.4e-10, rel=1e-12)
+    assert p["ring_seconds"] == approx(2.46e-3, rel=1e-12)
+    assert p["hierarchical_seconds"] == approx(2 * 1.47e-4 + 6.44e-4, rel=1e-12)
     assert p["efficiency"] == 0.5 and p["link_gbps"] == 100.0 and p["intra_gbps"] == 800.0
 
 
@@ -463,10 +469,10 @@ def test_predict_allreduce_fewer_gpus_than_a_server():
     """4 GPUs, 8 a server, 2 NICs: one node of 4 GPUs, 2 NICs, beta_inter 2 beta."""
     p = C.predict_allreduce(4, 1e6, gpus_per_server=8, nics_per_server=2)
     assert p["nodes"] == 1 and p["gpus_per_node"] == 4 and p["nics_per_node"] == 2
-    assert p["inter_beta_s_per_byte"] == pytest.approx(4e-11, rel=1e-12)
+    assert p["inter_beta_s_per_byte"] == approx(4e-11, rel=1e-12)
     # 3 NICs for 2 GPUs: capped at 2
     p = C.predict_allreduce(2, 1e6, gpus_per_server=8, nics_per_server=3)
-    assert p["nics_per_node"] == 2 and p["inter_beta_s_per_byte"] == pytest.approx(2e-11)
+    assert p["nics_per_node"] == 2 and p["inter_beta_s_per_byte"] == approx(2e-11)
     # one GPU: nothing to do
     p = C.predict_allreduce(1, 1e6)
     assert p["ring_seconds"] == 0.0 and p["hierarchical_seconds"] == 0.0 and p["speedup"] == 1.0
@@ -484,14 +490,14 @@ def test_predict_allreduce_from_a_plan_and_explicit_arguments_win():
     p = C.predict_allreduce(plan, 1e6)
     assert p["gpus"] == 16 and p["nodes"] == 4 and p["gpus_per_node"] == 4
     assert p["nics_per_node"] == 2 and p["link_gbps"] == 100.0
-    assert p["inter_beta_s_per_byte"] == pytest.approx(1.6e-10, rel=1e-12)
+    assert p["inter_beta_s_per_byte"] == approx(1.6e-10, rel=1e-12)
     # the bare inputs dict works the same
     q = C.predict_allreduce(plan["inputs"], 1e6)
     assert q["nodes"] == 4 and q["nics_per_node"] == 2 and q["link_gbps"] == 100.0
     # explicit arguments win
     r = C.predict_allreduce(plan, 1e6, link_gbps=200, gpus_per_server=2, nics_per_server=1)
     assert r["nodes"] == 8 and r["gpus_per_node"] == 2 and r["nics_per_node"] == 1
-    assert r["link_gbps"] == 200.0 and r["beta_s_per_byte"] == pytest.approx(4e-11)
+    assert r["link_gbps"] == 200.0 and r["beta_s_per_byte"] == approx(4e-11)
 
 
 def test_predict_allreduce_defaults_without_a_plan():
@@ -539,20 +545,20 @@ def test_nvlink_rate_is_h100_sxm():
 def test_training_arithmetic_by_hand():
     t = TR.training_arithmetic(1e24, 2e15, 1000, 0.5)
     assert t["total_flops"] == 1e24 and t["gpu_flops"] == 2e15
-    assert t["flops_per_day"] == pytest.approx(1.728e20, rel=1e-12)   # 2e15 * 86,400
-    assert t["seconds_one_gpu"] == pytest.approx(5e8, rel=1e-12)
-    assert t["days_one_gpu"] == pytest.approx(5e8 / 86400, rel=1e-12)
-    assert t["years_one_gpu"] == pytest.approx(5e8 / 86400 / 365.25, rel=1e-12)
+    assert t["flops_per_day"] == approx(1.728e20, rel=1e-12)   # 2e15 * 86,400
+    assert t["seconds_one_gpu"] == approx(5e8, rel=1e-12)
+    assert t["days_one_gpu"] == approx(5e8 / 86400, rel=1e-12)
+    assert t["years_one_gpu"] == approx(5e8 / 86400 / 365.25, rel=1e-12)
     assert 15.8 < t["years_one_gpu"] < 15.9          # "about 15.8 years"
     assert t["gpus"] == 1000 and t["utilisation"] == 0.5
-    assert t["seconds_all_gpus"] == pytest.approx(1e6, rel=1e-12)
-    assert t["days_all_gpus"] == pytest.approx(1e6 / 86400, rel=1e-12)
+    assert t["seconds_all_gpus"] == approx(1e6, rel=1e-12)
+    assert t["days_all_gpus"] == approx(1e6 / 86400, rel=1e-12)
 
 
 def test_training_defaults():
     t = TR.training_arithmetic()
     assert t["total_flops"] == 1e24 and t["gpu_flops"] == 2e15 and t["gpus"] == 1
-    assert t["utilisation"] == 1.0 and t["seconds_all_gpus"] == pytest.approx(5e8)
+    assert t["utilisation"] == 1.0 and t["seconds_all_gpus"] == approx(5e8)
 
 
 def test_training_refusals_and_boundaries():
@@ -889,12 +895,12 @@ def test_two_gpus_ring_by_hand():
         ("clos-2", "server", "ring"), ("clos-3", "server", "ring")]
     for x in rows:
         assert x["radix"] == 64 and x["size_bytes"] == 4000000
-        assert x["seconds"] == pytest.approx(8e-5, rel=1e-12)
+        assert x["seconds"] == approx(8e-5, rel=1e-12)
         assert x["seconds_min"] == x["seconds_max"] == x["seconds"]
-        assert x["ideal_seconds"] == pytest.approx(8e-5, rel=1e-12)
-        assert x["algbw_gbytes"] == pytest.approx(50.0, rel=1e-12)
-        assert x["busbw_gbytes"] == pytest.approx(50.0, rel=1e-12)
-        assert x["fabric_factor"] == pytest.approx(1.0, rel=1e-12)
+        assert x["ideal_seconds"] == approx(8e-5, rel=1e-12)
+        assert x["algbw_gbytes"] == approx(50.0, rel=1e-12)
+        assert x["busbw_gbytes"] == approx(50.0, rel=1e-12)
+        assert x["fabric_factor"] == approx(1.0, rel=1e-12)
     assert rows[0]["switches"] == {"leaf": 1, "spine": 1}
     assert rows[1]["switches"] == {"leaf": 1, "agg": 1, "core": 1}
 
@@ -905,10 +911,10 @@ def test_hop_latency_is_paid_per_step():
     r = D.plan(2, gpus_per_server=1, nics_per_server=1)
     sim = SIM.simulate_plan(r, [4000000], 1e-6, 3600.0)
     assert sim["hop_latency_s"] == 1e-6
-    assert sim["rows"][0]["seconds"] == pytest.approx(8.4e-5, rel=1e-9)
+    assert sim["rows"][0]["seconds"] == approx(8.4e-5, rel=1e-9)
     # the ideal fabric has the same hops, hence the same latency
-    assert sim["rows"][0]["ideal_seconds"] == pytest.approx(8.4e-5, rel=1e-9)
-    assert sim["rows"][0]["fabric_factor"] == pytest.approx(1.0, rel=1e-9)
+    assert sim["rows"][0]["ideal_seconds"] == approx(8.4e-5, rel=1e-9)
+    assert sim["rows"][0]["fabric_factor"] == approx(1.0, rel=1e-9)
 
 
 def test_sixteen_gpus_ring_and_hierarchical_by_hand():
@@ -925,8 +931,8 @@ def test_sixteen_gpus_ring_and_hierarchical_by_hand():
     hier = 2 * 7e6 / 4.5e11 + 2e-5
     for x in sim["rows"]:
         want = 3e-4 if x["algorithm"] == "ring" else hier
-        assert x["seconds"] == pytest.approx(want, rel=1e-9)
-        assert x["busbw_gbytes"] == pytest.approx(8e6 / want / 1e9 * 30 / 16, rel=1e-9)
+        assert x["seconds"] == approx(want, rel=1e-9)
+        assert x["busbw_gbytes"] == approx(8e6 / want / 1e9 * 30 / 16, rel=1e-9)
     # server wiring: 16 endpoints on one leaf; rail wiring fills a leaf per rail:
     # 8 leaves x 32 down = 256 endpoints: 8 leaves + 4 spines, or 8 aggs + 4 cores
     sw = {(x["design"], x["wiring"]): x["switches"] for x in sim["rows"]}
@@ -959,10 +965,10 @@ def test_a_size_under_four_bytes_still_moves_one_float():
     two elements a step."""
     r = D.plan(2, gpus_per_server=1, nics_per_server=1)
     t = {s: SIM.simulate_plan(r, [s], 0.0, 3600.0)["rows"][0]["seconds"] for s in (1, 4, 10, 16)}
-    assert t[1] == t[4] == pytest.approx(1.6e-10, rel=1e-9)
+    assert t[1] == t[4] == approx(1.6e-10, rel=1e-9)
     # 10 B is two whole 4-byte elements (the odd 2 B are not a float): one a step
-    assert t[10] == pytest.approx(1.6e-10, rel=1e-9)
-    assert t[16] == pytest.approx(3.2e-10, rel=1e-9)
+    assert t[10] == approx(1.6e-10, rel=1e-9)
+    assert t[16] == approx(3.2e-10, rel=1e-9)
 
 
 def test_format_simulation_by_hand():
@@ -1042,23 +1048,23 @@ def test_training_with_comm_hierarchical_by_hand():
     assert t["params"] == 1000000 and t["layers"] == 2 and t["tokens_per_gpu"] == 1
     assert t["gradient_type"] == "bfloat16" and t["bucket_bytes"] == 1048576
     assert t["buckets"] == 2 and t["gradient_bytes"] == 2000000 and t["gpus"] == 16
-    assert t["compute_s"] == pytest.approx(6e-9, rel=1e-9)
-    assert t["steps"] == pytest.approx(steps, rel=1e-12)
-    assert t["days_compute_only"] == pytest.approx(steps * 6e-9 / 86400, rel=1e-9)
+    assert t["compute_s"] == approx(6e-9, rel=1e-9)
+    assert t["steps"] == approx(steps, rel=1e-12)
+    assert t["days_compute_only"] == approx(steps * 6e-9 / 86400, rel=1e-9)
     assert [(r["design"], r["radix"], r["wiring"]) for r in t["rows"]] == [
         ("clos-2", 64, "server"), ("clos-3", 128, "rail")]
     for r, (big, small) in zip(t["rows"], [(1e-3, 5e-4), (2e-3, 1e-3)]):
         assert r["algorithm"] == "hierarchical"
-        assert r["bucket_bandwidth_s"] == pytest.approx(5.24288e-6, rel=1e-12)
+        assert r["bucket_bandwidth_s"] == approx(5.24288e-6, rel=1e-12)
         assert r["bucket_allreduce_s"] == big
-        assert r["comm_s"] == pytest.approx(big + small, rel=1e-12)
-        assert r["step_no_overlap_s"] == pytest.approx(6e-9 + big + small, rel=1e-9)
+        assert r["comm_s"] == approx(big + small, rel=1e-12)
+        assert r["step_no_overlap_s"] == approx(6e-9 + big + small, rel=1e-9)
         # compute is tiny: the step is the communication and a sliver of compute
         assert big + small <= r["step_s"] <= 6e-9 + big + small + 1e-15
-        assert r["exposed_s"] == pytest.approx(r["step_s"] - 6e-9, rel=1e-9)
+        assert r["exposed_s"] == approx(r["step_s"] - 6e-9, rel=1e-9)
         assert 0 <= r["overlap_efficiency"] <= 1
-        assert r["days"] == pytest.approx(steps * r["step_s"] / 86400, rel=1e-12)
-        assert r["days_no_overlap"] == pytest.approx(steps * (6e-9 + big + small) / 86400,
+        assert r["days"] == approx(steps * r["step_s"] / 86400, rel=1e-12)
+        assert r["days_no_overlap"] == approx(steps * (6e-9 + big + small) / 86400,
                                                      rel=1e-9)
 
 
@@ -1070,12 +1076,12 @@ def test_training_with_comm_ring_with_one_gpu_a_server():
     rows = (_sim_rows("clos-2", "server", "hierarchical", {1048576: 9.0, 951424: 9.0})
             + _sim_rows("clos-2", "server", "ring", BUCKETS))
     t = ST.training_with_comm(args, result, {"gpus": 16, "rows": rows})
-    assert t["compute_s"] == pytest.approx(6e6 * 3 / 2e15, rel=1e-9)
-    assert t["steps"] == pytest.approx(1e24 / (6e6 * 3 * 16), rel=1e-12)
+    assert t["compute_s"] == approx(6e6 * 3 / 2e15, rel=1e-9)
+    assert t["steps"] == approx(1e24 / (6e6 * 3 * 16), rel=1e-12)
     (r,) = t["rows"]
     assert r["algorithm"] == "ring"
-    assert r["bucket_bandwidth_s"] == pytest.approx(2 * 1048576 / 1.25e10, rel=1e-12)
-    assert r["comm_s"] == pytest.approx(1.5e-3, rel=1e-12)
+    assert r["bucket_bandwidth_s"] == approx(2 * 1048576 / 1.25e10, rel=1e-12)
+    assert r["comm_s"] == approx(1.5e-3, rel=1e-12)
 
 
 def test_a_step_whose_compute_hides_the_communication():
@@ -1086,8 +1092,8 @@ def test_a_step_whose_compute_hides_the_communication():
     rows = _sim_rows("clos-2", "server", "hierarchical", BUCKETS)
     t = ST.training_with_comm(args, D.plan(16), {"gpus": 16, "rows": rows})
     (r,) = t["rows"]
-    assert t["compute_s"] == pytest.approx(3e-3, rel=1e-9)
-    assert r["step_no_overlap_s"] == pytest.approx(4.5e-3, rel=1e-9)
+    assert t["compute_s"] == approx(3e-3, rel=1e-9)
+    assert r["step_no_overlap_s"] == approx(4.5e-3, rel=1e-9)
     assert 3e-3 <= r["step_s"] < 4.5e-3 and r["exposed_s"] < 1.5e-3
     assert r["overlap_efficiency"] > 0
     assert r["days"] < r["days_no_overlap"]
@@ -1144,7 +1150,7 @@ def test_ecmp_draws_median_range_and_ideal_fabric():
     ideal = {"ring": 254 * 8192 / 5e10, "hierarchical": 2 * 7 * 131072 / 4.5e11 + 30 * 8192 / 5e10}
     for (wiring, algorithm), x in rows.items():
         assert x["design"] == "clos-3" and x["radix"] == 8
-        assert x["ideal_seconds"] == pytest.approx(ideal[algorithm], rel=1e-9)
+        assert x["ideal_seconds"] == approx(ideal[algorithm], rel=1e-9)
         shape = ClosShape(servers=16, gpus=8, nics=8, down=6, up=2, tiers=3, radix=8,
                           wiring=wiring, nic_bps=4e11, fabric_bps=4e11, intra_bps=3.6e12)
         phases = allreduce_phases(algorithm, 128, 262144, 8)
@@ -1152,9 +1158,9 @@ def test_ecmp_draws_median_range_and_ideal_fabric():
                        for seed in range(5))
         assert x["seconds"] == draws[2]
         assert x["seconds_min"] == draws[0] and x["seconds_max"] == draws[4]
-        assert x["fabric_factor"] == pytest.approx(draws[2] / ideal[algorithm], rel=1e-9)
-        assert x["algbw_gbytes"] == pytest.approx((1 << 20) / draws[2] / 1e9, rel=1e-12)
-        assert x["busbw_gbytes"] == pytest.approx((1 << 20) / draws[2] / 1e9 * 254 / 128,
+        assert x["fabric_factor"] == approx(draws[2] / ideal[algorithm], rel=1e-9)
+        assert x["algbw_gbytes"] == approx((1 << 20) / draws[2] / 1e9, rel=1e-12)
+        assert x["busbw_gbytes"] == approx((1 << 20) / draws[2] / 1e9 * 254 / 128,
                                                   rel=1e-12)
     # the fabric costs something here, and the draws differ
     assert rows[("rail", "ring")]["seconds_min"] < rows[("rail", "ring")]["seconds_max"]
@@ -1168,17 +1174,17 @@ def test_fit_picks_the_least_squared_error_not_the_least_signed_error():
     residuals -0.3, +0.1 (squared error 0.1); with b = 0: a = 9/5, residuals -0.8,
     +0.4 (squared error 0.8, but a more negative signed or cubed sum)."""
     a, b = C.fit_alpha_beta([(1, 1, 1.0), (2, 3, 4.0)])
-    assert a == 0.0 and b == pytest.approx(1.3, rel=1e-12)
+    assert a == 0.0 and b == approx(1.3, rel=1e-12)
 
 
 def test_fit_with_columns_of_norm_below_one():
     """(0.5,0,1), (0,0.5,2), (0.5,0.5,4): normal equations x4 are
     [[2,1],[1,2]] (a,b) = (10,12): a = 8/3, b = 14/3."""
     a, b = C.fit_alpha_beta([(0.5, 0, 1.0), (0, 0.5, 2.0), (0.5, 0.5, 4.0)])
-    assert a == pytest.approx(8 / 3, rel=1e-12) and b == pytest.approx(14 / 3, rel=1e-12)
+    assert a == approx(8 / 3, rel=1e-12) and b == approx(14 / 3, rel=1e-12)
     # one column only, of norm below one: (0, 0.5, 1): b = 0.5/0.25 = 2; (0.5, 0, 1): a = 2
-    assert C.fit_alpha_beta([(0, 0.5, 1.0)]) == (0.0, pytest.approx(2.0, rel=1e-12))
-    assert C.fit_alpha_beta([(0.5, 0, 1.0)]) == (pytest.approx(2.0, rel=1e-12), 0.0)
+    assert C.fit_alpha_beta([(0, 0.5, 1.0)]) == (0.0, approx(2.0, rel=1e-12))
+    assert C.fit_alpha_beta([(0.5, 0, 1.0)]) == (approx(2.0, rel=1e-12), 0.0)
 
 
 def test_two_ecmp_draws_print_their_range_in_microseconds():
@@ -1202,3 +1208,20 @@ def test_format_training_prints_whole_pflops_without_decimals():
     """1.5e17 FLOP/s is exactly 150 PFLOP/s: printed '150', not '150.0'."""
     text = ST.format_training(dict(TRAINING, rows=[]), dict(STEP_INPUTS, gpu_flops=1.5e17))
     assert "(6 x params x tokens at 150 PFLOP/s x 0.5)" in text.split("\n")[1]
+
+
+def test_a_bucket_just_over_ten_times_its_bandwidth_time_is_latency_bound():
+    """10.5 x 0.0001 s: latency-bound (more than 10x)."""
+    rows = [_row(bucket_allreduce_s=0.00105, bucket_bandwidth_s=0.0001)]
+    text = ST.format_training(dict(TRAINING, rows=rows), STEP_INPUTS)
+    assert "# latency-bound: a bucket's bytes need 0.1 ms at the NIC's rate and its " \
+           "AllReduce takes 1.05 ms" in text
+
+
+def test_step_compute_time_is_exact():
+    """6 x 1e6 params x 1 token / (2e15 x 0.5) = 6e-9 s, to the last few bits
+    (a TFLOP/s is exactly 1e12 FLOP/s)."""
+    args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=1, bucket=1048576)
+    rows = _sim_rows("clos-2", "server", "hierarchical", BUCKETS)
+    t = ST.training_with_comm(args, D.plan(16, utilisation=0.5), {"gpus": 16, "rows": rows})
+    assert t["compute_s"] == approx(6e-9, rel=1e-14)

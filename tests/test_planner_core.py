@@ -1225,3 +1225,18 @@ def test_step_compute_time_is_exact():
     rows = _sim_rows("clos-2", "server", "hierarchical", BUCKETS)
     t = ST.training_with_comm(args, D.plan(16, utilisation=0.5), {"gpus": 16, "rows": rows})
     assert t["compute_s"] == approx(6e-9, rel=1e-14)
+
+
+def test_buckets_are_allreduced_one_at_a_time():
+    """One NCCL stream: two 10 ms AllReduces never overlap each other, so the step is
+    at least 20 ms. By hand: compute 3 ms (forward 1, backward 2 over 20 layers,
+    0.1 ms a layer); the first 1 MiB bucket holds the last 10.49 layers' gradients,
+    ready after 11 layers' backward, at 1 + 1.1 = 2.1 ms; it ends at 12.1 ms, the
+    second (ready at 3 ms) then runs to 22.1 ms."""
+    args = SimpleNamespace(params=1e6, layers=20, tokens_per_gpu=10 ** 6, bucket=1048576)
+    rows = _sim_rows("clos-2", "server", "hierarchical", {1048576: 1e-2, 951424: 1e-2})
+    t = ST.training_with_comm(args, D.plan(16), {"gpus": 16, "rows": rows})
+    (r,) = t["rows"]
+    assert r["step_s"] >= 20e-3
+    assert r["step_s"] == approx(22.1e-3, rel=1e-9)
+    assert r["step_no_overlap_s"] == approx(23e-3, rel=1e-9)

@@ -1227,12 +1227,11 @@ def test_step_compute_time_is_exact():
     assert t["compute_s"] == approx(6e-9, rel=1e-14)
 
 
-def test_buckets_are_allreduced_one_at_a_time():
-    """One NCCL stream: two 10 ms AllReduces never overlap each other, so the step is
-    at least 20 ms. By hand: compute 3 ms (forward 1, backward 2 over 20 layers,
-    0.1 ms a layer); the first 1 MiB bucket holds the last 10.49 layers' gradients,
-    ready after 11 layers' backward, at 1 + 1.1 = 2.1 ms; it ends at 12.1 ms, the
-    second (ready at 3 ms) then runs to 22.1 ms."""
+def test_two_long_allreduces_end_the_step_by_hand():
+    """Two 10 ms AllReduces share one fabric: the step is at least their 20 ms. By
+    hand: compute 3 ms (forward 1, backward 2 over 20 layers, 0.1 ms a layer); the
+    first 1 MiB bucket holds the last 10.49 layers' gradients, ready after 11
+    layers' backward, at 1 + 1.1 = 2.1 ms; the fabric is then busy 20 ms: 22.1 ms."""
     args = SimpleNamespace(params=1e6, layers=20, tokens_per_gpu=10 ** 6, bucket=1048576)
     rows = _sim_rows("clos-2", "server", "hierarchical", {1048576: 1e-2, 951424: 1e-2})
     t = ST.training_with_comm(args, D.plan(16), {"gpus": 16, "rows": rows})

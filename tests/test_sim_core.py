@@ -1070,3 +1070,17 @@ def test_fairness_below_one_unit_of_capacity():
                            "f5": ["e"]}, {"c": 0.03, "d": 0.07, "e": 0.2})
     assert rates == pytest.approx({"f1": 0.01, "f2": 0.01, "f3": 0.01, "f4": 0.06,
                                    "f5": 0.14}, rel=1e-9)
+
+
+def test_clos_three_tier_pods_are_whole_multiples_of_their_leaves():
+    # radix 8: pods of 4 leaves. Leaf 1 (GPU 4) to leaf 2 (GPU 8): one pod, no core;
+    # leaf 3 (GPU 12) to leaf 4 (GPU 16): pods 0 and 1
+    net = ClosNetwork(ClosShape(servers=64, gpus=1, nics=1, down=4, up=4, tiers=3, radix=8))
+    for f in range(8):
+        inside = [h.intf for h in net.path(4, 8, f)]
+        assert [h[0] for h in inside] == ["nic", "leaf-up", "agg-down", "nic"]
+        assert inside[1][1] == 1 and inside[2][1] == 2
+        across = [h.intf for h in net.path(12, 16, f)]
+        assert [h[0] for h in across] == ["nic", "leaf-up", "agg-up", "core-down", "agg-down",
+                                          "nic"]
+        assert across[2][1] == 0 and across[3][1] == 1 and across[4][1] == 4

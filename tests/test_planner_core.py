@@ -1239,3 +1239,27 @@ def test_two_long_allreduces_end_the_step_by_hand():
     assert r["step_s"] >= 20e-3
     assert r["step_s"] == approx(22.1e-3, rel=1e-9)
     assert r["step_no_overlap_s"] == approx(23e-3, rel=1e-9)
+
+
+def test_two_gpus_and_two_nics_a_server_get_both_wirings_and_algorithms():
+    r = D.plan(8, gpus_per_server=2, nics_per_server=2)
+    sim = SIM.simulate_plan(r, [4096], 0.0, 3600.0)
+    assert {(x["wiring"], x["algorithm"]) for x in sim["rows"]} == {
+        (w, a) for w in ("server", "rail") for a in ("ring", "hierarchical")}
+    args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=1, bucket=1048576)
+    rows = (_sim_rows("clos-2", "server", "ring", {1048576: 9.0, 951424: 9.0})
+            + _sim_rows("clos-2", "server", "hierarchical", BUCKETS))
+    (row,) = ST.training_with_comm(args, r, {"gpus": 8, "rows": rows})["rows"]
+    assert row["algorithm"] == "hierarchical" and row["comm_s"] == approx(1.5e-3, rel=1e-12)
+    # per rail: 1 MiB / 2 GPUs, twice, at 5e10 B/s
+    assert row["bucket_bandwidth_s"] == approx(2 * 524288 / 5e10, rel=1e-12)
+
+
+def test_a_2_tier_clos_is_simulated_with_2_tiers():
+    """8 servers of 1 GPU at radix 4 (2 down): 4 leaves. In the 2-tier Clos the
+    farthest servers are 3 switches apart; in the 3-tier one (pods of 2 leaves)
+    5: with 1 us a hop the 2-tier ring is faster, on the same links."""
+    r = D.plan(8, radix=4, gpus_per_server=1, nics_per_server=1)
+    rows = {x["design"]: x for x in SIM.simulate_plan(r, [4096], 1e-6, 3600.0)["rows"]}
+    assert set(rows) == {"clos-2", "clos-3"}
+    assert rows["clos-2"]["seconds"] < rows["clos-3"]["seconds"]

@@ -1084,3 +1084,37 @@ def test_clos_three_tier_pods_are_whole_multiples_of_their_leaves():
         assert [h[0] for h in across] == ["nic", "leaf-up", "agg-up", "core-down", "agg-down",
                                           "nic"]
         assert across[2][1] == 0 and across[3][1] == 1 and across[4][1] == 4
+
+
+def test_replay_a_connection_moving_again_ignores_the_finish_it_was_once_given():
+    # X (A -> C over c, 800 bit/s) and Y (B -> C over c) start together at 400 each.
+    # Y's 96 bits are through at 0.24; X's 320 had 224 left, at 800: through at 0.52
+    # (it was first expected at 0.8). A then gets D's 480 bits over d at 0.6 and
+    # forwards them to C on X: 0.6 s more, through at 1.2 (not at 0.8)
+    net = FakeNet({("A", "C"): ["c"], ("B", "C"): ["c"], ("D", "A"): ["d"]},
+                  {"c": 800.0, "d": 800.0})
+    sched = {0: [send(2, 10, step=0, offset=0), recv(3, 15, step=1, offset=10),
+                 send(2, 15, step=2, offset=10)],
+             1: [send(2, 3, step=1)],
+             2: [recv(0, 10, step=0, offset=0), recv(1, 3, step=1, offset=10),
+                 recv(0, 15, step=2, offset=13)],
+             3: [send(0, 15, step=1)]}
+    out = Replay(net, ["A", "B", "C", "D"], sched).run()
+    assert rounded({e["step"]: e["end"] for e in out.busy if e["rank"] == 2}) == \
+        {0: 0.52, 1: 0.24, 2: 1.2}
+
+
+def test_replay_730_connections_on_one_link_keep_it_busy_to_the_last_bit():
+    # 730 senders of 1, 2, ..., 730 elements share the receiver's link (3200 bit/s):
+    # the link is never idle, so the last bit is through at total bits / rate; the
+    # smallest is through when 730 shares of 32 bits have gone: 730 * 32 / 3200.
+    # (The rates of some 266,000 connection-groups are met on the way.)
+    n = 730
+    routes = {(f"S{i}", "C"): ["c"] for i in range(n)}
+    net = FakeNet(routes, {"c": 3200.0})
+    sched = {i: [send(n, i + 1)] for i in range(n)}
+    sched[n] = [recv(i, i + 1, step=i, offset=i * (i + 1) // 2) for i in range(n)]
+    out = Replay(net, [f"S{i}" for i in range(n)] + ["C"], sched).run()
+    assert out.seconds == pytest.approx(32 * n * (n + 1) / 2 / 3200, rel=1e-9)
+    ends = {e["step"]: e["end"] for e in out.busy if e["rank"] == n}
+    assert ends[0] == pytest.approx(n * 32 / 3200, rel=1e-9)

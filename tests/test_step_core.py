@@ -21,6 +21,14 @@ all. With overlap a bucket is launched when the backward pass of its lowest
 layer ends: bucket 0 at 1.25, buckets 1 and 2 at 1.75, bucket 3 at 2.25.
 Each collective alone takes (by bucket) 0.25, 0.5, 0.25, 0.125 s; all the
 times are binary fractions, so the fluid model's arithmetic is exact.
+
+Mutants these tests leave alive are equivalent: plan_step's second bucket
+count check cannot fire (buckets are packed contiguously, so there are never
+more than the first check's ceil(total / bucket)); parse_size reads `whole`
+only for its truth; summarise never reads its plan; union_seconds adds 0
+either way when a span ends where the covered time does; and a collective
+whose work left lands exactly on the 1e-9 tolerance finishes at most 1e-9 of
+its time apart.
 """
 
 import pytest

@@ -1,6 +1,9 @@
 """Mutation-hardening tests for traffic/sim (fairness, network, replay, phases, steps, clos).
 
-Expectations are computed by hand in the tests, never via the modules under test.
+Expectations are computed by hand in the tests, never via the modules under test:
+max-min rates on small link graphs, transfer times as bits / rate on a hand-made
+network (FakeNet: named links, rates, delays), ring pipelining from its closed form,
+ECMP paths against hand-enumerated equal-cost sets.
 """
 
 import math

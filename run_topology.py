@@ -48,11 +48,11 @@ if __name__ == "__main__":
 try:
     from topologies.fabric import FabricError, check_policy, describe_links, load_fabric
     from topologies.placement import cluster_of, place_cluster, placement_text, refuse_in_cluster
-    from traffic import flags
-    from traffic.experiment import FIELDS, experiment_from
-    from traffic.outputs import output_problem
-    from traffic.registry import ENGINES
-    from traffic.report import console
+    from runs import flags
+    from runs.experiment import FIELDS, experiment_from
+    from runs.outputs import output_problem
+    from collectives.registry import ENGINES
+    from report import console
 except ImportError as exc:  # pragma: no cover - only without the environment
     sys.exit(f"error: {exc.name} is not installed: run `sudo scripts/lab setup` first")
 
@@ -120,7 +120,7 @@ def _main(argv) -> int:
             print(placement_text(fabric, cluster, placement))
         return code
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
-        from traffic.sim.sweep import simulated_run
+        from report.write import simulated_run
         return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
                              args.csv, _progress(args.json), args.compare)
     if os.geteuid() != 0:
@@ -277,8 +277,8 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
 
     from traffic.measure.iperf3_check import cross_leaf_pairs, iperf3_check
     if exp.step is not None:              # a training step instead of a sweep
-        from traffic.report.step_report import report_step
-        from traffic.training import run_step
+        from report.step_report import report_step
+        from runs.training import run_step
         summary["step"] = run_step(lab, exp, progress=_progress(args.json))
         return report_step(summary["step"], run_dir, args.csv, say)
     summary["collectives"] = _collectives(lab, exp, run_dir, args, say)
@@ -304,8 +304,8 @@ def _mininet_cli(lab) -> None:
 
 
 def _collectives(lab, exp, run_dir, args, say) -> dict:
-    from traffic.report.tables import csv_text, fabric_table, nccl_table
-    from traffic.sweep import run_experiment
+    from report.tables import csv_text, fabric_table, nccl_table
+    from runs.sweep import run_experiment
     rate = lab.fabric.spec["links"]["server_leaf"]["rate_mbit"]
     result = run_experiment(lab, exp, run_dir, progress=_progress(args.json))
     (run_dir / "results.csv").write_text(csv_text(result))
@@ -335,7 +335,7 @@ def _collectives(lab, exp, run_dir, args, say) -> dict:
 def _figures(fabric, result, compared, run_dir, say) -> list:
     """The PNGs of the run; busbw.png has a curve per algorithm replayed."""
     try:
-        from traffic.report.figures import write_figures
+        from report.figures import write_figures
         curves = None
         if compared:
             curves = {f"{r['experiment']['collective']} ({alg})":
@@ -364,7 +364,7 @@ def _progress(quiet):
 
 
 def _calibrate(fabric, args) -> int:
-    from traffic.rate_calibration import calibrate_rates, calibration_table
+    from runs.rate_calibration import calibrate_rates, calibration_table
     run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}-calibration"
     rows = calibrate_rates(fabric, run_dir, args.datapath, progress=_progress(args.json))
     (run_dir / "calibration.json").write_text(json.dumps(rows, indent=1))
@@ -392,7 +392,7 @@ def _cleanup() -> int:
     if os.geteuid() != 0:
         print("error: --cleanup needs root: run it with sudo", file=sys.stderr)
         return 2
-    from lab.records import cleanup_dead_labs
+    from lab.cleanup import cleanup_dead_labs
     if not cleanup_dead_labs():
         print("nothing to clean up: no records of dead labs in /run/fabric-lab")
     return 0

@@ -39,8 +39,8 @@ from lab.tunnels import VXLAN_OVERHEAD  # noqa: E402
 from lab.lifecycle import Lab  # noqa: E402
 from topologies.fabric import load_fabric  # noqa: E402
 from topologies.placement import cluster_of, place  # noqa: E402
-from traffic.experiment import Experiment  # noqa: E402
-from traffic.sweep import run_experiment  # noqa: E402
+from runs.experiment import Experiment  # noqa: E402
+from runs.sweep import run_experiment  # noqa: E402
 
 MACHINES = ("10.77.0.11", "10.77.0.12")
 TICKS = 100.0
@@ -137,10 +137,10 @@ def show(layout: str, row: dict) -> None:
 
 def demand_mbit(fabric, exp) -> float:
     """Mbit/s the switches of `fabric` forward during `exp`, simulated
-    (traffic/sim): bytes every switch port sends over the collective's time.
+    (sim): bytes every switch port sends over the collective's time.
     NVLink-class links count only where the experiment puts them on the wire
     (scale_up packets)."""
-    from traffic.sim.sweep import simulate_experiment
+    from runs.simulated import simulate_experiment
     switches = {s.name for s in fabric.switches}
     ports = {intf for l in fabric.links if l.kind != "intra_node" or exp.scale_up == "packets"
              for node, intf in ((l.a, l.a_intf), (l.b, l.b_intf)) if node in switches}

@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO))
 from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
 from topologies.schema import parse_size  # noqa: E402
 from lab.lifecycle import Lab  # noqa: E402
-from traffic.experiment import Experiment  # noqa: E402
-from traffic.sweep import run_experiment  # noqa: E402
+from runs.experiment import Experiment  # noqa: E402
+from runs.sweep import run_experiment  # noqa: E402
 
 
 def with_rate(fabric, rate):

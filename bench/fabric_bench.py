@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from topologies.fabric import load_fabric  # noqa: E402
 from lab.lifecycle import Lab  # noqa: E402
 from lab.reachability import all_pairs_reachability  # noqa: E402
-from traffic.measure.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds  # noqa: E402
+from lab.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds  # noqa: E402
 from traffic.measure.iperf3_check import iperf3_check  # noqa: E402
 
 FABRIC = REPO / "topologies" / "leaf-spine-4x8.yaml"

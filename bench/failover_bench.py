@@ -29,9 +29,9 @@ sys.path.insert(0, str(REPO))
 
 from lab.lifecycle import Lab  # noqa: E402
 from topologies.fabric import load_fabric  # noqa: E402
-from traffic.experiment import Experiment  # noqa: E402
+from runs.experiment import Experiment  # noqa: E402
 from traffic.measure import failures as F  # noqa: E402
-from traffic.sweep import run_experiment  # noqa: E402
+from runs.sweep import run_experiment  # noqa: E402
 
 FAIL_AT, FAIL_FOR = 2.0, 1.0
 # the probe's flows go h1 (leaf1) -> h3 (leaf2); single-path pins leaf2's

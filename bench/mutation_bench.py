@@ -2,7 +2,7 @@
 """Mutation testing of the pure core: how many small, plausible bugs the pure
 suite catches, per module, and which it lets through.
 
-    scripts/lab bench mutation [--only traffic/metrics.py ...] [--tests tests/test_x.py ...]
+    scripts/lab bench mutation [--only collectives/metrics.py ...] [--tests tests/test_x.py ...]
                                [--workdir DIR]
                                [--jobs 2] [--fail-under 85] [--json out.json]
 

@@ -6,7 +6,7 @@ and stp, in one run on one machine.
 
 1. Aggregate of the fabric benchmark's 16 cross-leaf flows (4 spines x 8
    leaves x 4 servers, 5 Mbit/s; server k of leaf l sends to server k of leaf
-   l+4): each flow a stream of 64 KiB pieces (traffic/programs/flows.py
+   l+4): each flow a stream of 64 KiB pieces (programs/flows.py
    stream) for `--seconds`, over one connection, or under flowlet and spray
    over routing.entropy (16) the sender spreads its pieces over. The
    aggregate is what leaves 1-4 sent up to the spines from 2 s on (the
@@ -43,10 +43,10 @@ from fabric_bench import FABRIC, flow_pairs, with_rate  # noqa: E402
 from failover_bench import idle_case, loaded_case, summary  # noqa: E402
 from lab.lifecycle import Lab  # noqa: E402
 from topologies.fabric import load_fabric  # noqa: E402
-from traffic.experiment import Experiment  # noqa: E402
-from traffic.measure.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds  # noqa: E402
-from traffic.programs.spread import connections_per_peer  # noqa: E402
-from traffic.sweep import run_experiment  # noqa: E402
+from runs.experiment import Experiment  # noqa: E402
+from lab.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds  # noqa: E402
+from programs.spread import connections_per_peer  # noqa: E402
+from runs.sweep import run_experiment  # noqa: E402
 from tests.helpers import flows_command, read_counter  # noqa: E402
 
 POLICIES = ("ecmp", "flowlet", "spray", "adaptive", "single-path", "stp")

@@ -38,10 +38,10 @@ from topologies.fabric import load_fabric  # noqa: E402
 from lab.lifecycle import Lab  # noqa: E402
 from traffic.engines import Job  # noqa: E402
 from traffic.engines.agents import RankAgents  # noqa: E402
-from traffic.experiment import Experiment  # noqa: E402
-from traffic.measure.counters import cpu_busy_pct, cpu_times  # noqa: E402
-from traffic.rate_calibration import at_rate  # noqa: E402
-from traffic.sweep import run_experiment  # noqa: E402
+from runs.experiment import Experiment  # noqa: E402
+from lab.counters import cpu_busy_pct, cpu_times  # noqa: E402
+from runs.rate_calibration import at_rate  # noqa: E402
+from runs.sweep import run_experiment  # noqa: E402
 
 SUPERPOD = REPO / "topologies" / "superpod-su.yaml"
 PARTS = ("cost", "ceiling")

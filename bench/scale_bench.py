@@ -37,8 +37,8 @@ from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
 from lab.lifecycle import Lab  # noqa: E402
 from lab.reachability import all_pairs_reachability  # noqa: E402
 from lab.records import host_state  # noqa: E402
-from traffic.experiment import Experiment  # noqa: E402
-from traffic.sweep import run_experiment  # noqa: E402
+from runs.experiment import Experiment  # noqa: E402
+from runs.sweep import run_experiment  # noqa: E402
 
 TOPOLOGIES = REPO / "topologies"
 PARTS = ("hier", "rail", "largest", "planner", "predict")
@@ -68,7 +68,7 @@ links:
 
 
 def part_hier(workdir, out):
-    from traffic.report.plots import plot_busbw
+    from report.plots import plot_busbw
     fabric = dgx_like()
     sizes = [64 * 1024, 256 * 1024, 1024 * 1024]
     results = {}

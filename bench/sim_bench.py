@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The simulator against the emulator, side by side in one run: the same
 fabric YAML and experiment emulated with real packets (rank agents, checked
-data) and simulated (traffic/sim), per size measured/simulated next to
+data) and simulated (sim), per size measured/simulated next to
 measured/alpha-beta, and per link the bytes simulated against measured.
 
     sudo scripts/lab bench sim              # or: .venv/bin/python bench/sim_bench.py
@@ -35,10 +35,10 @@ sys.path.insert(0, str(REPO))
 
 from lab.lifecycle import Lab  # noqa: E402
 from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
-from traffic.experiment import Experiment  # noqa: E402
+from runs.experiment import Experiment  # noqa: E402
 from traffic.measure.fidelity import SLOWER  # noqa: E402
-from traffic.rate_calibration import at_rate  # noqa: E402
-from traffic.sweep import run_experiment  # noqa: E402
+from runs.rate_calibration import at_rate  # noqa: E402
+from runs.sweep import run_experiment  # noqa: E402
 
 T = REPO / "topologies"
 SIZES = dict(minbytes=512 << 10, maxbytes=2 << 20, stepfactor=4, iters=3, warmup=1,
@@ -134,7 +134,7 @@ def report(results):
 
 def speed(chosen) -> dict:
     """How fast the simulator is, and how much memory it takes (see the docstring)."""
-    from traffic.sim.sweep import simulate_experiment
+    from runs.simulated import simulate_experiment
     out = {"cases": {}}
     print(f"{'case simulated alone':32} {'seconds':>8}")
     for name, (fabric, exp, ranks) in chosen.items():
@@ -151,10 +151,10 @@ def speed(chosen) -> dict:
 def full_against_shortcut(servers=128, gpus=8) -> dict:
     """1,024 GPUs (128 servers x 8, 400 Gbit/s NICs, clos-2 at radix 64):
     hierarchical AllReduce of 1 GiB event by event, and by the step shortcut."""
-    from traffic import schedules as S
-    from traffic.sim.clos import ClosNetwork, ClosShape
-    from traffic.sim.phases import allreduce_phases, phase_seconds
-    from traffic.sim.replay import Replay
+    from collectives import schedules as S
+    from sim.clos import ClosNetwork, ClosShape
+    from sim.phases import allreduce_phases, phase_seconds
+    from sim.replay import Replay
     shape = ClosShape(servers=servers, gpus=gpus, nics=gpus, down=32, up=32, radix=64)
     n, count = shape.n, (1 << 30) // 4
     out = {}

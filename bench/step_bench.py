@@ -45,9 +45,9 @@ sys.path.insert(0, str(REPO / "bench"))
 from collectives_bench import crossing_fabric, interleaved  # noqa: E402
 from lab.lifecycle import Lab  # noqa: E402
 from topologies.schema import normalise  # noqa: E402
-from traffic import step as T  # noqa: E402
-from traffic.experiment import Experiment  # noqa: E402
-from traffic.training import run_step  # noqa: E402
+from sim import training_step as T  # noqa: E402
+from runs.experiment import Experiment  # noqa: E402
+from runs.training import run_step  # noqa: E402
 
 RATE = 20
 BUCKETS = (64 * 1024, 256 * 1024, 1 << 20)

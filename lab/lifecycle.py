@@ -319,7 +319,7 @@ class Lab:
 
     def netns(self, server: str) -> str:
         """The path of a server's network namespace, for a process that makes
-        sockets there from outside (traffic/programs/netns.py)."""
+        sockets there from outside (programs/netns.py)."""
         return f"/proc/{self.host(server).pid}/ns/net"
 
     def popen(self, server: str, args: List[str], **kwargs) -> subprocess.Popen:

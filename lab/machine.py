@@ -189,7 +189,7 @@ def cpu_of_this_machine() -> float:
 
 
 def answer(lab: SliceLab, msg: dict) -> dict:
-    from traffic.measure.monitor import read_counters
+    from lab.counters import read_counters
     cmd = msg.get("cmd")
     if cmd == "sample":
         return {"event": "sample", **read_counters(set(lab.names()))}
@@ -199,7 +199,7 @@ def answer(lab: SliceLab, msg: dict) -> dict:
     if cmd == "clock":
         return {"event": "clock", "t": time.monotonic()}
     if cmd == "usage":
-        from traffic.measure.counters import ovs_cpu_seconds, tx_bytes
+        from lab.counters import ovs_cpu_seconds, tx_bytes
         every = tx_bytes()
         wire = {route_mtu(end.remote)[0] for _, end in lab.ends}
         return {"event": "usage", "cpu_s": cpu_of_this_machine(),
@@ -275,7 +275,7 @@ def enter_time(offset: float) -> None:
 
 
 def exec_in(tag: str, netns: str, argv: List[str], offset: float = 0.0) -> None:
-    from traffic.programs.netns import _setns
+    from programs.netns import _setns
     records.register(tag, os.getpid())
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if offset:

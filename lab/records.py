@@ -21,7 +21,6 @@ import subprocess
 from pathlib import Path
 from typing import List
 
-from lab.host import existing_interfaces, remove_network, tagged_bridges
 
 RECORDS = Path("/run/fabric-lab")
 
@@ -103,64 +102,43 @@ def record_owner(path: Path) -> int:
     return int(path.stem.split("-")[0])
 
 
-def cleanup_dead_labs(log=print) -> int:
-    """Remove what labs that died without teardown left, from their records:
-    their processes (same pid and start time), the bridges tagged with their
-    record, and their interfaces unless a live lab has claimed the names since."""
-    live, dead = [], []
-    for path in records():
-        (live if pid_alive(record_owner(path)) else dead).append(path)
-    claimed = set()
-    for path in live:
-        try:
-            claimed.update(json.loads(path.read_text()).get("interfaces", []))
-        except (OSError, ValueError):
-            pass
-    for tmp in RECORDS.glob("*.json.tmp") if RECORDS.is_dir() else []:
-        if not pid_alive(int(tmp.name.split("-")[0])):
-            tmp.unlink(missing_ok=True)          # a record write cut short by SIGKILL
-    for path in dead:
-        record = json.loads(path.read_text())
-        killed = 0
-        for pid, started in record.get("processes", []):
-            if start_time(pid) == started:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except ProcessLookupError:
-                    pass
-        killed += kill_registered(path.stem)
-        shutil.rmtree(registered_dir(path.stem), ignore_errors=True)
-        bridges = tagged_bridges(path.stem)
-        present = existing_interfaces()
-        interfaces = [n for n in record.get("interfaces", []) if n not in claimed and n in present]
-        remove_network(bridges, interfaces)
-        log(f"cleaned up after lab {path.stem} ({record.get('fabric')}): {killed} processes, "
-            f"{len(bridges)} bridges, {len(interfaces)} interfaces")
-        if record.get("cluster"):              # a cluster run's head: its machines too
-            from lab.cluster import cleanup_machines
-            cleanup_machines(record["cluster"]["machines"], record["cluster"]["user"], log)
-        path.unlink()
-    return len(dead)
-
-
 OWNER_VARIABLE = "FABRIC_LAB_OWNER"   # host_state(owner): whose processes count
-LAB_PROCESS = re.compile(r"mininet:|-m controller|traffic\.programs|iperf3? |mnexec")
+LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec")
+
+
+def foreign_names(owner: str) -> set:
+    """The root-namespace names claimed by live labs that another owner
+    started (their process lacks FABRIC_LAB_OWNER=owner): theirs, not a leak
+    of ours. A lab claims its names in its record before it creates them."""
+    mark, names = f"{OWNER_VARIABLE}={owner}".encode(), set()
+    for path in records():
+        pid = record_owner(path)
+        try:
+            if not pid_alive(pid) or mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                continue
+            names.update(json.loads(path.read_text()).get("interfaces", []))
+        except (OSError, ValueError):
+            continue
+    return names
 
 
 def host_state(owner: "str | None" = None) -> dict:
     """What a lab could leave behind on this host: bridges, veths, named
     namespaces and lab-like processes. Tests and benchmarks compare it before
     and after a lab to show that the teardown left nothing; it only looks.
-    With `owner`, only the processes started under FABRIC_LAB_OWNER=owner
-    count (a process keeps its environment when orphaned), so a lab or a
-    test run of someone else's on this host is not taken for a leak."""
+    With `owner`, what someone else's lab or test run holds on this host is
+    not taken for a leak: only the processes started under
+    FABRIC_LAB_OWNER=owner count (a process keeps its environment when
+    orphaned), and bridges and veths claimed by another owner's live lab
+    do not."""
+    foreign = foreign_names(owner) if owner else set()
     bridges = []
     if shutil.which("ovs-vsctl"):
         bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
                                  text=True).stdout.split()
-    veths = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
-                           text=True).stdout.splitlines()
+    veths = [line.split(":")[1].strip().split("@")[0] for line in subprocess.run(
+        ["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
+        text=True).stdout.splitlines() if line.count(":") >= 2]
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     mark = f"{OWNER_VARIABLE}={owner}".encode() if owner else None
     procs = []
@@ -174,5 +152,6 @@ def host_state(owner: "str | None" = None) -> dict:
         except OSError:
             continue
         procs.append(f"{pid} {cmd.strip()}")
-    return {"bridges": sorted(bridges), "veths": len(veths), "netns": sorted(netns),
+    return {"bridges": sorted(b for b in bridges if b not in foreign),
+            "veths": sum(v not in foreign for v in veths), "netns": sorted(netns),
             "processes": sorted(procs)}

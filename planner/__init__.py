@@ -30,7 +30,7 @@ from planner.designs import DESIGNS, MAX_HOPS, Design, min_radix, plan
 from planner.inputs import (MAX_GPUS, MAX_GPUS_PER_SERVER, MAX_RADIX, MIN_GPUS, MIN_RADIX,
                             PlanError, parse_bytes)
 from planner.report import format_fabric, format_plan
-from planner.training import DAYS_PER_YEAR, SECONDS_PER_DAY, training_arithmetic
+from planner.compute import DAYS_PER_YEAR, SECONDS_PER_DAY, training_arithmetic
 
 __all__ = [
     "DAYS_PER_YEAR", "DESIGNS", "MAX_GPUS", "MAX_GPUS_PER_SERVER", "MAX_HOPS", "MAX_RADIX",

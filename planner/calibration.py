@@ -19,8 +19,8 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     """Steps and bandwidth seconds of an AllReduce of `size_bytes` over every
     endpoint of `fabric` (a topologies.fabric.Fabric), at its configured rates."""
     # Imported here, not at the top: a plan without a fabric needs nothing of the lab.
-    from traffic import metrics as M
-    from traffic import schedules as S
+    from collectives import metrics as M
+    from collectives import schedules as S
     n, local = len(fabric.endpoints), fabric.gpus_per_server
     count = S.round_count("allreduce", n, size_bytes // M.TYPE_SIZE)
     beta = M.beta_for_rate(fabric.spec["links"]["server_leaf"]["rate_mbit"], fabric.mtu)

@@ -272,7 +272,7 @@ def _fabric_inputs(args):
     the calibration from --results, and its source. The fabric also sets the
     servers' GPUs and NICs and the link rates of the plan."""
     from topologies.fabric import FabricError, load_fabric
-    from traffic.experiment import experiment_section
+    from runs.experiment import experiment_section
     fabric = calibration = None
     source = ""
     try:
@@ -308,7 +308,7 @@ def _results_calibration(folder: Path, fabric):
     """The fabric (`fabric`, else the one the run built) and the calibration
     from a results folder of run_topology.py."""
     from topologies.fabric import parse_fabric
-    from traffic.experiment import experiment_section
+    from runs.experiment import experiment_section
     where = f"--results {shown(str(folder), PATH_SHOWN)}"
     try:
         summary = json.loads(_regular_text(folder / "summary.json"))

@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass, field
 from planner import inputs as check
 from planner.inputs import MAX_RADIX, MIN_RADIX, PlanError
 from planner.report import ratio_text
-from planner.training import training_arithmetic
+from planner.compute import training_arithmetic
 
 DESIGNS = ("full-mesh", "single-switch", "clos-2", "clos-3")
 MAX_HOPS = {"full-mesh": 0, "single-switch": 1, "clos-2": 3, "clos-3": 5}

@@ -4,7 +4,7 @@ numbers, ratios, durations and byte sizes they use."""
 
 from __future__ import annotations
 
-from planner.training import DAYS_PER_YEAR, SECONDS_PER_DAY
+from planner.compute import DAYS_PER_YEAR, SECONDS_PER_DAY
 
 
 def _count(n):

@@ -1,7 +1,7 @@
 """The plan's Clos designs simulated (``python -m planner --simulate``): ring
 and hierarchical AllReduce at the plan's GPU count on the very switches the
 plan counts, with the flow-level simulator's step shortcut
-(traffic/sim/phases.py on traffic/sim/clos.py), as nccl-tests prints them.
+(sim/phases.py on sim/clos.py), as nccl-tests prints them.
 
 What it sees that the alpha-beta model cannot: flows that ECMP hashes onto the
 same uplink (a step waits for its slowest transfer), leaves with fewer
@@ -23,8 +23,8 @@ from dataclasses import replace
 
 from planner.designs import _clos, _leaf_split
 from planner.report import _count, _num, ratio_text
-from traffic.sim.clos import ClosNetwork, ClosShape
-from traffic.sim.phases import allreduce_phases, phase_seconds
+from sim.clos import ClosNetwork, ClosShape
+from sim.phases import allreduce_phases, phase_seconds
 
 IDEAL_BPS = 1e30                 # switch-to-switch capacity of the ideal fabric
 WIRING_NAMES = {"server": "server per leaf", "rail": "rail-optimized"}

@@ -3,7 +3,7 @@ data-parallel step of a model of P parameters on the plan's GPUs, its
 gradients' buckets AllReduced as the backward pass produces them, each
 bucket's AllReduce priced by the flow-level simulator on each Clos design
 and wiring the plan simulates; the step's exposed communication from
-traffic/step.py's closed form; and how many days the run's FLOPs then take,
+sim/training_step.py's closed form; and how many days the run's FLOPs then take,
 against compute alone.
 
 Compute per step is the article's arithmetic: 6 x params x tokens per GPU
@@ -19,7 +19,7 @@ from __future__ import annotations
 from planner.inputs import PlanError, parse_bytes
 from planner.report import _count, _num
 from planner.simulate import WIRING_NAMES
-from traffic import step as T
+from sim import training_step as T
 
 DEFAULT_LAYERS, DEFAULT_TOKENS, DEFAULT_BUCKET = 80, 4096, "25M"
 MAX_LAYERS = T.MAX_LAYERS

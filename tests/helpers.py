@@ -88,8 +88,8 @@ def start(*args):
 # --- traffic and counters ----------------------------------------------------------------
 
 def flows_command(*args: str) -> List[str]:
-    """The command line of traffic/programs/flows.py for a server's namespace."""
-    return [sys.executable, "-m", "traffic.programs.flows", *args]
+    """The command line of programs/flows.py for a server's namespace."""
+    return [sys.executable, "-m", "programs.flows", *args]
 
 
 def read_counter(intf: str, name: str = "tx_bytes") -> int:

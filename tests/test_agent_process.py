@@ -12,8 +12,8 @@ import pytest
 
 from traffic.engines import Job
 from traffic.engines.agents import RankAgents, by_server
-from traffic.executor import PERIOD, expected_sum
-from traffic.metrics import payload_share
+from collectives.executor import PERIOD, expected_sum
+from collectives.metrics import payload_share
 from traffic.engines.processes import AgentProcesses
 from lab.processes import CheckError
 

@@ -3,7 +3,7 @@ and from rows calibrate_rates itself builds out of measured busbw/link, host
 verdicts and #wrong on both sides of each threshold (the rule)."""
 
 from tests.helpers import leaf_spine
-from traffic.rate_calibration import RATES, calibration_table, recommended
+from runs.rate_calibration import RATES, calibration_table, recommended
 
 FABRIC = leaf_spine(2, 2, 2, rate=20)
 
@@ -64,7 +64,7 @@ def measured_rows(monkeypatch, tmp_path, measured, rates=RATES):
     """Rows made by calibrate_rates from what a run measured at each rate:
     {rate: (busbw/link, host kept up, host-bound, #wrong)}; the experiments
     it asked for are returned too."""
-    from traffic import rate_calibration as R
+    from runs import rate_calibration as R
     asked = []
 
     def run(lab, exp, run_dir):

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from traffic import datatypes as D
-from traffic import schedules as S
-from traffic.executor import simulate
-from traffic.registry import REDUCING
+from collectives import datatypes as D
+from collectives import schedules as S
+from collectives.executor import simulate
+from collectives.registry import REDUCING
 
 CASES = [(c, a) for c in REDUCING for a in S.ALGORITHMS[c]]
 TYPES = ("float", "half", "bfloat16", "int8", "int32")

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from topologies.fabric import DEFAULT_FABRIC, FabricError, load_fabric, parse_fabric
-from traffic.experiment import experiment_from
+from runs.experiment import experiment_from
 
 BASE = {
     "name": "t",

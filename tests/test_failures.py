@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import TOPOLOGIES, run
 from topologies.fabric import FabricError, load_fabric, parse_fabric
-from traffic.experiment import experiment_from
+from runs.experiment import experiment_from
 from traffic.measure.failures import (BASE_SPORT, FLOWS, INTERVAL_S, analyse, missing_runs,
                                       parse, probe_pair, slowdown)
 

@@ -22,8 +22,8 @@ from topologies.fabric import FabricError, load_fabric, parse_fabric, spec_count
 from topologies.jsonschema import json_schema
 from topologies.schema import shown
 from topologies.yaml_loader import load_yaml
-from traffic.experiment import experiment_from
-from traffic.report.console import check_summary
+from runs.experiment import experiment_from
+from report.console import check_summary
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((REPO / "topologies").glob("*.yaml"))

@@ -11,9 +11,9 @@ import yaml
 from tests.helpers import EXPERIMENT_YAML
 from topologies.fabric import parse_fabric
 from topologies.schema import FabricError
-from traffic import schedules as S
-from traffic.executor import simulate
-from traffic.experiment import MAX_SIZES, Experiment, experiment_from
+from collectives import schedules as S
+from collectives.executor import simulate
+from runs.experiment import MAX_SIZES, Experiment, experiment_from
 
 LINE_MAX = 200
 

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import ring_allreduce_seconds
-from traffic import metrics as M
-from traffic import schedules as S
-from traffic.report.tables import csv_text, nccl_table
+from collectives import metrics as M
+from collectives import schedules as S
+from report.tables import csv_text, nccl_table
 
 
 # nccl-tests' doc/PERFORMANCE.md, written out by hand (not read from the code):
@@ -250,7 +250,7 @@ def test_the_tier_report_finds_each_tiers_spread_and_polarisation():
     max/mean 2 with half its up-links idle (hash polarisation)."""
     from topologies.fabric import load_fabric
     from tests.helpers import TOPOLOGIES
-    from traffic.metrics import tier_report
+    from collectives.metrics import tier_report
     fat = load_fabric(TOPOLOGIES / "fat-tree-k4.yaml")
     first_up = {}
     for l in fat.links:

@@ -1,4 +1,4 @@
-"""traffic/metrics.py against references written out by hand: the alpha-beta
+"""collectives/metrics.py against references written out by hand: the alpha-beta
 closed forms of each algorithm the schedules build, the same model with
 multi-GPU servers (NVLink-class links inside a server, NICs between them),
 nccl-tests' count/type/redop/root columns and -b/-e/-f sizes, the latency
@@ -15,8 +15,8 @@ import pytest
 
 from tests.helpers import leaf_spine
 from topologies.fabric import parse_fabric
-from traffic import metrics as M
-from traffic import schedules as S
+from collectives import metrics as M
+from collectives import schedules as S
 
 ALPHA, BETA, BETA_INTRA = 1e-5, 1e-8, 1e-9      # s per step, s per network byte, s per NVLink byte
 EXACT = dict(rel=1e-12, abs=0)
@@ -24,7 +24,7 @@ EXACT = dict(rel=1e-12, abs=0)
 
 # --- the alpha-beta prediction, one GPU per server ---------------------------------------
 #
-# What the schedules run (traffic/schedules.py) and its textbook cost, S the
+# What the schedules run (collectives/schedules.py) and its textbook cost, S the
 # whole buffer in bytes (count x 4), n ranks:
 #   ring AllReduce            2(n-1) steps,         2(n-1)/n S   (Thakur et al. 2005)
 #   ring AllGather            (n-1) steps,          (n-1)/n S

@@ -7,7 +7,6 @@ radix R holds R^2/2 endpoints, 3-tier R^3/4, ring AllReduce 2(n-1)a +
 comments), or the exact one-sentence refusal the planner prints. Nothing is
 computed with the planner's own functions or constants."""
 
-import math
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +15,7 @@ from planner import costmodel as C
 from planner import designs as D
 from planner import inputs as I
 from planner import steptime as ST
-from planner import training as TR
+from planner import compute as TR
 from planner.inputs import PlanError
 
 
@@ -1139,8 +1138,8 @@ def test_ecmp_draws_median_range_and_ideal_fabric():
     44 up cables, 11 aggs, 6 cores; rail wiring fills 24 leaves (144 endpoints):
     48 cables, 12 aggs, 6 cores. Each row's time is the median of the 5 ECMP
     draws (drawn here with the simulator, seed by seed)."""
-    from traffic.sim.clos import ClosNetwork, ClosShape
-    from traffic.sim.phases import allreduce_phases, phase_seconds
+    from sim.clos import ClosNetwork, ClosShape
+    from sim.phases import allreduce_phases, phase_seconds
 
     r = D.plan(128, radix=8, gpus_per_server=8, nics_per_server=8, oversubscription=3.0)
     sim = SIM.simulate_plan(r, [1 << 20], 0.0, 3600.0, seeds=5)

@@ -23,12 +23,12 @@ from matplotlib.collections import LineCollection, PolyCollection, QuadMesh
 from matplotlib.colors import to_hex
 
 from tests.helpers import leaf_spine
-from traffic.experiment import Experiment
+from runs.experiment import Experiment
 from traffic.measure.fidelity import size_flags
-from traffic.report import busbw_plot, canvas, fabric_plot, figures, step_report, timeline_plot
-from traffic.report import plots as P
-from traffic.report.timeline_plot import _rows_for
-from traffic.sim.sweep import simulate_experiment
+from report import busbw_plot, canvas, fabric_plot, figures, step_report, timeline_plot
+from report import plots as P
+from report.timeline_plot import _rows_for
+from runs.simulated import simulate_experiment
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -628,7 +628,7 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path):
 def test_drawing_leaves_pyplot_alone(tmp_path):
     # Another default backend, so the Agg check tells whether plots chose Agg
     # itself (on a headless host the default would be Agg anyway).
-    script = ("import sys; from traffic.report import plots as P; import matplotlib\n"
+    script = ("import sys; from report import plots as P; import matplotlib\n"
               "P.plot_busbw({'a': [(1024, 1.0)]}, sys.argv[1])\n"
               "assert 'matplotlib.pyplot' not in sys.modules\n"
               "assert matplotlib.get_backend().lower() == 'agg', matplotlib.get_backend()\n")

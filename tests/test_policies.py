@@ -11,9 +11,9 @@ from controller.routes import compute_plan
 from tests.flowtable import wire
 from tests.helpers import leaf_spine
 from tests.test_controller_core import Switches, datapath
-from traffic.experiment import MAX_PIECES, Experiment
-from traffic.programs.spread import Lane, choose, connections_per_peer
-from traffic.sim.network import Network, sim_channels
+from runs.experiment import MAX_PIECES, Experiment
+from programs.spread import Lane, choose, connections_per_peer
+from sim.network import Network, sim_channels
 
 # --- the senders: flowlet and spray ------------------------------------------------
 
@@ -248,7 +248,7 @@ def test_the_simulator_places_adaptive_connections_on_the_least_loaded_spine():
 
 
 def test_the_roce_engine_sprays_a_queue_pairs_packets_over_source_ports():
-    from traffic.programs.roce import build_frames, parse_qpn
+    from programs.roce import build_frames, parse_qpn
     ip = "10.0.2.1"
     frames = build_frames("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", ip, 50000,
                           0x1234, 5 * 1024, spray=4)

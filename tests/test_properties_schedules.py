@@ -1,4 +1,4 @@
-"""Every collective schedule (traffic/schedules.py) run symbolically: each
+"""Every collective schedule (collectives/schedules.py) run symbolically: each
 element of a buffer holds the multiset of (rank, input element) it sums, a
 send carries a snapshot, the k-th send from a to b lands in the k-th
 receive at b from a. For any collective, algorithm, rank count (2 to 9,
@@ -8,7 +8,7 @@ once; every receive holds what it says it holds; both ends of a transfer
 agree on its length and step; nothing is left unsent or unreceived.
 
 And a reduction's result does not depend on its order: the project's
-reduce ops (traffic/datatypes.py) over the inputs it chooses give the same
+reduce ops (collectives/datatypes.py) over the inputs it chooses give the same
 bits in any order and grouping."""
 
 from collections import Counter, deque
@@ -17,8 +17,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traffic import datatypes as D
-from traffic import schedules as S
+from collectives import datatypes as D
+from collectives import schedules as S
 
 FAST = settings(max_examples=200, deadline=None)
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]

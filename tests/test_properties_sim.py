@@ -1,4 +1,4 @@
-"""Laws of max-min fair sharing (traffic/sim/fairness.py), checked on
+"""Laws of max-min fair sharing (sim/fairness.py), checked on
 random flows over random links: no link carries more than its capacity,
 rates are never negative, every flow is held back by a full link on which
 no other flow goes faster (that is what max-min fair means), a flow alone
@@ -10,7 +10,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traffic.sim.fairness import max_min_rates
+from sim.fairness import max_min_rates
 
 FAST = settings(max_examples=150, deadline=None)
 REL = 1e-9

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from planner.inputs import parse_bytes
 from topologies.schema import parse_size
-from traffic.experiment import size_text
-from traffic.step import _params
+from runs.experiment import size_text
+from sim.training_step import _params
 
 PROPERTY = settings(max_examples=400, deadline=None)
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

@@ -4,9 +4,9 @@ every rank ends with exactly the collective's result."""
 
 import pytest
 
-from traffic import metrics as M
-from traffic import schedules as S
-from traffic.executor import RankExecutor, input_data, simulate
+from collectives import metrics as M
+from collectives import schedules as S
+from collectives.executor import RankExecutor, input_data, simulate
 
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]
 

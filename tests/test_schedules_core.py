@@ -1,4 +1,4 @@
-"""Independent, hand-derived tests for traffic/schedules.py and traffic/datatypes.py.
+"""Independent, hand-derived tests for collectives/schedules.py and collectives/datatypes.py.
 
 Every expected schedule below was enumerated by hand from the algorithms'
 descriptions (who sends which block to whom at which step, and what each
@@ -13,8 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from traffic import datatypes as D
-from traffic import schedules as S
+from collectives import datatypes as D
+from collectives import schedules as S
 
 BF16 = ml_dtypes.bfloat16
 

@@ -1,4 +1,4 @@
-"""Mutation-hardening tests for traffic/sim (fairness, network, replay, phases, steps, clos).
+"""Mutation-hardening tests for sim (fairness, network, replay, phases, steps, clos).
 
 Expectations are computed by hand in the tests, never via the modules under test:
 max-min rates on small link graphs, transfer times as bits / rate on a hand-made
@@ -13,13 +13,13 @@ import pytest
 
 from tests.helpers import leaf_spine
 from topologies.fabric import load_fabric, parse_fabric
-from traffic import schedules as S
-from traffic.sim.clos import ClosNetwork, ClosShape
-from traffic.sim.fairness import max_min_rates
-from traffic.sim.network import Network, sim_channels
-from traffic.sim.phases import Phase, allreduce_phases, phase_seconds, ring_seconds
-from traffic.sim.replay import Replay
-from traffic.sim.steps import step_seconds, stepwise_seconds, transfer_times
+from collectives import schedules as S
+from sim.clos import ClosNetwork, ClosShape
+from sim.fairness import max_min_rates
+from sim.network import Network, sim_channels
+from sim.phases import Phase, allreduce_phases, phase_seconds, ring_seconds
+from sim.replay import Replay
+from sim.steps import step_seconds, stepwise_seconds, transfer_times
 
 
 # --- a tiny hand-made network: named links, their rates and delays -------------------

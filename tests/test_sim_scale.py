@@ -1,6 +1,6 @@
 """The simulator past what a fabric file can describe: a Clos from its counts
-(traffic/sim/clos.py), routed as the controller routes one; ring and
-hierarchical AllReduce from their structure (traffic/sim/phases.py), held to
+(sim/clos.py), routed as the controller routes one; ring and
+hierarchical AllReduce from their structure (sim/phases.py), held to
 the steps of the schedules they stand for; and the planner's --simulate."""
 
 import json
@@ -11,12 +11,12 @@ import pytest
 
 from planner import main as plan_main
 from topologies.fabric import load_fabric
-from traffic import schedules as S
-from traffic.sim.clos import ClosNetwork, ClosShape
-from traffic.sim.network import Network
-from traffic.sim.phases import allreduce_phases, phase_seconds
-from traffic.sim.replay import Replay
-from traffic.sim.steps import stepwise_seconds
+from collectives import schedules as S
+from sim.clos import ClosNetwork, ClosShape
+from sim.network import Network
+from sim.phases import allreduce_phases, phase_seconds
+from sim.replay import Replay
+from sim.steps import stepwise_seconds
 
 SHAPES = [ClosShape(servers=8, gpus=4, nics=4, down=8, up=4, radix=8),
           ClosShape(servers=8, gpus=4, nics=4, down=8, up=4, radix=8, wiring="rail"),

@@ -7,13 +7,13 @@ import pytest
 
 from tests.helpers import leaf_spine
 from topologies.fabric import parse_fabric
-from traffic import metrics as M
-from traffic import schedules as S
-from traffic.experiment import Experiment
-from traffic.sim.fairness import max_min_rates
-from traffic.sim.network import Network
-from traffic.sim.replay import Replay
-from traffic.sim.sweep import simulate_experiment
+from collectives import metrics as M
+from collectives import schedules as S
+from runs.experiment import Experiment
+from sim.fairness import max_min_rates
+from sim.network import Network
+from sim.replay import Replay
+from runs.simulated import simulate_experiment
 
 MBIT = 1e6
 
@@ -159,7 +159,7 @@ def test_the_same_seed_gives_the_same_figures_and_another_may_not():
 
 
 def test_the_record_has_the_emulators_fields_and_per_link_bytes():
-    from traffic.report.tables import CSV_FIELDS, csv_text, nccl_table
+    from report.tables import CSV_FIELDS, csv_text, nccl_table
     fabric = leaf_spine(2, 2, 2, rate=20)
     exp = Experiment(engine="sim", minbytes=1 << 20, maxbytes=1 << 20)
     result = simulate_experiment(fabric, exp)
@@ -197,7 +197,7 @@ def test_run_topology_simulates_without_root_or_a_network(tmp_path):
 
 def test_beside_an_emulated_run_the_ecmp_draw_matching_its_counters_is_chosen():
     from traffic.engines import Job
-    from traffic.sim.beside import Twin
+    from runs.beside import Twin
     fabric = leaf_spine(2, 2, 2, rate=20)
     ranks = [h.name for h in fabric.endpoints]
     job = Job("allreduce", "rhd", 1 << 16, channels=2)
@@ -220,7 +220,7 @@ def test_where_no_draw_matches_the_counters_the_paths_are_fitted_to_them():
     # more combinations than 64 draws cover. The "lab" hashes with a seed the
     # draws never try; the paths fitted to its counters give its bytes and time
     from traffic.engines import Job
-    from traffic.sim.beside import Twin
+    from runs.beside import Twin
     fabric = parse_fabric("""
 name: odd
 fabric: {kind: leaf-spine, spines: 2, leaves: 3, servers_per_leaf: 2, uplinks_per_spine: 2}
@@ -247,7 +247,7 @@ links:
 
 @pytest.mark.parametrize("algorithm, n", [("ring", 16), ("ring", 12), ("rhd", 16)])
 def test_the_step_by_step_shortcut_agrees_with_the_full_simulation(algorithm, n):
-    from traffic.sim.steps import stepwise_seconds
+    from sim.steps import stepwise_seconds
     fabric = leaf_spine(2, 4, 4, rate=20)
     ranks = [h.name for h in fabric.endpoints][:n]
     count = n * 4096
@@ -261,7 +261,7 @@ def test_the_step_by_step_shortcut_agrees_with_the_full_simulation(algorithm, n)
 def test_where_steps_overlap_unevenly_the_shortcut_is_a_lower_bound_within_15_percent():
     # rhd over 12 ranks: ranks that fold in nobody start exchanging at once,
     # competing with the fold for links; the shortcut keeps steps apart
-    from traffic.sim.steps import stepwise_seconds
+    from sim.steps import stepwise_seconds
     fabric = leaf_spine(2, 4, 4, rate=20)
     ranks = [h.name for h in fabric.endpoints][:12]
     whole = S.build("allreduce", "rhd", 12, 12 * 4096)

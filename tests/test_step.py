@@ -1,4 +1,4 @@
-"""A training step's plan and its closed-form timeline (traffic/step.py):
+"""A training step's plan and its closed-form timeline (sim/training_step.py):
 overlap off takes compute + communication; with overlap a step never takes
 less than the larger of the two and, with buckets small enough, comes close
 to it; buckets launch in backward order; compute follows FLOPs; a bad step
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from tests.helpers import REPO
 from topologies.fabric import load_fabric, parse_fabric
 from topologies.schema import FabricError, normalise
-from traffic import step as T
-from traffic.experiment import experiment_from
+from sim import training_step as T
+from runs.experiment import experiment_from
 
 
 def section(**keys) -> dict:
@@ -238,7 +238,7 @@ def test_the_measured_step_counts_overlapping_collectives_once_per_rank():
     busy from 60 ms to 2.06 s (2 s), rank 1 from 60 ms to 1.56 s (1.5 s).
     The step's communication is the busier rank's, 2 s; summing the spans
     would say 3 s."""
-    from traffic.training import merge_ranks
+    from runs.training import merge_ranks
     plan = two_buckets(overlap=False, in_flight=2)
     compute = [{"kind": "forward", "layer": 0, "start": 0.0, "end": 0.01},
                {"kind": "forward", "layer": 1, "start": 0.01, "end": 0.02},
@@ -262,7 +262,7 @@ def test_the_simulated_step_with_two_in_flight_is_busy_exactly_after_the_compute
     """The simulator's prediction (--engine sim) with overlap off and two
     collectives in flight: the network is busy from the end of the backward
     pass to the end of the step, once, however many collectives overlap."""
-    from traffic.training import simulate_step
+    from runs.training import simulate_step
     text = (REPO / "topologies" / "default.yaml").read_text().split("experiment:")[0]
     fabric = parse_fabric(text + "experiment:\n  engine: sim\n  step: {layers: 4, bucket: 256K, "
                                  "in_flight: 2, overlap: false, fwd_ms: 1}\n", "t.yaml")

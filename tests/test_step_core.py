@@ -1,4 +1,4 @@
-"""traffic/step.py against hand-worked references: nothing expected here is
+"""sim/training_step.py against hand-worked references: nothing expected here is
 computed with the module's own functions or constants.
 
 The plan used throughout (float gradients, 4 bytes a parameter, bucket
@@ -34,7 +34,7 @@ its time apart.
 import pytest
 
 from topologies.schema import FabricError, normalise
-from traffic import step as T
+from sim import training_step as T
 
 ALONE = {0: 0.25, 1: 0.5, 2: 0.25, 3: 0.125}
 LAYERS = [{"params": 1000, "fwd_ms": 250, "bwd_ms": 500},

@@ -167,7 +167,7 @@ links: {server_leaf: {rate_mbit: 1}, leaf_spine: {rate_mbit: 1}, intra_node: {ra
 
 def test_calibration_rates_keep_every_link_class_in_proportion():
     """--calibrate changes the NIC rate; the rest follows in proportion."""
-    from traffic.rate_calibration import at_rate
+    from runs.rate_calibration import at_rate
     topologies = TOPOLOGIES
     single = at_rate(load_fabric(topologies / "single-switch.yaml"), 40)   # no uplinks at all
     assert single.spec["links"]["server_leaf"]["rate_mbit"] == 40

@@ -4,10 +4,7 @@ yaml_loader.py, the one error type in errors.py, checks of the whole fabric
 and its warnings in sanity.py, the JSON Schema editors read in jsonschema.py)
 and the model derived from it (fabric.py: switches, endpoints, links, names,
 DPIDs, ports and addresses; placement.py: which machine each node runs on
-when a fabric is spread over several). Nothing here touches the system or imports from
-traffic/: the lab, the controller, the engines and the planner all read the
-fabric from here.
-
-(planner.py is only an alias, kept so that `python -m topologies.planner`
-still works: the planner is the package `planner`.)
+when a fabric is spread over several). The bottom layer: nothing here
+touches the system or imports another package of the project; the lab, the
+controller, the simulator and the planner all read the fabric from here.
 """

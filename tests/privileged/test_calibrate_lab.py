@@ -10,7 +10,7 @@ from tests.helpers import leaf_spine
 
 @pytest.mark.slow
 def test_calibration_reports_each_rate_and_its_ceiling(tmp_path, clean_host):
-    from traffic.rate_calibration import GOOD_BUSBW, calibrate_rates, calibration_table, recommended
+    from runs.rate_calibration import GOOD_BUSBW, calibrate_rates, calibration_table, recommended
     fabric = leaf_spine(1, 2, 1, rate=20)
     rates = (5, 10)
     rows = calibrate_rates(fabric, tmp_path, rates=rates)

@@ -20,9 +20,9 @@ from lab.records import RECORDS, host_state
 from tests.helpers import TOPOLOGIES, ensure_no_testbed, run, start
 from topologies.fabric import load_fabric, parse_fabric
 from topologies.placement import cluster_of, place
-from traffic import schedules as S
-from traffic.experiment import Experiment
-from traffic.sweep import run_experiment
+from collectives import schedules as S
+from runs.experiment import Experiment
+from runs.sweep import run_experiment
 
 MACHINES = ("10.77.0.11", "10.77.0.12")
 pytestmark = [] if testbed.rootfs_current() else [pytest.mark.slow]

@@ -5,10 +5,10 @@ checked data, and the iperf3 and Scapy engines."""
 import pytest
 
 from tests.helpers import assert_verdict_follows_from_runs, built, leaf_spine
-from traffic import metrics as M
-from traffic import schedules as S
-from traffic.experiment import Experiment
-from traffic.sweep import run_experiment
+from collectives import metrics as M
+from collectives import schedules as S
+from runs.experiment import Experiment
+from runs.sweep import run_experiment
 
 # (hierarchical needs multi-GPU servers: tests/test_multi_gpu.py)
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs if a != "hierarchical"]

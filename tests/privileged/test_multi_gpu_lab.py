@@ -11,8 +11,8 @@ from lab.reachability import all_pairs_reachability
 from tests.helpers import TOPOLOGIES, built, read_counter, settled
 from topologies.fabric import load_fabric
 from traffic.engines import Job, make_engine
-from traffic.experiment import Experiment
-from traffic.sweep import run_experiment
+from runs.experiment import Experiment
+from runs.sweep import run_experiment
 
 MULTI_GPU = TOPOLOGIES / "multi-gpu.yaml"
 

@@ -13,8 +13,8 @@ import pytest
 
 from lab.reachability import all_pairs_reachability
 from tests.helpers import built, flows_command, leaf_spine, read_counter, uplink_bytes
-from traffic.experiment import Experiment
-from traffic.sweep import run_experiment
+from runs.experiment import Experiment
+from runs.sweep import run_experiment
 
 pytestmark = pytest.mark.privileged
 

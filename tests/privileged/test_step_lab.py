@@ -11,8 +11,8 @@ import json
 import pytest
 
 from tests.helpers import built, leaf_spine, run
-from traffic.experiment import experiment_from
-from traffic.training import run_step
+from runs.experiment import experiment_from
+from runs.training import run_step
 
 pytestmark = pytest.mark.privileged
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from tests.helpers import TOPOLOGIES, run
-from traffic.report.plots import is_png
+from report.plots import is_png
 
 
 PROBE_FRAME_BYTES = 64 + 8 + 20 + 14      # probe payload, UDP, IPv4, Ethernet

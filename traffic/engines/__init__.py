@@ -1,9 +1,9 @@
 """Replay engines behind one interface.
 
-An engine replays one collective's schedule (traffic/schedules.py) between
+An engine replays one collective's schedule (collectives/schedules.py) between
 the endpoints given as ranks, and times it:
 
-    engine = make_engine(name, fabric, ranks, lab)   # by name, from traffic/registry.py
+    engine = make_engine(name, fabric, ranks, lab)   # by name, from collectives/registry.py
     engine.prepare(job)          # once per message size: a Job says what to replay
     engine.iterate(i, timeout, timeline=False) -> dict   # once per iteration
     engine.close()               # always; stops whatever the engine started
@@ -26,7 +26,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-from traffic.registry import ENGINES
+from collectives.registry import ENGINES
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,13 @@ class Job:
     channels: int = 1            # connections (NCCL channels, RoCE QPs) per peer
     local: int = 1               # GPUs per server, for the hierarchical algorithm
     scale_up: str = "packets"    # NVLink inside a server: "packets" on its links, or "memory"
-    dtype: str = "float"         # nccl-tests' type name (traffic/datatypes.py)
+    dtype: str = "float"         # nccl-tests' type name (collectives/datatypes.py)
     op: str = "sum"              # the reduction
 
     @property
     def elements(self) -> int:
         """Elements of `dtype` in the buffer."""
-        from traffic.datatypes import datatype
+        from collectives.datatypes import datatype
         return self.count * 4 // datatype(self.dtype).size
 
 

@@ -1,4 +1,4 @@
-"""The default engine: rank agents (traffic/programs/agent.py), one process
+"""The default engine: rank agents (programs/agent.py), one process
 per server driving each of its GPUs' ranks from that GPU's namespace, real
 data of the experiment's type over TCP, reduced with its op, every piece
 checked and the result verified."""
@@ -12,9 +12,9 @@ from typing import List, Sequence
 from lab.shaping import connection_windows
 from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
-from traffic.datatypes import datatype
-from traffic.metrics import payload_share
-from traffic.programs.spread import SPREAD_POLICIES, connections_per_peer
+from collectives.datatypes import datatype
+from collectives.metrics import payload_share
+from programs.spread import SPREAD_POLICIES, connections_per_peer
 
 AGENT_PORT = 7000
 
@@ -49,7 +49,7 @@ class RankAgents(AgentProcesses, Engine):
         boxes = ",".join(h.server for h in hosts)
         namespaces = [lab.netns(s) for s in ranks]
         super().__init__(lab, ranks, lambda group, s: [
-            sys.executable, "-m", "traffic.programs.agent",
+            sys.executable, "-m", "programs.agent",
             "--ranks", ",".join(map(str, group)),
             "--netns", ",".join(namespaces[r] for r in group), "--addresses", ips,
             "--port", str(port), "--nvlink", nvlink, "--servers", boxes,
@@ -94,10 +94,10 @@ class RankAgents(AgentProcesses, Engine):
             out["timeline"] = [e for r in ranks for e in r.get("timeline", ())]
         return out
 
-    # --- a training step (traffic/programs/stepper.py) ---------------------------------
+    # --- a training step (programs/stepper.py) ---------------------------------
 
     def prepare_step(self, plan, jobs: dict, in_flight: int) -> None:
-        """`plan`: traffic/step.py's Plan; `jobs`: collective id -> Job."""
+        """`plan`: sim/training_step.py's Plan; `jobs`: collective id -> Job."""
         first = next(iter(jobs.values()))
         collectives = [{"id": cid, "collective": job.collective, "algorithm": job.algorithm,
                         "count": job.elements,

@@ -14,9 +14,9 @@ from typing import Dict, Sequence
 
 from lab.processes import CheckError, stop_process
 from lab.reachability import wait_listening
-from traffic import schedules as S
+from collectives import schedules as S
 from traffic.engines import Engine, Job
-from traffic.metrics import TYPE_SIZE
+from collectives.metrics import TYPE_SIZE
 
 BASE_PORT = 5200
 

@@ -5,7 +5,7 @@ Long-lived processes, each hosting a group of ranks (one rank, or a server's
 ranks), run in the namespace of their group's first endpoint (started by the
 lab, so the lab stops them at teardown if the engine cannot), read commands
 as JSON lines on stdin and answer with one JSON line per hosted rank on
-stdout (traffic/programs/jsonlines.py is the other side). An error line from
+stdout (programs/jsonlines.py is the other side). An error line from
 any rank, a process that exits or a rank that does not answer in time
 becomes a CheckError in one sentence.
 """

@@ -1,4 +1,4 @@
-"""The Scapy engine (traffic/programs/roce.py): the schedule's transfers as
+"""The Scapy engine (programs/roce.py): the schedule's transfers as
 RoCEv2 frames, paced at the link rate, a barrier per step. It moves no real
 data: it counts frames sent and lost (and, under spray, reordered)."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from traffic import schedules as S
+from collectives import schedules as S
 from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
-from traffic.metrics import TYPE_SIZE
+from collectives.metrics import TYPE_SIZE
 
 
 class RoceAgents(AgentProcesses, Engine):
@@ -21,7 +21,7 @@ class RoceAgents(AgentProcesses, Engine):
         ips = ",".join(fabric.endpoint(s).ip for s in ranks)
         macs = ",".join(fabric.endpoint(s).mac for s in ranks)
         super().__init__(lab, ranks, lambda group, s: [
-            sys.executable, "-m", "traffic.programs.roce", "--rank", str(group[0]), "--intf",
+            sys.executable, "-m", "programs.roce", "--rank", str(group[0]), "--intf",
             fabric.endpoint(s).intf, "--addresses", ips, "--macs", macs])
 
     def prepare(self, job: Job) -> None:

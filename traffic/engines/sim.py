@@ -1,16 +1,16 @@
 """The flow-level simulator as an engine: the schedule replayed on the fabric
-graph (traffic/sim), no network built, no root needed. Every iteration of a
+graph (sim), no network built, no root needed. Every iteration of a
 size gives the same time: the simulation is deterministic for its seed."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from traffic import metrics as M
-from traffic import schedules as S
+from collectives import metrics as M
+from collectives import schedules as S
 from traffic.engines import Engine, Job
-from traffic.sim.network import Network, sim_channels
-from traffic.sim.replay import Replay
+from sim.network import Network, sim_channels
+from sim.replay import Replay
 
 
 class SimEngine(Engine):

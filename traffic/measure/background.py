@@ -14,7 +14,7 @@ from typing import List
 
 from lab.processes import stop_process
 from lab.reachability import wait_listening
-from traffic import metrics as M
+from collectives import metrics as M
 
 PROBE_PORT = 9000
 CROSS_PORT = 5999
@@ -53,10 +53,10 @@ class Prober:
 
     def __init__(self, lab, src: str, dst: str, interval: float = 0.01):
         self.src, self.dst = src, dst
-        self.echo = lab.popen(dst, [sys.executable, "-m", "traffic.programs.probe", "echo",
+        self.echo = lab.popen(dst, [sys.executable, "-m", "programs.probe", "echo",
                                     "--port", str(PROBE_PORT)], text=True)
         self.echo.stdout.readline()                         # {"listening": ...}
-        self.ping = lab.popen(src, [sys.executable, "-m", "traffic.programs.probe", "ping",
+        self.ping = lab.popen(src, [sys.executable, "-m", "programs.probe", "ping",
                                     "--dst", lab.fabric.endpoint(dst).ip,
                                     "--port", str(PROBE_PORT), "--interval", str(interval)],
                               text=True)

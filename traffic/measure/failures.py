@@ -6,7 +6,7 @@ it down for FLAP_DOWN_S and up for FLAP_UP_S over and over for the duration.
 
 The seconds count from the start of the sweep's first size. Half a second
 before each failure, probe flows start between two servers whose shortest
-paths may cross the link (traffic/programs/failprobe.py: 8 UDP flows, a
+paths may cross the link (programs/failprobe.py: 8 UDP flows, a
 packet on each every 2 ms, ECMP spreading them by source port); they run
 until a second after the link is back, at most 3 s. From their arrivals:
 how long traffic stopped on the flows the failure hit (the longest gap in
@@ -212,10 +212,10 @@ class Failures:
         src, dst = pair
         watch = LEAD_S + min(f.duration or MAX_WATCH_S, MAX_WATCH_S) + TAIL_S
         port, sport = BASE_PORT + k, BASE_SPORT + FLOWS * k
-        recv = self.lab.popen(dst, [sys.executable, "-m", "traffic.programs.failprobe", "recv",
+        recv = self.lab.popen(dst, [sys.executable, "-m", "programs.failprobe", "recv",
                                     "--port", str(port), "--seconds", str(watch + 1.0)],
                               text=True)
-        send = self.lab.popen(src, [sys.executable, "-m", "traffic.programs.failprobe", "send",
+        send = self.lab.popen(src, [sys.executable, "-m", "programs.failprobe", "send",
                                     "--dst", self.lab.fabric.endpoint(dst).ip, "--port",
                                     str(port), "--sports", f"{sport}:{sport + FLOWS - 1}",
                                     "--interval", str(INTERVAL_S), "--seconds", str(watch)],

@@ -11,7 +11,7 @@ from typing import List, Sequence, Tuple
 
 from lab.processes import stop_process
 from lab.reachability import wait_listening
-from traffic.measure.counters import counter_delta, uplink_counters
+from lab.counters import counter_delta, uplink_counters
 
 
 def cross_leaf_pairs(fabric) -> List[Tuple[str, str]]:

@@ -14,48 +14,18 @@ than min(queued, rate x interval) was held back by the host, not by its rate.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import threading
 import time
-from typing import Dict, List
+from typing import List
 
-from lab.shaping import ACK_CLASS, DATA_CLASS, unpaid_bytes
+from lab.shaping import unpaid_bytes
 from topologies.fabric import Fabric
-from traffic.measure.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds, tx_bytes
-from traffic.metrics import imbalance
+from lab.counters import cpu_busy_pct, read_counters
+from collectives.metrics import imbalance
 
 KEEP_UP = 0.90          # a link must send >= 90% of what it owes (see summarise)
 MIN_OWED_FRAMES = 8     # below that, timing noise would decide
 COUNTER_SKEW_S = 0.005  # a sample's timing error when it does not record its own
-
-
-def _queues() -> Dict[str, dict]:
-    """backlog (bytes), qlen (packets) and drops of every root-namespace
-    interface: its data and ACK queues together."""
-    out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True,
-                         timeout=10).stdout
-    queues: Dict[str, dict] = {}
-    for q in json.loads(out or "[]"):
-        if q.get("parent") in (DATA_CLASS, ACK_CLASS):            # our pfifo/netem under an HTB class
-            mine = queues.setdefault(q["dev"], {"backlog": 0, "qlen": 0, "drops": 0})
-            for key in mine:
-                mine[key] += q.get(key, 0)
-    return queues
-
-
-def read_counters(intfs) -> dict:
-    """One sample of this machine: bytes sent on each of `intfs`, their queues,
-    the CPU and ovs-vswitchd's CPU time. Counters first, timestamped as they
-    are read; then the queues (a tc process, tens of milliseconds on a busy
-    host, would skew the time)."""
-    t0 = time.monotonic()
-    every = tx_bytes()
-    t1 = time.monotonic()
-    # every counter was read within t_err of t
-    return {"t": (t0 + t1) / 2, "t_err": (t1 - t0) / 2, "cpu": cpu_times(),
-            "ovs_cpu_s": ovs_cpu_seconds(), "tx": {i: every[i] for i in intfs if i in every},
-            "queues": {i: q for i, q in _queues().items() if i in intfs}}
 
 
 class Monitor:

@@ -1,0 +1,496 @@
+"""NCCL collectives as plain data: who sends which part of the buffer to whom,
+and what the receiver does with it.
+
+Every rank holds a working buffer of `count` elements (the "size" column of
+nccl-tests) and a read-only input of the same length. A schedule is, per rank,
+an ordered list of operations:
+
+- ``send``  part of the working buffer (or, for AllToAll, of the input) to a peer;
+- ``recv``  from a peer into part of the working buffer, adding (``reduce``) or
+  copying; it carries what the data must be: the sum of the inputs of
+  ``contributors`` over the same-length region starting at ``src_offset``;
+- ``copy``  part of the rank's own input into its working buffer.
+
+The k-th send from a to b is the k-th receive at b from a. Dependencies are not
+written down: an operation waits for the earlier operations of its rank that
+touch the same elements (a rank forwards a part only after it has received it),
+which `dependencies` derives. Splitting operations into pieces (`chunked`)
+therefore pipelines every algorithm without a global barrier per step.
+
+Algorithms: ring, recursive halving-doubling (with the usual fix-up for a rank
+count that is not a power of two) and binary-tree AllReduce, and hierarchical AllReduce over multi-GPU servers (NCCL's
+approach: ReduceScatter inside each server, a ring AllReduce per rail between
+servers, AllGather inside each server); ring AllGather and ReduceScatter; pipelined chain Broadcast and Reduce from/to a root; pairwise
+AllToAll; SendRecv to the next rank.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextvars
+import numbers
+from dataclasses import dataclass, replace
+from typing import Dict, FrozenSet, List, Sequence, Tuple
+
+from topologies.schema import shown
+from collectives.registry import ALGORITHMS, COLLECTIVES, EQUAL_BLOCKS, ROOTED  # noqa: F401
+
+
+def round_count(collective: str, n: int, count: int) -> int:
+    """nccl-tests' rounding: the per-rank blocks of AllGather, ReduceScatter and
+    AllToAll are equal, so their count is a multiple of n (at least n)."""
+    if collective in EQUAL_BLOCKS:
+        return max(n, count - count % n)
+    return max(1, count)
+
+
+# False while a schedule is built for timing only (`build(..., data=False)`):
+# receives then carry no contributors, which at 1,024 ranks would hold
+# hundreds of millions of rank numbers
+_WITH_DATA = contextvars.ContextVar("with_data", default=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    kind: str                    # "send" | "recv" | "copy"
+    peer: int                    # the other rank (the rank itself for "copy")
+    offset: int                  # first element in the working buffer
+    length: int                  # elements
+    reduce: bool = False         # recv: add into the buffer instead of copying
+    contributors: FrozenSet[int] = frozenset()   # recv: whose inputs the data sums
+    src_offset: int = 0          # recv/copy: where in those inputs; send: where it reads
+    from_input: bool = False     # send: read the input rather than the working buffer
+    step: int = 0                # the algorithm's step (timelines, iperf3 replay)
+
+
+Schedule = Dict[int, List[Op]]
+
+
+def bounds(count: int, parts: int) -> List[Tuple[int, int]]:
+    """Split `count` elements into `parts` contiguous blocks differing by at most one."""
+    base, extra = divmod(count, parts)
+    out, start = [], 0
+    for i in range(parts):
+        size = base + (1 if i < extra else 0)
+        out.append((start, size))
+        start += size
+    return out
+
+
+def _send(peer, block, step, from_input=False):
+    offset, length = block
+    return Op("send", peer, offset, length, src_offset=offset, from_input=from_input, step=step)
+
+
+def _recv(peer, block, step, contributors, reduce=False, src_offset=None):
+    """`contributors`: a set, or a function giving it (called only when the
+    schedule carries data)."""
+    offset, length = block
+    if not _WITH_DATA.get():
+        contributors = ()
+    elif callable(contributors):
+        contributors = contributors()
+    return Op("recv", peer, offset, length, reduce=reduce, contributors=frozenset(contributors),
+              src_offset=offset if src_offset is None else src_offset, step=step)
+
+
+# --- ring family ---------------------------------------------------------------------
+
+def _ring_reduce_scatter(n, count, sched, step0=0):
+    """Rank r ends with block r fully reduced. At step s it sends block r-s-1 to
+    r+1 and receives block r-s-2 from r-1, holding ranks r-1 .. r-1-s."""
+    blocks = bounds(count, n)
+    for r in range(n):
+        nxt, prv = (r + 1) % n, (r - 1) % n
+        for s in range(n - 1):
+            sched[r].append(_send(nxt, blocks[(r - s - 1) % n], step0 + s))
+            sched[r].append(_recv(prv, blocks[(r - s - 2) % n], step0 + s,
+                                  lambda: {(r - 1 - k) % n for k in range(s + 1)}, reduce=True))
+    return step0 + n - 1
+
+
+def _ring_all_gather(n, count, sched, owners, step0=0):
+    """Rank r starts owning block r; at step s it passes block r-s on and
+    receives block r-s-1. `owners(b)` is the set whose inputs block b sums."""
+    blocks = bounds(count, n)
+    for r in range(n):
+        nxt, prv = (r + 1) % n, (r - 1) % n
+        for s in range(n - 1):
+            b = (r - s - 1) % n
+            sched[r].append(_send(nxt, blocks[(r - s) % n], step0 + s))
+            sched[r].append(_recv(prv, blocks[b], step0 + s, owners(b)))
+    return step0 + n - 1
+
+
+def ring_allreduce(n, count):
+    sched = {r: [] for r in range(n)}
+    step = _ring_reduce_scatter(n, count, sched)
+    _ring_all_gather(n, count, sched, lambda b: range(n), step)
+    return sched
+
+
+def ring_reducescatter(n, count):
+    sched = {r: [] for r in range(n)}
+    _ring_reduce_scatter(n, count, sched)
+    return sched
+
+
+def ring_allgather(n, count):
+    sched = {r: [] for r in range(n)}
+    _ring_all_gather(n, count, sched, lambda b: {b})
+    return sched
+
+
+# --- hierarchical (scale-up inside a server, scale-out between them) ---------------
+
+def _group_reduce_scatter(group, region, sched, step0, holds):
+    """Ring ReduceScatter among `group` (global ranks in ring order) over
+    `region` (offset, length): member i ends with sub-block i reduced over the
+    group. `holds(rank)` is whose inputs that rank's region sums at the start."""
+    g = len(group)
+    blocks = [(region[0] + o, l) for o, l in bounds(region[1], g)]
+    for i, r in enumerate(group):
+        nxt, prv = group[(i + 1) % g], group[(i - 1) % g]
+        for s in range(g - 1):
+            sched[r].append(_send(nxt, blocks[(i - s - 1) % g], step0 + s))
+            def held():
+                return set().union(*(holds(group[(i - 1 - k) % g]) for k in range(s + 1)))
+            sched[r].append(_recv(prv, blocks[(i - s - 2) % g], step0 + s, held, reduce=True))
+    return blocks
+
+
+def _group_all_gather(group, blocks, sched, step0, everyone):
+    """Ring AllGather among `group`: member i starts owning blocks[i]."""
+    g = len(group)
+    for i, r in enumerate(group):
+        nxt, prv = group[(i + 1) % g], group[(i - 1) % g]
+        for s in range(g - 1):
+            sched[r].append(_send(nxt, blocks[(i - s) % g], step0 + s))
+            sched[r].append(_recv(prv, blocks[(i - s - 1) % g], step0 + s, everyone))
+
+
+def hierarchical_allreduce(n, count, local):
+    """Ranks r = node x local + j. (1) ReduceScatter inside each node: GPU j
+    ends with block j summed over its node; (2) ring AllReduce of block j
+    among the GPUs j of all nodes (one rail); (3) AllGather inside each node.
+    Inter-node bytes per GPU: 2(m-1)/m x S/local, against 2(n-1)/n x S for a
+    flat ring whose every hop may cross the network."""
+    check_params("allreduce", "hierarchical", n, count, local=local)
+    m = n // local
+    nodes = [list(range(k * local, (k + 1) * local)) for k in range(m)]
+    sched = {r: [] for r in range(n)}
+    everyone = frozenset(range(n))
+    for members in nodes:                 # every node cuts the buffer alike
+        blocks = _group_reduce_scatter(members, (0, count), sched, 0, lambda r: {r})
+    step = local - 1
+    for j in range(local if m > 1 else 0):
+        rail = [members[j] for members in nodes]
+        sub = _group_reduce_scatter(rail, blocks[j], sched, step,
+                                    lambda r: set(nodes[r // local]))
+        _group_all_gather(rail, sub, sched, step + m - 1, everyone)
+    step += 2 * (m - 1) if m > 1 else 0
+    for members in nodes:
+        _group_all_gather(members, blocks, sched, step, everyone)
+    return sched
+
+
+# --- recursive halving-doubling ------------------------------------------------------
+
+def rhd_allreduce(n, count):
+    """Rabenseifner: reduce-scatter by recursive halving, all-gather by recursive
+    doubling, over the largest power of two p <= n. The first 2(n-p) ranks pair
+    up first: each even one hands its buffer to its odd neighbour and sits out,
+    then gets the result back at the end."""
+    sched = {r: [] for r in range(n)}
+    whole = (0, count)
+    p = 1 << (n.bit_length() - 1)
+    extra = n - p
+    for i in range(0, 2 * extra, 2):                      # fix-up in
+        sched[i].append(_send(i + 1, whole, 0))
+        sched[i + 1].append(_recv(i, whole, 0, {i}, reduce=True))
+    active = [i for i in range(n) if not (i < 2 * extra and i % 2 == 0)]
+    members = {i: {i, i - 1} if i < 2 * extra else {i} for i in active}   # whose data it holds
+    blocks = bounds(count, p)
+    steps = p.bit_length() - 1
+    span = {v: (0, p) for v in range(p)}                  # block range each virtual rank owns
+    group = {v: set(members[active[v]]) for v in range(p)}
+    for k in range(steps):                                 # recursive halving
+        dist = p >> (k + 1)
+        new_span, new_group = {}, {}
+        for v in range(p):
+            partner = v ^ dist
+            lo, hi = span[v]
+            mid = (lo + hi) // 2
+            keep, give = ((lo, mid), (mid, hi)) if v & dist == 0 else ((mid, hi), (lo, mid))
+            me, peer = active[v], active[partner]
+            sched[me].append(_send(peer, _region(blocks, give), 1 + k))
+            sched[me].append(_recv(peer, _region(blocks, keep), 1 + k, group[partner], reduce=True))
+            new_span[v], new_group[v] = keep, group[v] | group[partner]
+        span, group = new_span, new_group
+    for k in range(steps):                                 # recursive doubling
+        dist = 1 << k
+        new_span = {}
+        for v in range(p):
+            partner = v ^ dist
+            me, peer = active[v], active[partner]
+            sched[me].append(_send(peer, _region(blocks, span[v]), 1 + steps + k))
+            sched[me].append(_recv(peer, _region(blocks, span[partner]), 1 + steps + k, range(n)))
+            new_span[v] = (min(span[v][0], span[partner][0]), max(span[v][1], span[partner][1]))
+        span = new_span
+    for i in range(0, 2 * extra, 2):                      # fix-up out
+        sched[i + 1].append(_send(i, whole, 1 + 2 * steps))
+        sched[i].append(_recv(i + 1, whole, 1 + 2 * steps, range(n)))
+    return sched
+
+
+def _region(blocks, span):
+    lo, hi = span
+    start = blocks[lo][0]
+    return start, blocks[hi - 1][0] + blocks[hi - 1][1] - start
+
+
+# --- trees and chains ------------------------------------------------------------------
+
+def tree_allreduce(n, count):
+    """Binary tree rooted at rank 0: reduce up, then broadcast down. Chunking
+    the buffer pipelines both phases (each piece moves on when it can)."""
+    whole = (0, count)
+    sched = {r: [] for r in range(n)}
+    children = {r: [c for c in (2 * r + 1, 2 * r + 2) if c < n] for r in range(n)}
+    subtree = {}
+    for r in reversed(range(n)):
+        subtree[r] = {r}.union(*(subtree[c] for c in children[r]))
+    depth = {0: 0}
+    for r in range(1, n):
+        depth[r] = depth[(r - 1) // 2] + 1
+    height = max(depth.values())
+    for r in range(n):
+        for c in children[r]:
+            sched[r].append(_recv(c, whole, height - depth[c], subtree[c], reduce=True))
+        if r:
+            sched[r].append(_send((r - 1) // 2, whole, height - depth[r]))
+    for r in range(n):
+        if r:
+            sched[r].append(_recv((r - 1) // 2, whole, height + depth[r], range(n)))
+        for c in children[r]:
+            sched[r].append(_send(c, whole, height + depth[c]))
+    return sched
+
+
+def chain_broadcast(n, count, root=0):
+    """Root -> root+1 -> ... -> root-1, the whole buffer; chunking pipelines it."""
+    whole = (0, count)
+    sched = {r: [] for r in range(n)}
+    for k in range(n):
+        r = (root + k) % n
+        if k:
+            sched[r].append(_recv((r - 1) % n, whole, k - 1, {root}))
+        if k < n - 1:
+            sched[r].append(_send((r + 1) % n, whole, k))
+    return sched
+
+
+def chain_reduce(n, count, root=0):
+    """root+1 -> root+2 -> ... -> root, adding along the way."""
+    whole = (0, count)
+    sched = {r: [] for r in range(n)}
+    for k in range(n):
+        r = (root + 1 + k) % n
+        if k:
+            sched[r].append(_recv((r - 1) % n, whole, k - 1,
+                                  {(root + 1 + j) % n for j in range(k)}, reduce=True))
+        if k < n - 1:
+            sched[r].append(_send((r + 1) % n, whole, k))
+    return sched
+
+
+def pairwise_alltoall(n, count):
+    """Block j of rank i's input ends as block i of rank j's buffer; at step s
+    rank r sends to r+s and receives from r-s."""
+    blocks = bounds(count, n)
+    sched = {r: [Op("copy", r, *blocks[r], src_offset=blocks[r][0])] for r in range(n)}
+    for s in range(1, n):
+        for r in range(n):
+            dst, src = (r + s) % n, (r - s) % n
+            sched[r].append(_send(dst, blocks[dst], s - 1, from_input=True))
+            sched[r].append(_recv(src, blocks[src], s - 1, {src}, src_offset=blocks[r][0]))
+    return sched
+
+
+def ring_sendrecv(n, count):
+    whole = (0, count)
+    return {r: [_send((r + 1) % n, whole, 0, from_input=True),
+                _recv((r - 1) % n, whole, 0, {(r - 1) % n})] for r in range(n)}
+
+
+BUILDERS = {
+    ("allreduce", "ring"): ring_allreduce,
+    ("allreduce", "rhd"): rhd_allreduce,
+    ("allreduce", "tree"): tree_allreduce,
+    ("allgather", "ring"): ring_allgather,
+    ("reducescatter", "ring"): ring_reducescatter,
+    ("broadcast", "ring"): chain_broadcast,
+    ("reduce", "ring"): chain_reduce,
+    ("alltoall", "pairwise"): pairwise_alltoall,
+    ("sendrecv", "ring"): ring_sendrecv,
+}
+
+
+def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
+    """Which part of the algorithm a step belongs to (for timelines)."""
+    if algorithm != "hierarchical" or local == 1:
+        return algorithm
+    m = n // local
+    if step < local - 1:
+        return "intra-node reduce-scatter"
+    if m > 1 and step < local - 1 + 2 * (m - 1):
+        return "inter-node allreduce"
+    return "intra-node allgather"
+
+
+def build(collective: str, algorithm: str, n: int, count: int, root: int = 0,
+          piece_elements: int = 0, local: int = 1, data: bool = True) -> Schedule:
+    """The schedule of a collective, its operations split into pieces of at
+    most `piece_elements` (0: unsplit). `local` is the GPUs per server (the
+    hierarchical algorithm's node size). With `data` False the receives carry
+    no contributors (for timing: the simulator). ValueError, one sentence, for
+    parameters no schedule can be built from (`check_params`)."""
+    check_params(collective, algorithm, n, count, root, piece_elements, local)
+    token = _WITH_DATA.set(data)
+    try:
+        if algorithm == "hierarchical":
+            sched = hierarchical_allreduce(n, count, local)
+        else:
+            fn = BUILDERS[(collective, algorithm)]
+            sched = fn(n, count, root) if collective in ROOTED else fn(n, count)
+    finally:
+        _WITH_DATA.reset(token)
+    return chunked(sched, piece_elements) if piece_elements else sched
+
+
+def check_params(collective, algorithm, n, count, root=0, piece_elements=0, local=1) -> None:
+    """Raise ValueError with one sentence for what no schedule can be built
+    from: an unknown name, a count of ranks, elements, GPUs or a piece size
+    that is not a whole number in range, a root that is not a rank."""
+    if collective not in ALGORITHMS:
+        raise ValueError(f"unknown collective {shown(collective)}; expected one of "
+                         f"{', '.join(COLLECTIVES)}")
+    if algorithm not in ALGORITHMS[collective]:
+        raise ValueError(f"no {shown(algorithm)} algorithm for {collective}; expected one of "
+                         f"{', '.join(ALGORITHMS[collective])}")
+    _whole(n, 2, "a collective needs a whole number of at least 2 ranks")
+    _whole(count, 1, "count must be a whole number of at least 1 element")
+    _whole(local, 1, "GPUs per server must be a whole number of at least 1")
+    _whole(piece_elements, 0, "piece size must be a whole number of elements (0: unsplit)")
+    _whole(root, 0, f"root must be a rank from 0 to {n - 1}")
+    if root >= n:
+        raise ValueError(f"root must be a rank from 0 to {n - 1}, got {root}")
+    if collective in EQUAL_BLOCKS and count % n:
+        raise ValueError(f"{collective} on {n} ranks needs a count that is a multiple of {n} "
+                         f"(an equal block per rank), got {count}")
+    if algorithm == "hierarchical" and n % local:
+        raise ValueError(f"hierarchical AllReduce needs whole servers: {n} ranks are not "
+                         f"a multiple of {local} GPUs per server")
+
+
+def _whole(value, lo: int, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+        raise ValueError(f"{what}, got {shown(value)}")
+
+
+def chunked(sched: Schedule, piece: int) -> Schedule:
+    """Split every operation into pieces of at most `piece` elements. Both ends
+    of a transfer split the same length the same way, so they still match."""
+    out = {}
+    for r, ops in sched.items():
+        out[r] = []
+        for op in ops:
+            if op.length <= piece:
+                out[r].append(op)
+                continue
+            for start in range(0, op.length, piece):
+                size = min(piece, op.length - start)
+                out[r].append(replace(op, offset=op.offset + start, length=size,
+                                      src_offset=op.src_offset + start))
+    return out
+
+
+# --- what the buffers start and end with ---------------------------------------------
+
+def initial_regions(collective: str, n: int, count: int, rank: int, root: int = 0):
+    """Regions of the working buffer that start as a copy of the rank's input."""
+    if collective in ("allreduce", "reducescatter", "reduce"):
+        return [(0, count)]
+    if collective == "broadcast":
+        return [(0, count)] if rank == root else []
+    if collective == "allgather":
+        return [bounds(count, n)[rank]]
+    return []                                   # alltoall, sendrecv: received or copied
+
+
+def expected_regions(collective: str, n: int, count: int, rank: int, root: int = 0):
+    """What the working buffer must hold at the end: (offset, length,
+    contributors, src_offset), the sum of the contributors' inputs."""
+    blocks = bounds(count, n)
+    everyone = frozenset(range(n))
+    if collective == "allreduce":
+        return [(0, count, everyone, 0)]
+    if collective == "reducescatter":
+        o, l = blocks[rank]
+        return [(o, l, everyone, o)]
+    if collective == "allgather":
+        return [(o, l, frozenset({b}), o) for b, (o, l) in enumerate(blocks)]
+    if collective == "broadcast":
+        return [(0, count, frozenset({root}), 0)]
+    if collective == "reduce":
+        return [(0, count, everyone, 0)] if rank == root else []
+    if collective == "alltoall":
+        return [(o, l, frozenset({b}), blocks[rank][0]) for b, (o, l) in enumerate(blocks)]
+    if collective == "sendrecv":
+        return [(0, count, frozenset({(rank - 1) % n}), 0)]
+    raise ValueError(f"unknown collective {shown(collective)}")
+
+
+# --- dependencies ----------------------------------------------------------------------
+
+def _touches(op: Op):
+    """(reads working buffer?, writes working buffer?) for hazard analysis."""
+    if op.kind == "send":
+        return (not op.from_input, False)
+    return (op.kind == "recv" and op.reduce, True)
+
+
+def dependencies(ops: Sequence[Op]) -> List[List[int]]:
+    """For each op, the earlier ops of the same rank it must wait for: any that
+    touch an overlapping part of the working buffer where one of the two writes
+    (read-after-write, write-after-read, write-after-write)."""
+    cuts = sorted({0} | {op.offset for op in ops} | {op.offset + op.length for op in ops})
+    last_write: Dict[int, int] = {}
+    reads: Dict[int, List[int]] = {}
+    deps = []
+    for i, op in enumerate(ops):
+        reads_buf, writes_buf = _touches(op)
+        lo = bisect.bisect_left(cuts, op.offset)
+        hi = bisect.bisect_left(cuts, op.offset + op.length)
+        mine = set()
+        for seg in range(lo, hi):
+            if seg in last_write:
+                mine.add(last_write[seg])
+            if writes_buf:
+                mine.update(reads.get(seg, ()))
+        if op.kind == "send" and op.from_input:
+            mine = set()                        # the input never changes
+        for seg in range(lo, hi):
+            if writes_buf:
+                last_write[seg] = i
+                reads[seg] = []
+            elif reads_buf:
+                reads.setdefault(seg, []).append(i)
+        deps.append(sorted(mine))
+    return deps
+
+
+def transfers(sched: Schedule):
+    """(step, src, dst, elements) of every send, for replay by other engines."""
+    return sorted((op.step, r, op.peer, op.length)
+                  for r, ops in sched.items() for op in ops if op.kind == "send")

@@ -1,0 +1,178 @@
+"""The lines a run prints besides the nccl-tests and fabric tables: what
+--check found, the uplink bytes per leaf, the intra-/inter-node split, the
+iperf3 check and the cross traffic. Each function returns text."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+from topologies.fabric import describe_links
+from collectives.metrics import imbalance
+from collectives.registry import REDUCING
+
+
+def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
+    """What `run_topology.py --check` prints for a valid fabric, ending with
+    what is unwise in it (Fabric.warnings), one `warning:` line each."""
+    lines = [f"{fabric.source}: valid", f"  {fabric.shape()}"]
+    for kind, text in describe_links(fabric).items():
+        lines.append(f"  {kind.replace('_', '-')} links: {text}")
+    lines.append(f"  routing: {fabric.policy}; servers {fabric.endpoints[0].ip} .. "
+                 f"{fabric.endpoints[-1].ip}")
+    if exp is None:
+        lines.append("  experiment: none (one server has no peer to exchange with)")
+    elif exp.step is not None:
+        plan = exp.plan()
+        lines.append(f"  experiment: a training step, {len(plan.layers)} layers, "
+                     f"{sum(l.params for l in plan.layers):,} parameters, "
+                     f"{plan.gradient_bytes:,} B of {plan.dtype} gradients in "
+                     f"{len(plan.buckets)} bucket(s), {plan.mode}, overlap "
+                     f"{'on' if plan.overlap else 'off'}, {plan.compute_s:.3f} s of compute; "
+                     f"engine {exp.engine}, {exp.iters} steps after {exp.warmup} warm-up")
+    else:
+        lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
+                     f"{exp.datatype}{f' {exp.op}' if exp.collective in REDUCING else ''}, "
+                     f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} "
+                     f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) "
+                     "per peer" + (", NVLink in memory" if exp.scale_up == "memory" else "")
+                     + (f"; then the same with {', '.join(compare)}" if compare else ""))
+        if exp.fail:
+            lines.append(f"  failures: {', '.join(exp.fail)} (LINK@SECONDS+DURATION into the "
+                         "sweep)")
+    lines += [f"  warning: {w}" for w in fabric.warnings]
+    return "\n".join(lines)
+
+
+def pairs_text(pairs: List[Tuple[str, str]], limit: int = 5) -> str:
+    text = ", ".join(f"{a}->{b}" for a, b in pairs[:limit])
+    return text + (f" and {len(pairs) - limit} more" if len(pairs) > limit else "")
+
+
+def uplinks_text(fabric, uplink_bytes: Dict[str, Dict[str, int]], when: str) -> str:
+    spine_of = {l.a_intf: l.b for l in fabric.links if l.kind == "leaf_spine"}
+    lines = [f"uplinks  bytes each leaf sent towards each spine {when}"]
+    for leaf, counters in uplink_bytes.items():
+        cells = "  ".join(f"{spine_of[i]}:{v / 1e6:7.2f} MB" for i, v in counters.items())
+        lines.append(f"         {leaf:>7}  {cells}  "
+                     f"(max/mean {imbalance(list(counters.values())):.2f})")
+    return "\n".join(lines)
+
+
+def split_text(result: dict) -> str:
+    """Intra-node (NVLink-class) against inter-node (network) traffic; ""
+    for one-GPU servers that sent nothing over NVLink-class links."""
+    if result.get("gpus_per_server", 1) == 1 and not any(
+            r["wire_bytes"]["intra_node"] for r in result["runs"]):
+        return ""
+    memory = any("intra_node_in_memory" in r["wire_bytes"] for r in result["runs"])
+    lines = ["traffic  per size: payload the schedule sends inside servers / between servers; "
+             + ("bytes handed over in memory at the NVLink rate (--scale-up memory) / put on "
+                "links into servers" if memory else
+                "bytes put on NVLink-class links / on links into servers")]
+    for r in result["runs"]:
+        p, w = r["payload_bytes"], r["wire_bytes"]
+        intra = w["intra_node_in_memory"] if memory else w["intra_node"]
+        lines.append(f"         {r['size_bytes']:>10}  payload {p['intra'] / 1e6:8.2f} / "
+                     f"{p['inter'] / 1e6:8.2f} MB   wire {intra / 1e6:8.2f} / "
+                     f"{w['network_to_servers'] / 1e6:8.2f} MB")
+    return "\n".join(lines)
+
+
+def cross_text(cross: dict) -> str:
+    return (f"# Cross traffic {cross['src']} -> {cross['dst']} (iperf3 TCP, whole sweep): "
+            + (f"{cross['mbit_s']:.1f} Mbit/s sent over {cross['seconds']:.0f} s, "
+               f"{cross['retransmits']} retransmits"
+               if "mbit_s" in cross else cross["error"]))
+
+
+def iperf3_check_text(fabric, traffic: dict) -> str:
+    n = len(traffic["pairs"])
+    share = traffic["total_mbit_s"] / traffic["server_links_mbit_s"]
+    lines = [f"traffic  {n} iperf3 TCP tests x {traffic['streams_per_pair']} flows for "
+             f"{traffic['seconds']:g} s: {traffic['total_mbit_s']:.1f} Mbit/s in total, "
+             f"{share:.0%} of the {traffic['server_links_mbit_s']:g} Mbit/s the senders' "
+             "links allow"]
+    for flow in traffic["pairs"]:
+        err = f"  ({flow['error']})" if "error" in flow else ""
+        lines.append(f"         {flow['src']:>6} -> {flow['dst']:<6} {flow['mbit_s']:8.1f} "
+                     f"Mbit/s  {flow['retransmits']} retransmits{err}")
+    lines.append(uplinks_text(fabric, traffic["uplink_tx_bytes"], "during the check"))
+    return "\n".join(lines)
+
+
+def cluster_text(cluster: dict) -> str:
+    """The machines of a cluster run, each with its build time."""
+    machines = ", ".join(f"{i + 1} {m['host']} built in {m['build_s']:.1f} s"
+                         + (f" (clock {m['clock_offset_s'] * 1e3:+.1f} ms apart)"
+                            if abs(m["clock_offset_s"]) > 0.0005 else "")
+                         for i, m in enumerate(cluster["machines"]))
+    return (f"cluster  {len(cluster['machines'])} machines: {machines}; "
+            f"{cluster['tunnels']} links over VXLAN; controller {cluster['controller']}")
+
+
+def machines_text(runs: list, hosts: list) -> str:
+    """Each machine's busiest CPU and ovs-vswitchd over the sizes of a
+    cluster run ('' for a run on one host)."""
+    per = [r["machines"] for r in runs if r.get("machines")]
+    if not per:
+        return ""
+    parts = [f"{i + 1} {host} CPU {max(p[i]['cpu_busy_pct'] for p in per):.0f}%, ovs-vswitchd "
+             f"{max(p[i]['ovs_core_pct'] for p in per):.0f}% of a core"
+             for i, host in enumerate(hosts)]
+    return "machines busiest during a size: " + "; ".join(parts)
+
+
+def failures_text(events: list) -> str:
+    """A line per link failure of the sweep: when, how long traffic stopped
+    on the probe flows it hit, what the collective's iteration lost."""
+    lines = []
+    for e in events:
+        held = (f"for {e['down_for_s']:.2f} s" if e["down_for_s"] is not None else "")
+        p = e.get("probe")
+        if p is None:
+            seen = "no probe pair crosses it"
+        elif p["stopped_ms"] is None:
+            seen = (f"{p['flows_hit']} of {p['flows']} probe flows ({p['src']} -> {p['dst']}) "
+                    f"never got through; {p['lost_packets']} packets lost")
+        elif p["flows_hit"]:
+            seen = (f"traffic stopped {p['stopped_ms']:.1f} ms on {p['flows_hit']} of "
+                    f"{p['flows']} probe flows ({p['src']} -> {p['dst']}), "
+                    f"{p['lost_packets']} packets lost")
+        else:
+            seen = f"none of {p['flows']} probe flows ({p['src']} -> {p['dst']}) paused"
+        c = e.get("collective")
+        hit = ("" if c is None else
+               f"; the {c['size_bytes']} B iteration it fell in took {c['seconds']:.3f} s"
+               + (f", {c['slowdown']:.2f}x the usual" if c["slowdown"] else ""))
+        kind = e.get("kind", "down")
+        how = {"down": "down", "silent": "silently down (frames lost, carrier up)",
+               "flap": f"flapping ({e.get('downs', 0)} times down)"}[kind]
+        if kind == "flap":
+            held = f"for {e['duration_s']:.2f} s"
+        lines.append(f"failure  {e['link']} {how} at {e['down_at_s']:.2f} s {held}: {seen}{hit}")
+    return "\n".join(lines)
+
+
+def tiers_text(tiers: dict, when: str) -> str:
+    """ECMP's spread per tier, one line each ('' when nothing went up a tier)."""
+    lines = [f"ECMP     per tier {when}: max/mean of each switch's up-links"]
+    for tier, t in tiers.items():
+        if t["worst"] is None:
+            continue
+        lines.append(f"           {tier}: worst {t['worst'][1]:.2f} ({t['worst'][0]}), mean "
+                     f"{t['mean']:.2f}; {t['idle_uplinks']} of {t['uplinks']} up-links idle")
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def routing_text(result: dict, when: str) -> str:
+    """ECMP's spread per tier, and what the policy did ('' when nothing to say)."""
+    lines = [tiers_text(result["tiers"], when)]
+    routing = result.get("routing") or {}
+    if routing.get("pieces"):
+        lines.append(f"routing  {routing['policy']}: {routing['reordered']:,} of "
+                     f"{routing['pieces']:,} pieces arrived after a later one of their sender")
+    placed = routing.get("adaptive")
+    if placed:
+        lines.append(f"routing  adaptive: {placed['tracked']} TCP connections followed, "
+                     f"{placed['placed']} elephants placed, {placed['moves']} moved since")
+    return "\n".join(filter(None, lines))

@@ -1,0 +1,289 @@
+"""The fabric figure: tiers stacked bottom to top, nodes of a tier left to
+right, every link coloured (and thickened) by its utilisation or other value,
+with a colorbar and a one-line summary naming the busiest link."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from matplotlib.cm import ScalarMappable
+from matplotlib.collections import LineCollection
+from matplotlib.colors import Colormap, ListedColormap, Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import PercentFormatter
+
+from report.canvas import MAX_WIDTH_IN, new_figure, number, plain, save
+
+LABEL_ALL_UP_TO = 32         # a tier with more nodes labels only its first and last
+
+TIER_NAMES = {0: "GPU / server", 1: "node", 2: "leaf", 3: "spine / agg", 4: "core"}
+TIER_COLOURS = {0: "#4c72b0", 1: "#55a868", 2: "#8172b2", 3: "#c44e52", 4: "#937860"}
+UTILISATION_LABEL = "link utilisation (busiest direction, share of rate)"
+NO_DATA_COLOUR = "#9e9e9e"
+OVER_COLOUR = "#3b0f70"      # utilisation above 100 %
+SATURATED_REL_EPS = 1e-9     # a share this close to 1 is a saturated link (float error), not over
+NO_DATA_DASHES = (0, (3, 3))
+
+
+@dataclass
+class _Layout:
+    """Where the nodes go: the tiers present bottom to top, each tier's nodes
+    in order, every node's (x, row) and each tier's node spacing in inches."""
+    levels: list
+    members: dict
+    pos: dict
+    spacing_in: dict
+    width: float
+
+
+@dataclass
+class _Scale:
+    """How a value becomes a colour: utilisation 0-100 % or 0 to the largest value."""
+    utilisation: bool
+    values: list
+    top: float
+    cmap: Colormap
+    norm: Normalize
+
+
+# --- input --------------------------------------------------------------------
+
+def _check_nodes(nodes) -> dict:
+    if nodes is None or len(nodes) == 0:
+        raise ValueError("draw_fabric needs at least one node (name, tier): the node list is empty.")
+    tiers = {}
+    for i, node in enumerate(nodes):
+        try:
+            name, tier = node
+        except (TypeError, ValueError):
+            raise ValueError(f"node {i} must be a pair (name, tier), not {node!r}.") from None
+        if isinstance(tier, bool) or not isinstance(tier, numbers.Integral) or tier < 0:
+            raise ValueError(f"node {name!r} has tier {tier!r}: a tier is an int >= 0 "
+                             "(0 endpoints, 1 node switch, 2 leaf, 3 spine, 4 core).")
+        if name in tiers:
+            raise ValueError(f"node {name!r} is listed twice.")
+        tiers[name] = int(tier)
+    return tiers
+
+
+def _check_edges(edges, tiers: dict) -> list:
+    if edges is None or len(edges) == 0:
+        raise ValueError("draw_fabric needs at least one edge (a, b, value): the edge list is empty.")
+    checked = []
+    for i, edge in enumerate(edges):
+        try:
+            a, b, value = edge
+        except (TypeError, ValueError):
+            raise ValueError(f"edge {i} must be a triple (a, b, value), not {edge!r}.") from None
+        for end in (a, b):
+            if end not in tiers:
+                raise ValueError(f"edge {i} ({a!r} - {b!r}) names {end!r}, which is not in the nodes.")
+        if a == b:
+            raise ValueError(f"edge {i} joins {a!r} to itself.")
+        checked.append((a, b, _edge_value(value, a, b)))
+    return checked
+
+
+def _edge_value(value, a, b):
+    """An edge's value as a float >= 0, or None for no data (None or NaN)."""
+    if value is None:
+        return None
+    value = number(value, f"the value of edge {a!r} - {b!r}")
+    if math.isnan(value):
+        return None                               # a measurement that failed: no data
+    if math.isinf(value) or value < 0:
+        raise ValueError(f"the value of edge {a!r} - {b!r} must be finite and >= 0, "
+                         f"not {value!r}.")
+    return value
+
+
+# --- layout and colours -------------------------------------------------------
+
+def _layout(tiers: dict) -> _Layout:
+    """A row per tier present (skipped tiers leave no gap), nodes spread evenly
+    across it, and the figure width the widest tier needs (capped)."""
+    levels = sorted(set(tiers.values()))
+    row = {tier: i for i, tier in enumerate(levels)}
+    members = {tier: [name for name, t in tiers.items() if t == tier] for tier in levels}
+    widest = max(len(m) for m in members.values())
+    width = min(MAX_WIDTH_IN, max(7.0, 0.36 * widest + 2.5))
+    plot_width_in = width - 2.5                                 # about, less tick labels and colorbar
+    pos, spacing_in = {}, {}
+    for tier, names in members.items():
+        n = len(names)
+        spacing_in[tier] = plot_width_in / n
+        for i, name in enumerate(names):
+            pos[name] = ((i + 0.5) / n, row[tier])
+    return _Layout(levels, members, pos, spacing_in, width)
+
+
+def _utilisation_cmap() -> ListedColormap:
+    """Light yellow for idle links through dark red for saturated ones; over 100 % purple."""
+    base = matplotlib.colormaps["YlOrRd"]
+    return ListedColormap(base(np.linspace(0.15, 1.0, 256)), name="utilisation").with_extremes(
+        over=OVER_COLOUR)
+
+
+def _saturated_is_one(links: list) -> list:
+    """Utilisations within SATURATED_REL_EPS of 1 (1.0000000000000002 from a
+    sum of shares) taken as exactly 1: a saturated link, coloured as one,
+    not with the over-100 % colour."""
+    return [(a, b, 1.0 if v is not None and abs(v - 1.0) <= SATURATED_REL_EPS else v)
+            for a, b, v in links]
+
+
+def _scale(links: list, unit: str) -> _Scale:
+    utilisation = unit == "utilisation"
+    values = [v for _, _, v in links if v is not None]
+    top = 1.0 if utilisation else max(values, default=0.0) or 1.0
+    cmap = _utilisation_cmap() if utilisation else matplotlib.colormaps["viridis"]
+    return _Scale(utilisation, values, top, cmap, Normalize(vmin=0.0, vmax=top))
+
+
+def _thinness(links: list, tiers: dict, spacing_in: dict):
+    """A width factor per link: 1 where nodes are half an inch apart and their
+    tiers share few edges, down to 0.3 where crowded."""
+    pair_count = {}
+    for a, b, _ in links:
+        pair = frozenset((tiers[a], tiers[b]))
+        pair_count[pair] = pair_count.get(pair, 0) + 1
+
+    def thinness(a, b):
+        apart = min(spacing_in[tiers[a]], spacing_in[tiers[b]]) / 0.5
+        sparse = math.sqrt(64 / pair_count[frozenset((tiers[a], tiers[b]))])
+        return min(1.0, max(0.3, min(apart, sparse)))
+    return thinness
+
+
+# --- drawing ------------------------------------------------------------------
+
+def _draw_links(ax, links: list, pos: dict, scale: _Scale, thinness) -> tuple:
+    """No-data links dashed grey first, then the measured ones by value so the
+    busiest are drawn on top. Returns (missing pairs, measured links by value)."""
+    missing = [(a, b) for a, b, v in links if v is None]
+    if missing:
+        ax.add_collection(LineCollection(
+            [(pos[a], pos[b]) for a, b in missing], colors=NO_DATA_COLOUR,
+            linewidths=[1.0 * thinness(a, b) for a, b in missing],
+            linestyles=NO_DATA_DASHES, zorder=1))
+    measured = sorted(((a, b, v) for a, b, v in links if v is not None), key=lambda e: e[2])
+    if measured:
+        top = scale.top
+        ax.add_collection(LineCollection(
+            [(pos[a], pos[b]) for a, b, _ in measured],
+            colors=scale.cmap(scale.norm(np.array([v for _, _, v in measured]))),
+            linewidths=[(0.7 + 2.3 * min(v / top, 1.2)) * thinness(a, b) for a, b, v in measured],
+            alpha=0.9, zorder=2))
+    return missing, measured
+
+
+def _draw_tier(ax, tier: int, names: list, pos: dict, spacing_in: float) -> None:
+    """One tier's nodes, circles for endpoints and squares for switches sized to
+    their spacing, then their name labels."""
+    size_pt = min(12.0, max(2.0, 0.55 * spacing_in * 72))
+    xy = np.array([pos[name] for name in names])
+    ax.scatter(xy[:, 0], xy[:, 1], s=size_pt ** 2, marker="o" if tier == 0 else "s",
+               color=TIER_COLOURS.get(tier, "#666666"), edgecolors="black",
+               linewidths=0.4 if size_pt > 4 else 0.2, zorder=3)
+    _label_tier(ax, names, pos, spacing_in, size_pt)
+
+
+def _label_tier(ax, names: list, pos: dict, spacing_in: float, size_pt: float) -> None:
+    """Names under the nodes: all of them in a small tier (turned upright when
+    they would overlap), only the first and last in a large one."""
+    shown = names if len(names) <= LABEL_ALL_UP_TO else [names[0], names[-1]]
+    longest_in = max(len(str(n)) for n in shown) * 7 * 0.6 / 72
+    rotate = len(names) <= LABEL_ALL_UP_TO and longest_in > 0.9 * spacing_in
+    for name in shown:
+        x, y = pos[name]
+        ax.annotate(plain(name), (x, y), xytext=(0, -(size_pt / 2 + 2)),
+                    textcoords="offset points", ha="center", va="top", fontsize=7,
+                    rotation=90 if rotate else 0, zorder=4,
+                    bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.7))
+
+
+def _tier_axes(ax, levels: list, members: dict) -> None:
+    """A row per tier labelled with its name and node count; no x axis."""
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.75, len(levels) - 0.45)
+    ax.set_xticks([])
+    ax.set_yticks(range(len(levels)))
+    ax.set_yticklabels([f"{TIER_NAMES.get(t, f'tier {t}')} ({len(members[t])})" for t in levels])
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+
+
+def _colorbar(fig, ax, scale: _Scale, unit: str) -> None:
+    """The colour scale, with an arrow when some value is above its top."""
+    mappable = ScalarMappable(norm=scale.norm, cmap=scale.cmap)
+    over = any(v > scale.top for v in scale.values)
+    bar = fig.colorbar(mappable, ax=ax, fraction=0.04, pad=0.01, extend="max" if over else "neither")
+    bar.set_label(UTILISATION_LABEL if scale.utilisation else plain(unit), fontsize=8)
+    if scale.utilisation:
+        bar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+
+
+def _no_data_legend(ax) -> None:
+    ax.legend(handles=[Line2D([], [], color=NO_DATA_COLOUR, linestyle=NO_DATA_DASHES,
+                              label="no data")], loc="upper right", fontsize=7, frameon=False)
+
+
+def _summary(n_nodes: int, n_links: int, missing: list, measured: list, utilisation: bool) -> str:
+    """'N nodes, M links; busiest a - b: 95%; K without data'."""
+    summary = f"{n_nodes} nodes, {n_links} links"
+    if measured:
+        a, b, v = measured[-1]
+        shown_v = f"{v:.0%}" if utilisation else f"{v:g}"
+        summary += f"; busiest {plain(a)} - {plain(b)}: {shown_v}"
+    if missing:
+        summary += f"; {len(missing)} without data"
+    return summary
+
+
+def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation") -> Figure:
+    """The figure draw_fabric writes, for reading what it shows: the fabric
+    as tiers stacked bottom (tier 0) to top, nodes of a tier left to right in
+    the given order, and each edge coloured by its value.
+
+    With unit "utilisation" (the default) values are shares of the link rate:
+    the colour scale runs 0-100 %, a value above 1 takes the over-colour, and
+    the colorbar reads as link utilisation. Any other unit is used as the
+    colorbar's label and the scale runs from 0 to the largest value. An edge
+    whose value is None (or NaN) is drawn grey and dashed as "no data". A
+    utilisation within SATURATED_REL_EPS of 1 is a saturated link (100 %).
+    """
+    tiers = _check_nodes(nodes)
+    links = _check_edges(edges, tiers)
+    if unit == "utilisation":
+        links = _saturated_is_one(links)
+    layout = _layout(tiers)
+    scale = _scale(links, unit)
+
+    fig = new_figure(layout.width, 1.0 + 1.35 * len(layout.levels))
+    ax = fig.add_subplot()
+    thinness = _thinness(links, tiers, layout.spacing_in)
+    missing, measured = _draw_links(ax, links, layout.pos, scale, thinness)
+    for tier, names in layout.members.items():
+        _draw_tier(ax, tier, names, layout.pos, layout.spacing_in[tier])
+    _tier_axes(ax, layout.levels, layout.members)
+    _colorbar(fig, ax, scale, unit)
+    if missing:
+        _no_data_legend(ax)
+
+    if title:
+        fig.suptitle(plain(title))
+    ax.set_title(_summary(len(tiers), len(links), missing, measured, scale.utilisation),
+                 fontsize=9, loc="left")
+    return fig
+
+
+def draw_fabric(nodes, edges, path, title: str = "", unit: str = "utilisation") -> Path:
+    """fabric_figure written as a PNG to `path`: the fabric as tiers stacked
+    bottom (tier 0) to top, each edge coloured by its value (see fabric_figure)."""
+    return save(fabric_figure(nodes, edges, title, unit), path)

@@ -1,0 +1,175 @@
+"""A training step's report (runs/training.py): the console text, one
+CSV row per timed step and one per collective of the last, and step.png,
+the last step per rank with a compute lane and a communication lane."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from runs.experiment import size_text
+from report.canvas import new_figure, save
+
+LABELS_UP_TO = 400          # events; more: no bucket numbers in the bars
+HOST_BUSY_PCT = 90          # above this, the host's CPU may have bent the times
+
+
+def _s(x: float) -> str:
+    return f"{x:.3f} s"
+
+
+def step_text(result: dict) -> str:
+    st = result["step"]
+    reduce_ = ("allreduce (" + st["algorithm"] + ")" if st["mode"] == "allreduce"
+               else "allgather before the forward pass, reducescatter after the backward")
+    layer = result["step"]
+    lines = [
+        f"# Training step: {st['layers']} layers, {st['params']:,} parameters "
+        f"({st['gradient_bytes']:,} B of {st['dtype']} gradients), {len(st['buckets'])} "
+        f"bucket(s) of up to {size_text(st['bucket_bytes'])}, {reduce_} per bucket "
+        f"({st['op']}), overlap {'on' if st['overlap'] else 'off'}, {st['in_flight']} in "
+        f"flight; {st['ranks']} ranks, engine {result['engine']}",
+        f"# Compute stands for itself as time ({layer['compute_s']:.3f} s a step): each "
+        "layer's forward and backward pass is a timer on the rank, not a GPU",
+        "#  step      step time   compute     comm        exposed     overlap   #wrong"]
+    for i, r in enumerate(result["runs"]):
+        wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
+        lines.append(f"   {i + 1:<9d} {_s(r['step_s']):<11} {_s(r['compute_s']):<11} "
+                     f"{_s(r['comm_s']):<11} {_s(r['exposed_s']):<11} "
+                     f"{r['overlap_efficiency']:>6.0%}   {wrong:>6}")
+    mid = result["summary"]
+    added = mid["exposed_s"] / mid["compute_s"] if mid["compute_s"] else 0.0
+    lines.append(f"# the median step: {_s(mid['step_s'])} = compute {_s(mid['compute_s'])} + "
+                 f"exposed communication {_s(mid['exposed_s'])} (the fabric adds {added:.0%} "
+                 f"to the step); communication {_s(mid['comm_s'])}, "
+                 f"{mid['overlap_efficiency']:.0%} of it hidden behind compute")
+    lines += _predicted_lines(result)
+    lines.append("#  collective                 bytes      launch     start     finish  "
+                 "(s after the step's start; the last step over all ranks)")
+    for c in result["collectives"]:
+        lines.append(f"   {c['name']:<24} {c['bytes']:>9,}  {c['launch']:>8.3f}  "
+                     f"{c['start']:>8.3f}  {c['finish']:>8.3f}")
+    host = result.get("host")
+    if host:
+        lines.append(_host_line(host))
+    return "\n".join(lines)
+
+
+def _predicted_lines(result: dict) -> list:
+    on, off = result["predicted"]["overlap_on"], result["predicted"]["overlap_off"]
+    lines = [f"# simulator (each bucket's collective simulated alone on this fabric): overlap "
+             f"on {_s(on['step_s'])} (exposed {_s(on['exposed_s'])}), off {_s(off['step_s'])} "
+             f"(exposed {_s(off['exposed_s'])}); with overlap a step takes at least "
+             f"{_s(on['lower_bound_s'])}, the larger of compute and communication"]
+    if result["engine"] != "sim" and result.get("measured_over_predicted"):
+        lines.append(f"# measured / simulated step: {result['measured_over_predicted']:.2f}")
+    return lines
+
+
+def _host_line(host: dict) -> str:
+    line = (f"# host: CPU {host['cpu_busy_pct']:.0f}% busy, ovs-vswitchd "
+            f"{host['ovs_core_pct']:.0f}% of a core, busiest link peak "
+            f"{host['busiest_link_peak_util']:.0%}, {host['drops']} drops")
+    if host["shortfalls"] or host["cpu_busy_pct"] > HOST_BUSY_PCT:
+        line += ("; note: the host fell behind (links that sent less than their queue "
+                 "held, or a CPU near full): communication times include the host's own")
+    return line
+
+
+CSV_FIELDS = ["kind", "step", "step_s", "compute_s", "comm_s", "exposed_s",
+              "overlap_efficiency", "name", "collective", "bucket", "bytes", "launch_s",
+              "start_s", "finish_s", "wrong"]
+STEP_FIGURES = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
+
+
+def step_csv(result: dict) -> str:
+    """Rows of kind "step" (each timed step) then "collective" (the last
+    step's); `wrong` is each row's own (empty where no data is checked)."""
+    out = io.StringIO()
+    w = csv.DictWriter(out, CSV_FIELDS, restval="")
+    w.writeheader()
+    for i, r in enumerate(result["runs"]):
+        w.writerow({"kind": "step", "step": i + 1, **{k: f"{r[k]:.6f}" for k in STEP_FIGURES},
+                    "wrong": "" if r.get("wrong") is None else r["wrong"]})
+    for c in result["collectives"]:
+        w.writerow({"kind": "collective", "name": c["name"], "collective": c["collective"],
+                    "bucket": c["bucket"], "bytes": c["bytes"],
+                    **{f"{k}_s": f"{c[k]:.6f}" for k in ("launch", "start", "finish")},
+                    "wrong": "" if c.get("wrong") is None else c["wrong"]})
+    return out.getvalue()
+
+
+COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "allreduce": "#55a868",
+           "allgather": "#8172b3", "reducescatter": "#c44e52"}
+OTHER_COLOUR = "#999999"    # a kind not in COLOURS
+
+
+def step_figure(result: dict) -> Figure:
+    """The figure plot_step writes, for reading what it shows: the last step,
+    per rank, compute on the upper lane, collectives below (a tick where
+    each was launched, its bar from start to finish)."""
+    events = result["timeline"]
+    ranks = sorted({e["rank"] for e in events})
+    end = max(e["end"] for e in events) or 1.0
+    fig = new_figure(12, 1.2 + 0.7 * len(ranks))
+    ax = fig.add_subplot()
+    for row, rank in enumerate(ranks):
+        y = 2 * row
+        for e in (e for e in events if e["rank"] == rank):
+            top = y if e["lane"] == "compute" else y + 0.9
+            ax.broken_barh([(e["start"], max(e["end"] - e["start"], end * 1e-4))],
+                           (top, 0.8), facecolors=COLOURS.get(e["kind"], OTHER_COLOUR),
+                           edgecolor="white", linewidth=0.3)
+            if "launch" in e:
+                ax.plot([e["launch"]] * 2, [top, top + 0.8], color="black", linewidth=0.6)
+                if len(events) <= LABELS_UP_TO:
+                    ax.text((e["start"] + e["end"]) / 2, top + 0.4, e["label"], fontsize=6,
+                            ha="center", va="center", color="white")
+    ax.set_yticks([2 * i + t for i in range(len(ranks)) for t in (0.4, 1.3)])
+    ax.set_yticklabels([f"rank {r} {lane}" for r in ranks for lane in ("compute", "comm")],
+                       fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, end * 1.02)
+    ax.set_xlabel("seconds after the step's start")
+    st = result["step"]
+    ax.set_title(f"One training step: {st['layers']} layers, {len(st['buckets'])} buckets, "
+                 f"{st['mode']}, overlap {'on' if st['overlap'] else 'off'} "
+                 f"({result['engine']}; compute is timed, not computed)", fontsize=9)
+    order = list(COLOURS)               # known kinds in COLOURS' order, others after by name
+    kinds = sorted({e["kind"] for e in events},
+                   key=lambda k: (order.index(k) if k in COLOURS else len(order), k))
+    ax.legend(handles=[Patch(color=COLOURS.get(k, OTHER_COLOUR), label=k) for k in kinds],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    return fig
+
+
+def plot_step(result: dict, path: Path) -> Path:
+    """step_figure written as a PNG to `path`."""
+    return save(step_figure(result), path)
+
+
+def write_step_outputs(result: dict, folder: Path) -> list:
+    """step.csv and step.png in the run's folder; the files written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "step.csv").write_text(step_csv(result))
+    return [folder / "step.csv", plot_step(result, folder / "step.png")]
+
+
+def report_step(result: dict, folder: Path, csv_path, say) -> None:
+    """The step's files in the run folder (and `csv_path`), and its text."""
+    try:
+        files = write_step_outputs(result, folder)
+        result["figures"] = [f.name for f in files if f.suffix == ".png"]
+    except Exception as exc:          # noqa: BLE001 (a picture is never worth the run)
+        (Path(folder) / "step.csv").write_text(step_csv(result))
+        result["figures"] = []
+        say(f"figures  none: drawing failed ({type(exc).__name__}: {exc})")
+    if csv_path:
+        Path(csv_path).write_text(step_csv(result))
+    say(step_text(result))
+    say(f"figures  {', '.join(result['figures']) or 'none'}; step.csv in {folder}")

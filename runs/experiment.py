@@ -1,0 +1,453 @@
+"""The experiment: which collective to replay, how, over which sizes, and
+what to measure alongside. Written in a fabric's ``experiment:`` section,
+overridden by command-line flags, and validated once, here, with the same
+validators and limits whichever of the two a value comes from: the YAML
+against its schema (each mistake a FabricError naming file and key), then
+the whole experiment against the fabric it runs on (ranks, servers, probe
+endpoints, how many sizes and pieces, how long it would take). A mistake
+involving a flag is a ValueError naming the flag, and the file's key or the
+default it meets. The names it accepts come from collectives/registry.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, List, Optional
+
+from topologies.schema import (MAX_FAILURES, OPTIONAL_SECTION, FabricError, choice,
+                               endpoint_pair, failures, integer, normalise, number, optional,
+                               shown, size, split_failure)
+from collectives import schedules as S
+from sim import training_step as T
+from collectives.datatypes import OPS, TYPE_NAMES, datatype
+from collectives.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, REDUCING, ROOTED,
+                              default_algorithm)
+
+SCALE_UP = ("packets", "memory")  # how the agents carry NVLink traffic inside a server
+SCHEMA = {
+    "collective": (optional(choice(*COLLECTIVES)), None),
+    "algorithm": (optional(choice(*ALL_ALGORITHMS)), None),
+    "engine": (optional(choice(*ENGINES)), None),
+    "minbytes": (optional(size(4, 1 << 30)), None),
+    "maxbytes": (optional(size(4, 1 << 30)), None),
+    "stepfactor": (optional(number(1, 1024, "x")), None),
+    "iters": (optional(integer(1, 1000)), None),
+    "warmup": (optional(integer(0, 100)), None),
+    "root": (optional(integer(0, 4095)), None),
+    "channels": (optional(integer(1, 16)), None),
+    "piece_bytes": (optional(size(64, 1 << 26)), None),
+    "probe": (optional(endpoint_pair), None),
+    "cross": (optional(endpoint_pair), None),
+    "scale_up": (optional(choice(*SCALE_UP)), None),
+    "fail": (optional(failures), None),
+    "datatype": (optional(choice(*TYPE_NAMES)), None),
+    "op": (optional(choice(*OPS)), None),
+    "step": (T.STEP_SCHEMA, OPTIONAL_SECTION),
+}
+FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
+FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine": "--engine",
+         "minbytes": "-b/--minbytes", "maxbytes": "-e/--maxbytes",
+         "stepfactor": "-f/--stepfactor", "iters": "-n/--iters", "warmup": "-w/--warmup",
+         "root": "--root", "channels": "--channels", "piece_bytes": "--piece-bytes",
+         "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up", "fail": "--fail",
+         "datatype": "-d/--datatype", "op": "-o/--op", "step": "--step"}
+MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
+SPRAY_PIECE = 8 * 1024  # spray: about one 9000-byte frame's payload (docs/routing.md)
+MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
+MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
+MAX_STEP_BYTES = 1 << 30    # a step's buffers on each rank: as a sweep's largest message
+TYPE_SIZE = 4           # float32
+
+Namer = Callable[[str], str]
+
+
+class ExperimentError(ValueError):
+    """An impossible experiment, in one sentence (str). `key` is the field at
+    fault (None: the experiment as a whole) and `detail` what is wrong with
+    it, for a message that names the field its own way (a file's key)."""
+
+    def __init__(self, key: Optional[str], detail: str, sentence: str):
+        self.key, self.detail = key, detail
+        super().__init__(sentence)
+
+
+def size_text(n: int) -> str:
+    """Bytes as the flags take them: 4M, 64K, 1G, or the number."""
+    for unit, power in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << power and n % (1 << power) == 0:
+            return f"{n >> power}{unit}"
+    return str(n)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _plain(key: str) -> str:
+    return key
+
+
+@dataclass
+class Experiment:
+    collective: str = "allreduce"
+    algorithm: str = "ring"
+    engine: str = "agents"
+    minbytes: int = 32 * 1024
+    maxbytes: int = 2 * 1024 * 1024
+    stepfactor: float = 4
+    iters: int = 5
+    warmup: int = 1
+    root: int = 0
+    channels: int = 1
+    piece_bytes: int = 64 * 1024
+    probe: List[str] = field(default_factory=list)     # [src, dst]; default first and last rank
+    ranks: List[str] = field(default_factory=list)     # endpoints in rank order; default all
+    idle_seconds: float = 1.5                          # idle-latency measurement first
+    cross: List[str] = field(default_factory=list)     # [src, dst]: iperf3 cross traffic
+    scale_up: str = "packets"                          # NVLink: packets on its links, or memory
+    fail: List[str] = field(default_factory=list)      # LINK@SECONDS[+DURATION] during the sweep
+    datatype: str = "float"                            # nccl-tests' -d (collectives/datatypes.py)
+    op: str = "sum"                                    # nccl-tests' -o
+    step: Optional[dict] = None                        # a training step (sim/training_step.py)
+
+    def plan(self) -> "T.Plan":
+        """The training step's plan (the step must be set and checked)."""
+        return T.plan_step(self.step, self.datatype)
+
+    def job(self, count: int, policy: str, local: int = 1):
+        """What the engines replay for a size of `count` float32-sized units."""
+        from traffic.engines import Job
+        return Job(self.collective, self.algorithm, count, self.root, self.piece_for(policy),
+                   self.channels, local, self.scale_up, datatype(self.datatype).name, self.op)
+
+    def piece_for(self, policy: str) -> int:
+        """The piece size the engines cut messages into: under spray at most
+        SPRAY_PIECE (a piece sprays as a jumbo frame would), never more than
+        MAX_PIECES per message."""
+        if policy != "spray":
+            return self.piece_bytes
+        fewest = -(-self.maxbytes // MAX_PIECES)
+        return max(min(self.piece_bytes, SPRAY_PIECE), -(-fewest // TYPE_SIZE) * TYPE_SIZE)
+
+    def check(self, n_ranks: int, local: int = 1, names: Namer = _plain) -> None:
+        """Raise ExperimentError (a ValueError) with one sentence for an
+        impossible experiment; `names` says how the sentence names a field."""
+        def fail(key, detail, sentence=None):
+            raise ExperimentError(key, detail, sentence or (f"{names(key)}: {detail}" if key
+                                                            else detail))
+        for key, (validate, _default) in SCHEMA.items():
+            value = getattr(self, key)
+            if isinstance(validate, dict):
+                continue                                # the step: checked below
+            if (key not in ("probe", "cross", "fail") or value) and validate(
+                    value, lambda message, key=key: fail(key, message)) != value:
+                fail(key, f"expected it as a number, got {shown(value)}")      # "64K": parse it
+        if self.op != "sum" and self.collective not in REDUCING:
+            fail("op", f"{self.collective} reduces nothing; only {', '.join(REDUCING[:-1])} and {REDUCING[-1]} take "
+                 f"an op other than sum")
+        if self.algorithm not in ALGORITHMS[self.collective]:
+            fail("algorithm", f"{shown(self.algorithm)} is not an algorithm of "
+                 f"{self.collective}; expected one of {', '.join(ALGORITHMS[self.collective])}")
+        if not _whole(n_ranks) or n_ranks < 2:
+            fail(None, f"a collective needs at least 2 ranks (servers), got {shown(n_ranks)}")
+        if not _whole(local) or local < 1:
+            fail(None, f"GPUs per server must be a whole number of at least 1, got {shown(local)}")
+        for key in ("probe", "cross"):
+            pair = getattr(self, key)
+            if len(set(pair)) == 1:
+                fail(key, f"{shown(','.join(pair))} names one server twice; expected two "
+                     "different servers")
+        limit = ENGINES[self.engine].max_ranks
+        if limit and n_ranks > limit:
+            fail("engine", f"{self.engine} numbers queue pairs for at most {limit} ranks, "
+                 f"and this experiment has {n_ranks}")
+        self._check_sizes(fail, names)
+        self._check_ranks(n_ranks, local, fail)
+        self._check_scale_up(local, fail)
+        if self.step is not None:
+            self._check_step(fail)
+
+    def _check_step(self, fail) -> None:
+        """A step runs on the agents (or the simulator), its collectives set
+        by its mode; what a sweep adds around it is refused by name."""
+        if self.engine not in ("agents", "sim"):
+            fail("engine", f"a training step runs on the rank agents or the simulator; the "
+                 f"{self.engine} engine replays collectives one at a time")
+        if self.collective != "allreduce":
+            fail("collective", "a training step's collectives come from step.mode "
+                 "(allreduce, or sharded: allgather and reducescatter)")
+        for key in ("cross", "fail"):
+            if getattr(self, key):
+                fail(key, "is for size sweeps; a training step runs without it")
+        try:
+            plan = self.plan()
+        except T.StepError as exc:
+            fail(f"step.{exc.key}" if exc.key else "step", exc.detail)
+        self._check_sharded(plan, fail)
+        held = plan.gradient_bytes * (2 if plan.mode == "sharded" else 1)
+        if held > MAX_STEP_BYTES:        # each rank keeps every bucket's buffers at once
+            what = "gradients and parameters" if plan.mode == "sharded" else "gradients"
+            fail("step", f"{held:,} bytes of {what} would be held by every rank; at most {size_text(MAX_STEP_BYTES)}: fewer "
+                 "parameters or a smaller type")
+        largest = max(b.bytes for b in plan.buckets)
+        if -(-largest // self.piece_bytes) > MAX_PIECES:
+            fail("piece_bytes", f"{size_text(self.piece_bytes)} cuts the largest bucket "
+                 f"({largest:,} bytes) into {-(-largest // self.piece_bytes):,} pieces; at "
+                 f"most {MAX_PIECES:,}: raise it")
+        return plan
+
+    def _check_step_duration(self, plan, fastest_mbit: float) -> None:
+        steps = self.iters + self.warmup
+        hours = steps * (plan.compute_s + plan.gradient_bytes * 8 / (fastest_mbit * 1e6)) / 3600
+        if hours > MAX_HOURS:
+            raise ExperimentError("step", f"{steps} steps would take at least {hours:,.0f} "
+                                  f"hours ({plan.compute_s:,.1f} s of compute and "
+                                  f"{plan.gradient_bytes:,} bytes of gradients each at "
+                                  f"{fastest_mbit:g} Mbit/s); at most {MAX_HOURS}: a smaller "
+                                  "model, less compute or fewer iterations",
+                                  f"the training step: {steps} steps would take at least "
+                                  f"{hours:,.0f} hours; at most {MAX_HOURS}")
+
+    def _check_sharded(self, plan, fail) -> None:
+        if plan.mode == "sharded" and self.algorithm != "ring":
+            fail("algorithm", f"sharded steps run ring AllGather and ReduceScatter; "
+                 f"{self.algorithm} is an AllReduce algorithm (use mode allreduce)")
+
+    def _check_scale_up(self, local: int, fail) -> None:
+        if self.scale_up != "memory":
+            return
+        if local == 1:
+            fail("scale_up", "memory hands NVLink transfers over inside each server's agent "
+                 "process: it needs servers of several GPUs (server.gpus above 1)")
+        if self.engine not in ("agents", "sim"):
+            fail("scale_up", f"memory is how the rank agents carry NVLink traffic; the "
+                 f"{self.engine} engine sends it as packets (use packets, or --engine agents)")
+
+    def sizes(self, limit: int = MAX_SIZES) -> List[int]:
+        """The sweep's sizes (nccl-tests' -b/-e/-f), at most `limit` + 1 of them."""
+        out, size_ = [], self.minbytes
+        while size_ <= self.maxbytes and len(out) <= limit:
+            out.append(int(size_))
+            if self.stepfactor <= 1:
+                break
+            size_ *= self.stepfactor
+        return out
+
+    def _check_sizes(self, fail, names: Namer) -> None:
+        lo, hi, factor = self.minbytes, self.maxbytes, self.stepfactor
+        if lo > hi:
+            fail("minbytes", f"{size_text(lo)} is larger than {names('maxbytes')} "
+                 f"({size_text(hi)})", f"{names('minbytes')} {size_text(lo)} is larger than "
+                 f"{names('maxbytes')} {size_text(hi)}")
+        if factor <= 1 and hi > lo:
+            fail("stepfactor", f"{shown(factor)} never reaches {names('maxbytes')} from "
+                 f"{names('minbytes')}; expected a factor above 1")
+        if len(self.sizes()) > MAX_SIZES:
+            total = int(math.log(hi / lo) / math.log(factor)) + 1
+            fail("stepfactor", f"{shown(factor)} would run {total:,} sizes from {size_text(lo)} to "
+                 f"{size_text(hi)}; at most {MAX_SIZES}: raise the step factor")
+        pieces = -(-hi // self.piece_bytes)
+        if pieces > MAX_PIECES:
+            fail("piece_bytes", f"{size_text(self.piece_bytes)} cuts the largest message "
+                 f"({size_text(hi)}) into {pieces:,} pieces; at most {MAX_PIECES:,}: raise it "
+                 f"or lower {names('maxbytes')}")
+
+    def _check_ranks(self, n_ranks: int, local: int, fail) -> None:
+        if self.algorithm == "hierarchical" and local == 1:
+            fail("algorithm", "hierarchical needs servers with several GPUs (server.gpus), "
+                 "ranks in whole servers; with one GPU per server it is the ring")
+        if self.algorithm == "hierarchical" and n_ranks % local:
+            fail("algorithm", f"hierarchical needs whole servers: {n_ranks} ranks are not a "
+                 f"multiple of {local} GPUs per server")
+        if not 0 <= self.root < n_ranks:
+            fail("root", f"{self.root} is not a rank: there are {n_ranks} ranks, 0 to "
+                 f"{n_ranks - 1}")
+        try:                        # what the schedules hold a caller to, before any is built
+            S.check_params(self.collective, self.algorithm, n_ranks,
+                           S.round_count(self.collective, n_ranks, self.minbytes // TYPE_SIZE),
+                           self.root, self.piece_bytes // TYPE_SIZE, local)
+        except ValueError as exc:
+            fail(None, str(exc))
+
+
+def experiment_from(fabric, flags: Optional[dict] = None,
+                    compare: Iterable[str] = ()) -> Optional[Experiment]:
+    """The fabric's experiment section, checked, then overridden by `flags`
+    (field -> value; None means not given) and checked again, with the
+    algorithms of `compare`. A mistake in the YAML alone is a FabricError
+    naming file and key; one with a flag in it a ValueError naming the flag.
+    None for a fabric with one endpoint: nothing to replay."""
+    values = experiment_section(fabric)
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    compare = list(compare)
+    if len(fabric.endpoints) < 2:
+        return _one_server(fabric, values, given, compare)
+    if "collective" in values and "algorithm" not in values:
+        values["algorithm"] = default_algorithm(values["collective"])
+    try:
+        check_experiment(fabric, Experiment(**values), _namer((), values))
+    except ExperimentError as exc:
+        raise FabricError(fabric.source, f"experiment.{exc.key}" if exc.key else "experiment",
+                          exc.detail) from None
+    typed = set(given)              # what the user typed, not what follows from it
+    if "step" in given:             # the step flags, over the file's step section
+        typed |= {f"step.{k}" for k in given["step"]}
+        given["step"] = normalise({**values.get("step", {}), **given["step"]}, T.STEP_SCHEMA,
+                                  "--step", "the flags")
+    names = _namer(typed, values)
+    if "collective" in given and "algorithm" not in given:
+        given["algorithm"] = default_algorithm(given["collective"])
+    exp = Experiment(**{**values, **given})
+    sweep_only = [k for k in ("minbytes", "maxbytes", "stepfactor", "probe") if k in typed]
+    if exp.step is not None and sweep_only:
+        why = ("a training step runs no latency probe" if sweep_only[0] == "probe" else
+               "a training step's sizes are its buckets'")
+        raise ValueError(f"{FLAGS[sweep_only[0]]} is for size sweeps: {why}; leave it out")
+    check_experiment(fabric, exp, names, compare)
+    if "root" in typed and exp.collective not in ROOTED:
+        raise ValueError(f"--root: {exp.collective} has no root; only "
+                         f"{' and '.join(ROOTED)} have one")
+    return exp
+
+
+def check_experiment(fabric, exp: Experiment, names: Namer, compare: List[str] = ()) -> None:
+    """`exp` and the algorithms to compare on `fabric`, before anything is
+    built: ExperimentError naming each field as `names` does."""
+    n, local = len(fabric.endpoints), fabric.gpus_per_server
+    exp.check(n, local, names)
+    _check_flag_endpoints(fabric, exp, names)
+    _check_failures(fabric, exp, names)
+    for i, algorithm in enumerate(compare):
+        why = (f"{shown(algorithm)} is not an algorithm of {exp.collective}; expected one of "
+               f"{', '.join(ALGORITHMS[exp.collective])}"
+               if algorithm not in ALGORITHMS[exp.collective] else
+               f"{algorithm} is already the run's algorithm ({names('algorithm')})"
+               if algorithm == exp.algorithm else
+               f"{algorithm} is named twice" if algorithm in compare[:i] else None)
+        if why:
+            raise ExperimentError("algorithm", why, f"--compare: {why}")
+        replace(exp, algorithm=algorithm).check(
+            n, local, lambda key: "--compare" if key == "algorithm" else names(key))
+    _check_duration(fabric, exp, 1 + len(compare))
+
+
+def _check_failures(fabric, exp: Experiment, names: Namer) -> None:
+    """Each failure names a link between two switches of this fabric."""
+    if len(exp.fail) > MAX_FAILURES:
+        detail = f"{len(exp.fail)} failures; at most {MAX_FAILURES}"
+        raise ExperimentError("fail", detail, f"{names('fail')}: {detail}")
+    if exp.fail and exp.engine == "sim":
+        detail = "the simulator has no links to take down; failures need a lab"
+        raise ExperimentError("fail", detail, f"{names('fail')}: {detail}")
+    switches = {s.name for s in fabric.switches if s.role not in ("node", "nvswitch")}
+    for item in exp.fail:
+        link = split_failure(item)[0]
+        if link == "random":
+            if not any({l.a, l.b} <= switches for l in fabric.links):
+                detail = f"{shown(item)}: this fabric has no link between two switches"
+                raise ExperimentError("fail", detail, f"{names('fail')} {detail}")
+            continue
+        a, b = link.split("-")
+        why = (f"there is no {shown(x)} in this fabric" if (x := next(
+            (n for n in (a, b) if n not in switches and not _endpoint(fabric, n)), None))
+            else f"{a} and {b} are not linked" if not any({l.a, l.b} == {a, b}
+                                                          for l in fabric.links)
+            else f"{link} is a server's own link: without it the collective cannot finish; "
+                 "name a link between two switches" if not {a, b} <= switches else None)
+        if why:
+            detail = f"{shown(item)}: {why}"
+            raise ExperimentError("fail", detail, f"{names('fail')} {detail}")
+    _check_overlaps(exp, names)
+
+
+def _check_overlaps(exp: Experiment, names: Namer) -> None:
+    """A link cannot fail again while it is still down."""
+    spans: dict = {}
+    for item in exp.fail:
+        link, start, duration, _kind = split_failure(item)
+        end = start + duration if duration is not None else math.inf
+        key = frozenset(link.split("-"))
+        for other, (s0, e0) in spans.get(key, []):
+            if link != "random" and start < e0 and s0 < end:
+                detail = f"{shown(item)}: {link} is still down then ({shown(other)})"
+                raise ExperimentError("fail", detail, f"{names('fail')} {detail}")
+        spans.setdefault(key, []).append((item, (start, end)))
+
+
+def _endpoint(fabric, name: str) -> bool:
+    return any(h.name == name for h in fabric.endpoints) or any(
+        s.name == name for s in fabric.switches)
+
+
+def _check_duration(fabric, exp: Experiment, runs: int) -> None:
+    """Refuse a sweep that cannot finish within MAX_HOURS: every iteration
+    moves at least half the message through some link, at best the fabric's
+    fastest."""
+    fastest = max(link["rate_mbit"] for link in fabric.spec["links"].values() if link)
+    if exp.step is not None:
+        exp._check_step_duration(exp.plan(), fastest)
+        return
+    sizes = exp.sizes()
+    seconds = runs * (exp.iters + exp.warmup) * sum(sizes) / 2 * 8 / (fastest * 1e6)
+    if seconds > MAX_HOURS * 3600:
+        took = f"{seconds / 3600:,.0f} hours" if seconds < 3 * 86400 else \
+            f"{seconds / 86400:,.0f} days"
+        detail = (f"the sweep would take at least {took} at {fastest:g} Mbit/s ({len(sizes)} "
+                  f"sizes up to {size_text(exp.maxbytes)}, {exp.iters + exp.warmup:,} iterations "
+                  f"each{f', {runs} algorithms' if runs > 1 else ''}); at most {MAX_HOURS} "
+                  "hours: fewer iterations, smaller sizes or faster links")
+        raise ExperimentError(None, detail, detail)
+
+
+def _namer(flags, section) -> Namer:
+    """A field as a message names it: the flag the user typed, else the key
+    of the file's experiment section, else the default."""
+    def name(key: str) -> str:
+        if key in flags:
+            return FLAGS[key] if key in FLAGS else T.STEP_FLAGS.get(key[5:], "--step")
+        if key.partition(".")[0] in section:
+            return f"experiment.{key}"
+        return f"the default {key}"
+    return name
+
+
+def _one_server(fabric, values: dict, given: dict, compare: List[str]) -> None:
+    if values:
+        raise FabricError(fabric.source, "experiment", "a collective needs at least 2 "
+                          "servers, and this fabric has one")
+    if given or compare:
+        flag = FLAGS[next(iter(given))] if given else "--compare"
+        raise ValueError(f"{flag}: this fabric has one server, so no collective runs")
+    return None
+
+
+def experiment_section(fabric) -> dict:
+    """The keys the fabric's experiment section sets, each checked against
+    the schema and its endpoints against the fabric: what a fabric file must
+    get right even where no experiment runs (the planner reads such files)."""
+    section = normalise(fabric.spec.get("experiment"), SCHEMA, "experiment", fabric.source)
+    values = {k: v for k, v in section.items() if v is not None}
+    _check_endpoints(fabric, values)
+    return values
+
+
+def _check_endpoints(fabric, values: dict) -> None:
+    names = {h.name for h in fabric.endpoints}
+    for key in ("probe", "cross"):
+        missing = [p for p in values.get(key, ()) if p not in names]
+        if missing:
+            raise FabricError(fabric.source, f"experiment.{key}", (
+                f"expected servers of this fabric, but there is no {shown(missing[0])} "
+                f"(servers are {fabric.endpoints[0].name}..{fabric.endpoints[-1].name})"))
+
+
+def _check_flag_endpoints(fabric, exp: Experiment, names: Namer) -> None:
+    servers = {h.name for h in fabric.endpoints}
+    for key in ("probe", "cross"):
+        pair = getattr(exp, key)
+        missing = [p for p in pair if p not in servers]
+        if missing:
+            detail = (f"{shown(','.join(pair))}: no server {shown(missing[0])} in this fabric "
+                      f"(servers are {fabric.endpoints[0].name}..{fabric.endpoints[-1].name})")
+            raise ExperimentError(key, detail, f"{names(key)} {detail}")

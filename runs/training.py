@@ -1,0 +1,214 @@
+"""A training step replayed and measured (`--step`, ``experiment.step``):
+on the lab's rank agents, and in the flow-level simulator beside it or
+alone (`--engine sim`).
+
+Per step: its time (the first rank's start to the last rank's end: a
+synchronous step ends when every rank has its gradients), the compute time,
+the communication time (when at least one collective was running), the
+exposed communication (step - compute: what the step waited for the
+network), and the overlap efficiency (the share of the communication the
+compute hid). Per collective of the last step: launch, start and finish,
+bytes and #wrong. The simulator predicts the same step with overlap on and
+off from each collective's simulated time alone (sim/training_step.py's fluid
+model), and the lower bounds: max(compute, communication) with overlap,
+their sum without.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, replace
+from typing import Callable, Dict, List
+
+from collectives import metrics as M
+from collectives import schedules as S
+from sim import training_step as T
+from traffic.engines import make_engine
+from runs.experiment import Experiment
+
+
+def jobs_of(exp: Experiment, plan: T.Plan, n: int, local: int, policy: str) -> Dict[int, object]:
+    """Collective id -> the Job of its bucket: its size in float32-sized
+    units, rounded as nccl-tests rounds (n equal blocks for AllGather and
+    ReduceScatter)."""
+    out = {}
+    largest = max(b.bytes for b in plan.buckets)      # pieces as a sweep up to it cuts them
+    for c in plan.collectives:
+        count = S.round_count(c["collective"], n, max(1, c["bytes"] // M.TYPE_SIZE))
+        algorithm = exp.algorithm if c["collective"] == "allreduce" else "ring"
+        job = replace(exp, collective=c["collective"], algorithm=algorithm,
+                      maxbytes=largest).job(
+            count, policy, local if algorithm == "hierarchical" else 1)
+        out[c["id"]] = job
+    return out
+
+
+def predict(fabric, exp: Experiment, ranks: List[str], local: int) -> dict:
+    """The simulator's step, overlap on and off, from each collective's
+    simulated time alone on this fabric (one simulation per distinct size)."""
+    plan = exp.plan()
+    jobs = jobs_of(exp, plan, len(ranks), local, fabric.policy)
+    engine, alone = make_engine("sim", fabric, ranks), {}
+    try:
+        for cid, job in jobs.items():
+            key = (job.collective, job.count)
+            if key not in alone:
+                engine.prepare(job)
+                alone[key] = engine.iterate(0, 0)["seconds"]
+    finally:
+        engine.close()
+    seconds = {cid: alone[(job.collective, job.count)] for cid, job in jobs.items()}
+    out = {}
+    for overlap in (True, False):
+        p = plan if plan.overlap == overlap else replace(exp, step={
+            **exp.step, "overlap": overlap}).plan()
+        t = T.timeline(p, lambda c: seconds[c["id"]])
+        comm = sum(seconds.values()) if p.in_flight == 1 else t["comm_s"]
+        low, high = T.bounds(p, comm)
+        out["overlap_on" if overlap else "overlap_off"] = {
+            **{k: t[k] for k in ("step_s", "compute_s", "comm_s", "exposed_s",
+                                 "overlap_efficiency")},
+            "lower_bound_s": low, "upper_bound_s": high, "collectives": t["collectives"],
+            "compute": t["compute"]}
+    return out
+
+
+def step_description(exp: Experiment, plan: T.Plan, n: int) -> dict:
+    return {"layers": len(plan.layers), "params": sum(l.params for l in plan.layers),
+            "gradient_bytes": plan.gradient_bytes, "dtype": plan.dtype, "op": exp.op,
+            "mode": plan.mode, "overlap": plan.overlap, "in_flight": plan.in_flight,
+            "bucket_bytes": exp.step["bucket"], "ranks": n,
+            "compute_s": plan.compute_s, "algorithm": exp.algorithm,
+            "buckets": [{"index": b.index, "layers": list(b.layers), "bytes": b.bytes}
+                        for b in plan.buckets]}
+
+
+def merge_ranks(replies: List[dict], plan: T.Plan) -> dict:
+    """One step from every rank's reply: times after the first rank's start."""
+    t0 = min(r["t0"] for r in replies)
+    t1 = max(r["t1"] for r in replies)
+    names = {c["id"]: c for c in plan.collectives}
+    collectives = []
+    for cid in sorted(names):
+        mine = [(r["t0"] - t0, c) for r in replies for c in r["collectives"] if c["id"] == cid]
+        collectives.append({
+            **{k: names[cid][k] for k in ("id", "name", "collective", "bytes", "bucket")},
+            "launch": min(off + c["launch"] for off, c in mine),
+            "start": min(off + c["start"] for off, c in mine),
+            "finish": max(off + c["finish"] for off, c in mine),
+            "wrong": sum(c["wrong"] for _, c in mine),
+            "bad_chunk_elements": sum(c["bad_chunk_elements"] for _, c in mine)})
+    per_rank = [T.summarise(plan, r["compute"], [
+        {**c, "start": c["start"], "finish": c["finish"]} for c in r["collectives"]])
+        for r in replies]
+    step_s = t1 - t0
+    compute_s = statistics.mean(p["compute_s"] for p in per_rank)
+    comm_s = max(p["comm_s"] for p in per_rank)
+    exposed = max(0.0, step_s - compute_s)
+    return {"step_s": step_s, "compute_s": compute_s, "comm_s": comm_s, "exposed_s": exposed,
+            "overlap_efficiency": max(0.0, 1 - exposed / comm_s) if comm_s > 0 else 1.0,
+            "wrong": sum(c["wrong"] for c in collectives),
+            "bad_chunk_elements": sum(c["bad_chunk_elements"] for c in collectives),
+            "pieces": sum(r["pieces"] for r in replies),
+            "reordered": sum(r["reordered"] for r in replies),
+            "collectives": sorted(collectives, key=lambda c: (c["launch"], c["id"])),
+            "timeline": _timeline(replies, t0, names)}
+
+
+def _timeline(replies: List[dict], t0: float, names: dict) -> List[dict]:
+    """Per rank, a lane of compute and one of communication."""
+    events = []
+    for r in replies:
+        off = r["t0"] - t0
+        events += [{"rank": r["rank"], "lane": "compute", "kind": s["kind"],
+                    "label": str(s["layer"]), "start": off + s["start"], "end": off + s["end"]}
+                   for s in r["compute"]]
+        events += [{"rank": r["rank"], "lane": "comm", "kind": names[c["id"]]["collective"],
+                    "label": str(names[c["id"]]["bucket"]), "launch": off + c["launch"],
+                    "start": off + c["start"], "end": off + c["finish"]}
+                   for c in r["collectives"]]
+    return events
+
+
+SUMMARY_KEYS = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
+
+
+def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: None) -> dict:
+    """Warm-up and timed steps on the lab's rank agents, the simulator's
+    prediction beside them, and the host's load while they ran."""
+    from traffic.measure.monitor import Monitor
+    from runs.sweep import Model
+    fabric = lab.fabric
+    ranks = exp.ranks or [h.name for h in fabric.endpoints]
+    model = Model.of(fabric, ranks)
+    exp.check(model.n, model.local)
+    plan = exp.plan()
+    jobs = jobs_of(exp, plan, model.n, model.local, fabric.policy)
+    progress("simulating the step")
+    predicted = predict(fabric, exp, ranks, model.local)
+    monitor = Monitor(fabric, source=getattr(lab, "counters", None)).start()
+    engine, steps = make_engine(exp.engine, fabric, ranks, lab), []
+    try:
+        progress("setting up the step's collectives")
+        engine.prepare_step(plan, jobs, plan.in_flight)
+        budget = 60 + 20 * predicted["overlap_off"]["step_s"]
+        for i in range(exp.warmup + exp.iters):
+            progress(f"step {i + 1}/{exp.warmup + exp.iters}")
+            # buffers reset before the start: about 1 GB/s of copying, each rank's
+            lead = plan.gradient_bytes * (2 if plan.mode == "sharded" else 1) / 1e9
+            steps.append(merge_ranks(engine.step(i, budget, lead), plan))
+    finally:
+        engine.close()
+        monitor.stop()
+    timed = steps[exp.warmup:]
+    window = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])
+    return result_record(fabric, exp, plan, ranks, timed, predicted, window)
+
+
+def result_record(fabric, exp, plan, ranks, timed, predicted, window=None) -> dict:
+    last = timed[-1]
+    # the median step's own figures (so step = compute + exposed holds in them)
+    mid = sorted(timed, key=lambda s: s["step_s"])[(len(timed) - 1) // 2]
+    summary = {k: mid[k] for k in SUMMARY_KEYS}
+    low = predicted["overlap_on" if plan.overlap else "overlap_off"]
+    return {
+        "experiment": asdict(exp), "ranks": ranks, "engine": exp.engine,
+        "step": step_description(exp, plan, len(ranks)),
+        "runs": [{k: s[k] for k in (*SUMMARY_KEYS, "wrong", "bad_chunk_elements", "pieces",
+                                    "reordered") if k in s} for s in timed],
+        "summary": summary,
+        "wrong": sum(s["wrong"] or 0 for s in timed) if timed[0]["wrong"] is not None else None,
+        "collectives": last["collectives"], "timeline": last["timeline"],
+        "predicted": predicted, "measured_over_predicted": summary["step_s"] / low["step_s"]
+        if low["step_s"] else None,
+        "link_rate_mbit": fabric.spec["links"]["server_leaf"]["rate_mbit"],
+        "host": _host(window) if window else None}
+
+
+def _host(window: dict) -> dict:
+    util = [l["peak_util"] for l in window["links"].values()]
+    return {"cpu_busy_pct": window["cpu_busy_pct"], "ovs_core_pct": window["ovs_core_pct"],
+            "busiest_link_peak_util": max(util, default=0.0),
+            "drops": sum(l["drops"] for l in window["links"].values()),
+            "shortfalls": window["shortfalls"]}
+
+
+def simulate_step(fabric, exp: Experiment) -> dict:
+    """The step in the simulator alone (`--engine sim`): its prediction is
+    the result."""
+    from runs.sweep import Model
+    ranks = exp.ranks or [h.name for h in fabric.endpoints]
+    model = Model.of(fabric, ranks)
+    exp.check(model.n, model.local)
+    plan = exp.plan()
+    predicted = predict(fabric, exp, ranks, model.local)
+    mine = predicted["overlap_on" if plan.overlap else "overlap_off"]
+    step = {**{k: mine[k] for k in SUMMARY_KEYS}, "wrong": None, "bad_chunk_elements": None,
+            "collectives": mine["collectives"], "timeline": [
+                {"rank": r, "lane": "compute", "kind": s["kind"], "label": str(s["layer"]),
+                 "start": s["start"], "end": s["end"]} for r in range(model.n)
+                for s in mine["compute"]] + [
+                {"rank": r, "lane": "comm", "kind": c["collective"], "label": str(c["bucket"]),
+                 "launch": c["launch"], "start": c["start"], "end": c["finish"]}
+                for r in range(model.n) for c in mine["collectives"]]}
+    return result_record(fabric, exp, plan, ranks, [step], predicted)

@@ -1,0 +1,18 @@
+"""The flow-level simulator: the same schedules on the same fabric graph and
+routes the controller computes, with no network built and no root needed.
+
+- network.py: where a flow goes (the controller's plan, ECMP hashed per
+  switch and flow with a seed) and the directed links it crosses;
+- fairness.py: max-min fair rates of the flows sharing links (progressive
+  filling);
+- replay.py: a schedule replayed as connections moving pieces, each released
+  when its dependencies are met, event by event;
+- steps.py: the shortcut, step by step, for rank counts the replay cannot reach;
+- phases.py, clos.py: hierarchical AllReduce phase by phase, on a Clos given
+  by its shape alone (the planner's scale);
+- training_step.py: a training step's closed forms: compute, gradient buckets
+  and the collectives that average them, overlapped or not.
+
+The engine that runs it in a sweep is traffic/engines/sim.py; the sweep
+itself is runs/simulated.py.
+"""

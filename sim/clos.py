@@ -1,0 +1,178 @@
+"""A Clos fabric from its counts alone, routed as the controller routes one,
+for GPU counts no fabric file can describe (the planner's 1,024 to 200,000).
+
+Nothing is built per endpoint: a GPU is a number, a link a small tuple, and a
+flow's path is worked out when asked, from where its ends sit. The shape is
+the planner's (planner/designs.py): servers of `gpus` GPUs and `nics` NICs;
+leaves of `down` server ports and `up` uplinks; 2 tiers (spines) or 3 (pods
+of radix/2 leaves and `up` aggregation switches, each with radix/2 uplinks to
+the cores of its group j, parallel links where the pods are too few to fill a
+core's ports). Two wirings of the same switches:
+
+- ``server``: a server's NICs on one leaf, servers leaf by leaf, as
+  ``kind: leaf-spine`` wires them;
+- ``rail``: NIC k of each of `down` servers (a unit) on the unit's rail leaf
+  k, as ``kind: rail-optimized`` wires them: GPU k of every server in a unit
+  shares a leaf.
+
+Routing is the controller's (controller/routes.py): a GPU reaches a GPU of
+its own server over its NVSwitch; the network through its own NIC (or, with
+fewer NICs than GPUs, over PCIe through NIC k mod nics); up only as far as
+needed, each switch picking among its equal-cost uplinks by a seeded hash of
+the flow and of itself (ECMP), down by the one way there is.
+
+The interface is `sim.network.Network`'s: `path(src, dst, flow)`
+gives hops with `.intf` (here a tuple naming the directed link) and
+`.delay_s` (0: per-hop latency is the replay's `hop_latency_s`), and
+`links[intf].rate_bps` the link's rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import List, NamedTuple
+
+WIRINGS = ("server", "rail")
+# switch tiers in the ECMP hash: numbers, as Python hashes tuples of ints the
+# same in every process (strings it hashes with a per-process seed)
+LEAF, SPINE, AGG, CORE = 1, 2, 3, 4
+
+
+class Hop(NamedTuple):
+    intf: tuple
+    delay_s: float = 0.0
+
+
+class Rate(NamedTuple):
+    rate_bps: float
+
+
+@dataclass(frozen=True)
+class ClosShape:
+    """The counts and rates of a Clos (see the module docstring)."""
+    servers: int
+    gpus: int                   # per server
+    nics: int                   # per server
+    down: int                   # server ports per leaf
+    up: int                     # uplinks per leaf
+    tiers: int = 2              # 2: leaf-spine; 3: leaf-aggregation-core in pods
+    radix: int = 64             # ports per switch (spines, aggregation, cores)
+    wiring: str = "server"
+    nic_bps: float = 400e9      # server-leaf links
+    fabric_bps: float = 400e9   # switch-to-switch links
+    intra_bps: float = 3600e9   # NVLink (and PCIe) per GPU and direction
+
+    def __post_init__(self):
+        if self.tiers not in (2, 3) or self.wiring not in WIRINGS:
+            raise ValueError(f"tiers must be 2 or 3 and wiring one of {WIRINGS}")
+        if min(self.servers, self.gpus, self.nics, self.down, self.up) < 1 or self.nics > self.gpus:
+            raise ValueError("servers, gpus, nics, down and up must be at least 1, nics <= gpus")
+
+    @property
+    def n(self) -> int:
+        return self.servers * self.gpus
+
+    @property
+    def leaves(self) -> int:
+        if self.wiring == "rail":
+            return math.ceil(self.servers / self.down) * self.nics
+        return math.ceil(self.servers * self.nics / self.down)
+
+    @property
+    def spines(self) -> int:
+        """2 tiers: spines, each reached by every leaf (the planner's count)."""
+        return max(1, min(self.up, math.ceil(self.leaves * self.up / self.radix)))
+
+    @property
+    def pod_leaves(self) -> int:
+        return self.radix // 2
+
+    @property
+    def pods(self) -> int:
+        return math.ceil(self.leaves / self.pod_leaves)
+
+    @property
+    def group_cores(self) -> int:
+        """3 tiers: the cores the aggregation switches j of all pods share,
+        each a radix-port switch (the planner's count)."""
+        return max(1, math.ceil(self.pods * (self.radix // 2) / self.radix))
+
+    def leaf_of(self, server: int, nic: int) -> int:
+        if self.wiring == "rail":
+            return server // self.down * self.nics + nic
+        return (server * self.nics + nic) // self.down
+
+
+class ClosNetwork:
+    """Paths across a ClosShape, with a seeded ECMP draw (see the module
+    docstring); ranks are GPU numbers 0 .. n-1, server by server."""
+
+    def __init__(self, shape: ClosShape, seed: int = 0):
+        self.shape, self.seed = shape, seed
+        rates = {"nv": shape.intra_bps, "pcie": shape.intra_bps, "nic": shape.nic_bps}
+        self.links = _Rates(rates, shape.fabric_bps)
+
+    def reseed(self, seed: int) -> None:
+        self.seed = seed
+
+    def _pick(self, switch: tuple, src: int, dst: int, flow: int, n: int) -> int:
+        """The select group's bucket: a hash of the flow, the switch and the seed."""
+        return hash((self.seed, switch, src, dst, flow)) % n if n > 1 else 0
+
+    def path(self, src: int, dst: int, flow: int = 0) -> List[Hop]:
+        s = self.shape
+        (a, ga), (b, gb) = divmod(src, s.gpus), divmod(dst, s.gpus)
+        if a == b:
+            return [Hop(("nv", "up", src)), Hop(("nv", "down", dst))]
+        hops = []
+        na, nb = ga % s.nics, gb % s.nics
+        if s.nics < s.gpus:
+            hops.append(Hop(("pcie", "up", src)))
+        hops.append(Hop(("nic", "up", a, na)))
+        la, lb = s.leaf_of(a, na), s.leaf_of(b, nb)
+        if la != lb:
+            hops += (self._two_tier if s.tiers == 2 else self._three_tier)(la, lb, src, dst, flow)
+        hops.append(Hop(("nic", "down", b, nb)))
+        if s.nics < s.gpus:
+            hops.append(Hop(("pcie", "down", dst)))
+        return hops
+
+    def _two_tier(self, la, lb, src, dst, flow) -> List[Hop]:
+        s = self.shape
+        j = self._pick((LEAF, la), src, dst, flow, s.up)
+        spine = j % s.spines
+        back = range(spine, s.up, s.spines)            # the uplinks of lb to that spine
+        k = back[self._pick((SPINE, spine), src, dst, flow, len(back))]
+        return [Hop(("leaf-up", la, j)), Hop(("spine-down", lb, k))]
+
+    def _three_tier(self, la, lb, src, dst, flow) -> List[Hop]:
+        s = self.shape
+        j = self._pick((LEAF, la), src, dst, flow, s.up)      # aggregation switch j of the pod
+        pa, pb = la // s.pod_leaves, lb // s.pod_leaves
+        if pa == pb:
+            return [Hop(("leaf-up", la, j)), Hop(("agg-down", lb, j))]
+        c = self._pick((AGG, pa, j), src, dst, flow, s.radix // 2)   # its uplink c ...
+        core = c % s.group_cores                                        # ... to this core
+        back = range(core, s.radix // 2, s.group_cores)     # the core's links to pb's agg j
+        k = back[self._pick((CORE, j, core), src, dst, flow, len(back))]
+        return [Hop(("leaf-up", la, j)), Hop(("agg-up", pa, j, c)),
+                Hop(("core-down", pb, j, k)), Hop(("agg-down", lb, j))]
+
+
+class _Rates(Mapping):
+    """Link id -> its rate, worked out from the id's class (nothing stored)."""
+
+    def __init__(self, rates: dict, fabric_bps: float):
+        self.rates, self.fabric = rates, Rate(fabric_bps)
+
+    def __getitem__(self, intf):
+        rate = self.rates.get(intf[0])
+        return Rate(rate) if rate is not None else self.fabric
+
+    def __iter__(self):
+        raise TypeError("a Clos shape's links are not listed, only looked up")
+
+    def __len__(self):
+        raise TypeError("a Clos shape's links are not counted")

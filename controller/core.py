@@ -30,6 +30,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_5
 from controller import ofmsg
 from controller.adaptive import IDLE_TIMEOUT_S, Adaptive, FlowKey
 from controller.routes import Port, SwitchPlan, compute_plan
+from policies import policy
 from topologies.fabric import Fabric
 
 OF_NAMES = {ofproto_v1_3.OFP_VERSION: "OpenFlow13", ofproto_v1_5.OFP_VERSION: "OpenFlow15"}
@@ -88,7 +89,7 @@ class FabricCore:
         self.arp_replies = 0
         self.generation = 0
         self.last_xid = 0
-        self.adaptive = Adaptive(fabric) if fabric.policy == "adaptive" else None
+        self.adaptive = Adaptive(fabric) if policy(fabric.policy).moves_elephants else None
 
     # --- switch life cycle -------------------------------------------------------
 

@@ -27,6 +27,7 @@ from typing import Dict, FrozenSet, Tuple
 
 import networkx as nx
 
+from policies import policy
 from topologies.fabric import Fabric
 
 Port = Tuple[str, int]          # (switch name, port number)
@@ -70,6 +71,7 @@ def next_hops(graph: nx.MultiGraph, switch: str, dist: Dict[str, int]) -> Tuple[
 def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[str, SwitchPlan]:
     """The forwarding plan of every switch, keyed by switch name."""
     graph = fabric_graph(fabric, down)
+    routing = policy(fabric.policy)
     leaf_index = {s.name: s.index for s in fabric.leaves}
     plans = {s.name: SwitchPlan(arp_to_controller=(s.role in ("leaf", "node", "nvswitch")))
              for s in fabric.switches}
@@ -108,14 +110,13 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
                 plan.routes[server.ip] = ("output", server.port)
                 continue
             ports = next_hops(graph, sw.name, dist)
-            if fabric.policy == "single-path" and len(ports) > 1:
-                ports = (ports[(gid - 1) % len(ports)],)
+            ports = routing.pin(ports, gid)
             if len(ports) == 1:
                 plan.routes[server.ip] = ("output", ports[0])
             else:
                 plan.groups[gid] = ports
                 plan.routes[server.ip] = ("group", gid)
-    if fabric.policy == "adaptive":
+    if routing.moves_elephants:
         # every switch that hashes when all links are up: a connection that
         # starts while it has one path left is followed too
         whole = compute_plan(fabric) if down else plans

@@ -41,7 +41,7 @@ class FabricCLI(CLI):
         Usage: link end1 end2 [up/down]"""
         super().do_link(line)
         args = line.split()
-        if len(args) != 3 or args[2] not in ("up", "down") or self.lab.fabric.policy == "stp":
+        if len(args) != 3 or args[2] not in ("up", "down") or not self.lab.controlled:
             return
         switches = {s.name for s in self.lab.fabric.switches}
         ports = {f"{node}:{port}" for l in self.lab.fabric.links if {l.a, l.b} == set(args[:2])

@@ -36,6 +36,7 @@ from lab import host, records
 from lab.host import LabError
 from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
 from lab.shaping import link_commands
+from policies import policy
 from lab.processes import cpu_seconds, is_mininet_shell, stop_process, stop_process_group
 from topologies.fabric import Fabric
 
@@ -123,7 +124,7 @@ class Lab:
                 self.warnings.extend(filter(None, [host.ovs_send_buffer_warning()]))
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._write_record()            # claims the names before the lock goes
-        if self.fabric.policy != "stp":
+        if self.controlled:
             self._start_controller()
         self.timings["controller_s"] = time.monotonic() - t0
         t1 = time.monotonic()
@@ -131,12 +132,18 @@ class Lab:
         self.timings["build_s"] = time.monotonic() - t1
         t2 = time.monotonic()
         self._bfd()
-        if self.fabric.policy == "stp":
+        if not self.controlled:
             self.status = self.wait_stp_converged()
         else:
             self.status = self.wait_programmed(until=self.ready)
         self.timings["programmed_s"] = time.monotonic() - t2
         self.timings["start_s"] = time.monotonic() - t0
+
+    @property
+    def controlled(self) -> bool:
+        """Whether the os-ken controller routes this fabric (its policy says:
+        policies/); without one, plain L2 switches run spanning tree."""
+        return policy(self.fabric.policy).controller
 
     def ready(self, status: dict) -> bool:
         """With BFD, a fabric is ready once every session is up: until then
@@ -154,7 +161,7 @@ class Lab:
         routes around it (controller/app.py, port_is_up)."""
         ms = self.fabric.spec["routing"]["bfd_ms"]
         intfs = self._bfd_interfaces()
-        if not ms or self.fabric.policy == "stp" or not intfs:
+        if not ms or not self.controlled or not intfs:
             return
         args = ["ovs-vsctl", "--timeout=30"]
         for intf in intfs:
@@ -211,7 +218,7 @@ class Lab:
         from mininet.node import Host
 
         setLogLevel("info" if self.verbose else "output")   # output: what the CLI prints
-        stp = self.fabric.policy == "stp"
+        stp = not self.controlled
         # Every process a node starts, its shell first, is tracked the moment it
         # exists: a signal in the middle of Mininet's build leaks nothing.
         self.net = Mininet(topo=FabricTopo(fabric=self.fabric),

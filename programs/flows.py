@@ -96,9 +96,10 @@ def stream(dst: str, dport: int, seconds: float, policy: str, entropy: int,
            gap_ms: float) -> dict:
     import numpy as np
     from programs.agent import Conn
-    from programs.spread import Spreader, connections_per_peer
+    from policies import policy as policy_of
+    from programs.spread import Spreader
     loop = _Loop()
-    k = connections_per_peer(policy, 1, entropy)
+    k = policy_of(policy).connections_per_peer(1, entropy)
     conns = []
     for _ in range(k):
         sock = socket.create_connection((dst, dport), timeout=10)

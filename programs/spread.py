@@ -11,6 +11,8 @@ its own still waiting to be written, and less than `lowat` bytes unsent in the
 kernel (TCP_NOTSENT_LOWAT, which also makes the socket writable again exactly
 then). So pieces go to the connections whose paths drain them.
 
+The choice itself is each policy's (policies/spray.py, policies/flowlet.py):
+
 - spray: every piece to the ready connection with the fewest unsent bytes
   (packet spraying as Spectrum-X and Ultra Ethernet do it, at the grain of a
   piece). Pieces of one peer overtake each other; the receiver counts them.
@@ -29,49 +31,20 @@ import selectors
 import socket
 import struct
 import termios
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List
+
+from policies import policy as policy_of
+from policies.base import Lane
 
 SIOCOUTQ = termios.TIOCOUTQ           # bytes sent and not acknowledged, plus unsent
 SIOCOUTQNSD = 0x894B                  # bytes not yet sent
 TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)
 LOWAT = 16 * 1024                     # unsent bytes below which a connection takes a piece
-SPREAD_POLICIES = ("flowlet", "spray")
-
-
-def connections_per_peer(policy: str, channels: int, entropy: int) -> int:
-    """Connections a rank opens to each peer: its channels, or under flowlet
-    and spray at least `entropy` (routing.entropy), for the senders to choose
-    among."""
-    return max(channels, entropy) if policy in SPREAD_POLICIES else channels
 
 
 def queued(sock: socket.socket, request: int) -> int:
     """A socket's SIOCOUTQ or SIOCOUTQNSD, in bytes."""
     return struct.unpack("i", fcntl.ioctl(sock.fileno(), request, b"\0\0\0\0"))[0]
-
-
-@dataclass
-class Lane:
-    """What a spreader knows of one connection when it picks."""
-    waiting: bool           # bytes of its own not yet handed to the kernel
-    unsent: int             # in the kernel, not yet sent
-    in_flight: int          # in the kernel, unsent or unacknowledged
-    last: float             # when it was last given a piece
-
-
-def choose(policy: str, lanes: Sequence[Lane], current: int, now: float, gap: float,
-           lowat: int, draw: Callable[[int], int]) -> Optional[int]:
-    """The connection to carry the next piece, or None to wait for one to be
-    ready. `current` is the connection of the last piece (flowlet), `draw(n)`
-    a random index below n."""
-    ready = [i for i, lane in enumerate(lanes) if not lane.waiting and lane.unsent < lowat]
-    if policy == "spray":
-        return min(ready, key=lambda i: (lanes[i].unsent, lanes[i].last)) if ready else None
-    cur = lanes[current]
-    if not cur.waiting and cur.in_flight == 0 and now - cur.last >= gap:
-        return ready[draw(len(ready))]          # a new flowlet: any path (all are ready)
-    return current if current in ready else None
 
 
 class Spreader:
@@ -80,7 +53,7 @@ class Spreader:
 
     def __init__(self, loop, policy: str, conns: List, gap: float, clock: Callable[[], float],
                  seed: int = 0, lowat: int = LOWAT):
-        self.loop, self.policy, self.conns, self.gap = loop, policy, conns, gap
+        self.loop, self.policy, self.conns, self.gap = loop, policy_of(policy), conns, gap
         self.clock, self.lowat = clock, lowat
         self.rng = random.Random(seed)
         self.pending: list = []
@@ -102,8 +75,8 @@ class Spreader:
             now = self.clock()
             lanes = [Lane(bool(c.parts), queued(c.sock, SIOCOUTQNSD), queued(c.sock, SIOCOUTQ),
                           self.last[i]) for i, c in enumerate(self.conns)]
-            i = choose(self.policy, lanes, self.current, now, self.gap, self.lowat,
-                       self.rng.randrange)
+            i = self.policy.choose(lanes, self.current, now, self.gap, self.lowat,
+                                   self.rng.randrange)
             if i is None:
                 break
             self._unwatch(i)
@@ -113,8 +86,7 @@ class Spreader:
         del self.pending[:head]
         if self.pending:
             self.loop.backlog.add(self)
-            wanted = [self.current] if self.policy == "flowlet" else range(len(self.conns))
-            for i in wanted:
+            for i in self.policy.watched(self.current, len(self.conns)):
                 if not self.conns[i].writing and i not in self.watched:
                     self.loop.sel.register(self.conns[i].sock, selectors.EVENT_WRITE, self.pump)
                     self.watched.add(i)

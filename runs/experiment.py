@@ -19,6 +19,7 @@ from topologies.schema import (MAX_FAILURES, OPTIONAL_SECTION, FabricError, choi
                                endpoint_pair, failures, integer, normalise, number, optional,
                                shown, size, split_failure)
 from collectives import schedules as S
+from policies import policy
 from sim import training_step as T
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
 from collectives.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, REDUCING, ROOTED,
@@ -53,7 +54,6 @@ FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine
          "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up", "fail": "--fail",
          "datatype": "-d/--datatype", "op": "-o/--op", "step": "--step"}
 MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
-SPRAY_PIECE = 8 * 1024  # spray: about one 9000-byte frame's payload (docs/routing.md)
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
 MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
 MAX_STEP_BYTES = 1 << 30    # a step's buffers on each rank: as a sweep's largest message
@@ -121,14 +121,12 @@ class Experiment:
         return Job(self.collective, self.algorithm, count, self.root, self.piece_for(policy),
                    self.channels, local, self.scale_up, datatype(self.datatype).name, self.op)
 
-    def piece_for(self, policy: str) -> int:
-        """The piece size the engines cut messages into: under spray at most
-        SPRAY_PIECE (a piece sprays as a jumbo frame would), never more than
-        MAX_PIECES per message."""
-        if policy != "spray":
-            return self.piece_bytes
+    def piece_for(self, policy_name: str) -> int:
+        """The piece size the engines cut messages into under a routing
+        policy (spray cuts them small), never more than MAX_PIECES per message."""
         fewest = -(-self.maxbytes // MAX_PIECES)
-        return max(min(self.piece_bytes, SPRAY_PIECE), -(-fewest // TYPE_SIZE) * TYPE_SIZE)
+        return policy(policy_name).piece_bytes(self.piece_bytes,
+                                               -(-fewest // TYPE_SIZE) * TYPE_SIZE)
 
     def check(self, n_ranks: int, local: int = 1, names: Namer = _plain) -> None:
         """Raise ExperimentError (a ValueError) with one sentence for an

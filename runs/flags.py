@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from topologies.errors import OneLineParser
-from topologies.schema import POLICIES, choice, integer, machines, shown
+from policies import POLICIES, all_policies, policy
+from topologies.schema import choice, integer, machines, shown
 from collectives import registry
 from collectives.datatypes import OPS, TYPE_NAMES
 from runs.experiment import FLAGS, SCHEMA
@@ -107,13 +108,8 @@ def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
                    help="validate the YAML, the experiment and every other flag as a run "
                         "would, and print what would be built; build nothing")
     p.add_argument("--policy", choices=POLICIES, type=_checked(choice(*POLICIES)),
-                   help="override routing.policy: ecmp hashes each flow onto one of the "
-                        "equal-cost paths, single-path pins each destination leaf to one "
-                        "spine, stp runs plain L2 switches with spanning tree and no "
-                        "controller (a baseline); flowlet and spray let the senders move "
-                        "pieces between paths (after an idle gap; every piece), adaptive "
-                        "has the controller move elephant flows off busy links "
-                        "(docs/routing.md)")
+                   help="override routing.policy: " + "; ".join(
+                       p.summary for p in all_policies().values()) + " (docs/routing.md)")
     p.add_argument("--datapath", choices=DATAPATHS, type=_checked(choice(*DATAPATHS)),
                    help="Open vSwitch datapath: the kernel module when present (auto, the "
                         "default), else the userspace one")
@@ -316,9 +312,9 @@ def refusal(args) -> Optional[str]:
         if builds:
             return (f"--engine sim simulates and builds no network, so {NAMES[builds[0]]} has "
                     "nothing to work on: leave out one of them")
-        if args.policy == "stp":
-            return ("--engine sim routes as the controller does; spanning tree is only "
-                    "emulated")
+        if args.policy and not policy(args.policy).simulated:
+            return ("--engine sim routes as the controller does; "
+                    + policy(args.policy).why_not_simulated)
     for key in ("seconds", "streams"):
         if key in given and not args.iperf_check:
             return (f"--{key} sets the iperf3 check, which only --iperf-check runs: add "

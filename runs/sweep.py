@@ -20,6 +20,7 @@ from typing import Callable, Dict, List, Optional
 
 from collectives import metrics as M
 from collectives import schedules as S
+from policies import policy
 from traffic.engines import make_engine
 from runs.experiment import Experiment
 from traffic.measure.background import CrossTraffic, Prober
@@ -96,7 +97,7 @@ def run_experiment(lab, exp: Experiment, results: Path,
     (results / "samples.json").write_text(json.dumps(monitor.samples))
     (results / "probes.json").write_text(json.dumps(prober.samples))
     verdict = mark_host_bound(fidelity([r.pop("_window") for r in runs], fabric), runs,
-                              sim_faithful=fabric.policy != "flowlet")
+                              sim_faithful=policy(fabric.policy).sim_faithful)
     verdict = mark_unresolved(verdict, runs, model.rate, fabric.mtu)
     progress("done")
     return {"experiment": asdict(exp), "ranks": ranks, "gpus_per_server": model.local,
@@ -116,7 +117,7 @@ def _routing(lab, runs: list) -> dict:
     if runs and "pieces" in runs[0]:
         out["pieces"] = sum(r["pieces"] for r in runs)
         out["reordered"] = sum(r["reordered"] for r in runs)
-    if lab.fabric.policy == "adaptive":
+    if policy(lab.fabric.policy).moves_elephants:
         out["adaptive"] = lab.controller_status().get("adaptive")
     return out
 

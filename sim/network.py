@@ -27,16 +27,14 @@ from typing import Dict, List, Tuple
 
 from controller.routes import compute_plan
 from topologies.fabric import Fabric
-from programs.spread import connections_per_peer
+from policies import policy
 
 
 def sim_channels(fabric: Fabric, channels: int) -> int:
     """Connections per peer the simulator replays: the lab's under spray,
     else the channels (a flowlet sender's connections carry one transfer
     after another, which the simulator does not tell apart)."""
-    if fabric.policy != "spray":
-        return channels
-    return connections_per_peer("spray", channels, fabric.spec["routing"]["entropy"])
+    return policy(fabric.policy).sim_channels(channels, fabric.spec["routing"]["entropy"])
 
 Hop = Tuple[str, str]           # a directed link: (from node, to node interface name)
 
@@ -57,6 +55,7 @@ class Network:
 
     def __init__(self, fabric: Fabric, seed: int = 0):
         self.fabric, self.seed = fabric, seed
+        self.paths = policy(fabric.policy).sim_paths    # how a group's port is picked
         self.plan = compute_plan(fabric)
         self.links: Dict[str, DirectedLink] = {}
         self.port_to: Dict[Tuple[str, int], DirectedLink] = {}   # (node, port) -> link out of it
@@ -138,12 +137,12 @@ class Network:
         made = self.choices[(src, dst, flow)]
         made.append((switch, len(ports)))
         bucket = self.pinned.get((switch, src, dst, flow))
-        if bucket is None and self.fabric.policy == "spray":
+        if bucket is None and self.paths == "per-connection":
             before = 1
             for _, n in made[:-1]:
                 before *= n
             bucket = flow // before % len(ports)        # connection k takes path k
-        elif bucket is None and self.fabric.policy == "adaptive":
+        elif bucket is None and self.paths == "least-placed":
             bucket = self._least_placed(switch, ports, ip)
         elif bucket is None:
             bucket = self.bucket(switch, src, dst, flow, len(ports))

@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The layers, bottom first: a module may import its own package and any layer
 # below, never one above (docs/how-it-works.md draws them).
 LAYERS = (
+    ("policies",),            # routing policies: what each asks of everyone who routes
     ("topologies",),          # the model: YAML to a Fabric
     ("collectives",),         # what a collective is: schedules, data types, busbw
     ("controller",),          # routing: the pure plan, and the os-ken shim over it
@@ -141,11 +142,12 @@ def test_functions_are_short(path):
     assert not long
 
 
-def test_programs_in_namespaces_import_only_collectives():
+def test_programs_in_namespaces_import_only_collectives_and_policies():
     """They run in a server's namespace, started with `python -m`: nothing of
     the lab, the engines or the runs may come along."""
     for path in (REPO / "programs").glob("*.py"):
-        others = {m.split(".")[0] for m in imports(path)} - {"programs", "collectives"}
+        others = {m.split(".")[0] for m in imports(path)} - {"programs", "collectives",
+                                                              "policies"}
         assert not others, path.name
 
 

@@ -9,10 +9,11 @@ from controller import ofmsg
 from controller.adaptive import Adaptive
 from controller.routes import compute_plan
 from tests.flowtable import wire
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from tests.test_controller_core import Switches, datapath
 from runs.experiment import MAX_PIECES, Experiment
-from programs.spread import Lane, choose, connections_per_peer
+from policies import policy
+from policies.base import Lane
 from sim.network import Network, sim_channels
 
 # --- the senders: flowlet and spray ------------------------------------------------
@@ -24,27 +25,27 @@ def lane(waiting=False, unsent=0, in_flight=0, last=0.0):
 
 def test_spray_takes_the_ready_connection_with_least_unsent():
     lanes = [lane(unsent=9000), lane(waiting=True), lane(unsent=20_000), lane(unsent=100)]
-    assert choose("spray", lanes, 0, 1.0, 0.001, 16384, lambda n: 0) == 3
+    assert policy("spray").choose(lanes, 0, 1.0, 0.001, 16384, lambda n: 0) == 3
     # none ready (its own bytes waiting, or the kernel holding lowat or more): wait
     busy = [lane(waiting=True), lane(unsent=16384)]
-    assert choose("spray", busy, 0, 1.0, 0.001, 16384, lambda n: 0) is None
+    assert policy("spray").choose(busy, 0, 1.0, 0.001, 16384, lambda n: 0) is None
 
 
 def test_a_flowlet_stays_on_its_connection_until_idle_with_everything_acknowledged():
     draw = lambda n: n - 1                                     # noqa: E731
     # still in flight: the same connection, even if others are idle
     lanes = [lane(), lane(unsent=100, in_flight=5000, last=0.0), lane()]
-    assert choose("flowlet", lanes, 1, 5.0, 0.001, 16384, draw) == 1
+    assert policy("flowlet").choose(lanes, 1, 5.0, 0.001, 16384, draw) == 1
     # not ready: wait for it, never move mid-flowlet
     lanes[1] = lane(waiting=True, in_flight=5000)
-    assert choose("flowlet", lanes, 1, 5.0, 0.001, 16384, draw) is None
+    assert policy("flowlet").choose(lanes, 1, 5.0, 0.001, 16384, draw) is None
     # acknowledged, but idle for less than the gap: stays
     lanes[1] = lane(last=4.9995)
-    assert choose("flowlet", lanes, 1, 5.0, 0.001, 16384, draw) == 1
+    assert policy("flowlet").choose(lanes, 1, 5.0, 0.001, 16384, draw) == 1
     # acknowledged and idle past the gap: a new flowlet, on a connection drawn
     lanes[1] = lane(last=4.0)
-    assert choose("flowlet", lanes, 1, 5.0, 0.001, 16384, draw) == 2
-    assert choose("flowlet", lanes, 1, 5.0, 0.001, 16384, lambda n: 0) == 0
+    assert policy("flowlet").choose(lanes, 1, 5.0, 0.001, 16384, draw) == 2
+    assert policy("flowlet").choose(lanes, 1, 5.0, 0.001, 16384, lambda n: 0) == 0
 
 
 def test_spray_cuts_pieces_to_a_jumbo_frame_but_never_into_too_many():
@@ -56,10 +57,10 @@ def test_spray_cuts_pieces_to_a_jumbo_frame_but_never_into_too_many():
 
 
 def test_connections_per_peer_follow_the_policy():
-    assert connections_per_peer("ecmp", 2, 16) == 2
-    assert connections_per_peer("adaptive", 1, 16) == 1
-    assert connections_per_peer("spray", 1, 16) == 16
-    assert connections_per_peer("flowlet", 32, 16) == 32
+    assert policy("ecmp").connections_per_peer(2, 16) == 2
+    assert policy("adaptive").connections_per_peer(1, 16) == 1
+    assert policy("spray").connections_per_peer(1, 16) == 16
+    assert policy("flowlet").connections_per_peer(32, 16) == 32
 
 
 # --- the adaptive controller -------------------------------------------------------

@@ -14,7 +14,7 @@ from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
 from collectives.datatypes import datatype
 from collectives.metrics import payload_share
-from programs.spread import SPREAD_POLICIES, connections_per_peer
+from policies import policy
 
 AGENT_PORT = 7000
 
@@ -58,13 +58,12 @@ class RankAgents(AgentProcesses, Engine):
 
     def _transport(self, job: Job) -> dict:
         """How the agents move a job's data: type, op, connections, scale-up."""
-        routing = self.fabric.spec["routing"]
+        routing, spreading = self.fabric.spec["routing"], policy(self.fabric.policy)
         return {"dtype": job.dtype, "op": job.op,
-                "channels": connections_per_peer(self.fabric.policy, job.channels,
-                                                 routing["entropy"]),
+                "channels": spreading.connections_per_peer(job.channels, routing["entropy"]),
                 "local": job.local,
                 "scale_up_bps": scale_up_bps(self.fabric) if job.scale_up == "memory" else 0,
-                "spread": self.fabric.policy if self.fabric.policy in SPREAD_POLICIES else "",
+                "spread": self.fabric.policy if spreading.spreads else "",
                 "gap_s": routing["flowlet_gap_ms"] / 1e3}
 
     def prepare(self, job: Job) -> None:

@@ -11,6 +11,7 @@ from collectives import schedules as S
 from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
 from collectives.metrics import TYPE_SIZE
+from policies import policy
 
 
 class RoceAgents(AgentProcesses, Engine):
@@ -33,7 +34,7 @@ class RoceAgents(AgentProcesses, Engine):
         routing = self.fabric.spec["routing"]
         self.send({"cmd": "setup", "transfers": transfers, "channels": job.channels,
                    "rate_mbit": rate,
-                   "spray": routing["entropy"] if self.fabric.policy == "spray" else 0})
+                   "spray": policy(self.fabric.policy).roce_paths(routing["entropy"])})
         self.frames = sum(r["frames"] for r in self.collect("setup_done", timeout=600))
 
     def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:

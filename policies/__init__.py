@@ -1,0 +1,39 @@
+"""Routing policies as registered classes: one module a policy, each saying
+how the controller plans for it, how the flow-level simulator picks paths,
+how senders spread pieces over connections, and whether it needs a
+controller at all (base.py: the Policy class and what each hook means).
+
+    from policies import policy, POLICIES
+    policy("spray").connections_per_peer(channels=1, entropy=16)   # 16
+
+A new policy is one new module here (and its tests): the registry imports
+every module of this package, and each registers its class with @register.
+The bottom layer: nothing here imports another package of the project.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Dict, Tuple
+
+from policies.base import REGISTRY, Policy, register
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "base":
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+# the names, in the order --policy and the schema list them
+POLICIES: Tuple[str, ...] = tuple(sorted(REGISTRY, key=lambda name: (REGISTRY[name].order, name)))
+
+
+def policy(name: str) -> Policy:
+    """The policy called `name` (KeyError for a name no module registered)."""
+    return REGISTRY[name]
+
+
+def all_policies() -> Dict[str, Policy]:
+    return {name: REGISTRY[name] for name in POLICIES}
+
+
+__all__ = ["POLICIES", "Policy", "all_policies", "policy", "register"]

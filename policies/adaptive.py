@@ -1,0 +1,15 @@
+"""Adaptive routing by the controller: switches send each new connection's
+SYN to it, it follows the flows, and moves elephants off busy links onto the
+least-loaded equal-cost path (controller/adaptive.py). The simulator places
+each connection on the path whose links carry the fewest so far."""
+
+from policies.base import Policy, register
+
+
+@register
+class Adaptive(Policy):
+    name = "adaptive"
+    order = 5
+    summary = "adaptive has the controller move elephant flows off busy links"
+    moves_elephants = True
+    sim_paths = "least-placed"

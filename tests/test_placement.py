@@ -7,7 +7,7 @@ import pytest
 import run_topology
 from tests.helpers import TOPOLOGIES, run
 from topologies.fabric import FabricError, load_fabric, parse_fabric
-from topologies.placement import (CUT, Placement, PlacementError, _spread, brief, cluster_of,
+from topologies.placement import (Placement, PlacementError, _spread, brief, cluster_of,
                                   groups_of, place)
 
 FILES = ["default.yaml", "multi-gpu.yaml", "rail-optimized.yaml", "superpod-su.yaml",
@@ -43,7 +43,7 @@ def test_placement_keeps_servers_with_their_leaf_and_cuts_only_the_top_tier(name
         if l.kind in LOCAL_KINDS:
             assert p.node[l.a] == p.node[l.b], l
     crossing = p.crossing_links(f)
-    assert {l.kind for l in crossing} <= set(CUT[f.kind])
+    assert {l.kind for l in crossing} <= set(f.kind_class.cut)
     for h in f.endpoints:                         # a GPU with its NVSwitch, PCIe switch, leaf
         assert len({p.node[x] for x in (h.name, h.leaf, h.node, h.nvswitch) if x}) == 1
     _check_sums(f, p)

@@ -4,12 +4,14 @@ Everything else reads the fabric from here: the Mininet builder, the os-ken
 controller (which gets the same normalised spec as JSON) and the reports. Nothing
 in this module touches the system, so `load_fabric` is safe to run as any user.
 
-Kinds of fabric (``fabric.kind``): ``leaf-spine`` (2-tier Clos, servers per
-leaf), ``rail-optimized`` (scalable units; NIC r of every server of a unit on
-the unit's rail leaf r; spines above all leaves), ``fat-tree`` (3-tier k-ary:
-k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores),
-``single-switch`` and ``full-mesh`` (every server on its own switch port, the
-switches cabled pairwise), the last two as the counter-examples at small n.
+Kinds of fabric (``fabric.kind``), each a class in topologies/kinds/ that
+lays out its switches, where servers land and its wires: ``leaf-spine``
+(2-tier Clos, servers per leaf), ``rail-optimized`` (scalable units; NIC r of
+every server of a unit on the unit's rail leaf r; spines above all leaves),
+``fat-tree`` (3-tier k-ary: k pods of k/2 edge and k/2 aggregation switches,
+(k/2)^2 cores), ``single-switch`` and ``full-mesh`` (every server on its own
+switch port, the switches cabled pairwise), the last two as the
+counter-examples at small n. This module builds what the kind lays out.
 
 Servers (``server.gpus``, ``server.nics``): with one GPU and one NIC a server
 is one host on a leaf port. With G GPUs, each GPU is a host (``h3g1..h3g8``)
@@ -48,6 +50,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
+from topologies import kinds
 from topologies.sanity import (check_physics, check_policy, check_size,  # noqa: F401
                                check_whole, fabric_warnings)
 from topologies.schema import (FabricError, load_yaml, multi_gpu,  # noqa: F401
@@ -150,6 +153,11 @@ class Fabric:
         return self.spec["fabric"]["kind"]
 
     @property
+    def kind_class(self) -> kinds.FabricKind:
+        """What the project knows of this kind of fabric (topologies/kinds/)."""
+        return kinds.kind(self.kind)
+
+    @property
     def mtu(self) -> int:
         return self.spec["fabric"]["mtu"]
 
@@ -199,31 +207,15 @@ class Fabric:
         for l in self.links:
             if l.kind == "server_leaf" and l.b in leaves:
                 down[l.b] = down.get(l.b, 0) + l.spec.rate_mbit
-            elif l.kind in ("leaf_spine", "mesh"):
+            elif kinds.link_class(l.kind) == "leaf_spine":
                 for end in {l.a, l.b} & leaves:
                     up[end] = up.get(end, 0) + l.spec.rate_mbit
         return max((down.get(leaf, 0) / rate for leaf, rate in up.items() if rate), default=0.0)
 
     def shape(self) -> str:
-        f, kind = self.spec["fabric"], self.kind
-        par = f["uplinks_per_spine"] or 1
-        parallel = f" ({par} parallel uplinks per spine)" if par > 1 else ""
         n_servers = len({h.server for h in self.endpoints})
         multi = multi_gpu(self.spec)
-        if kind == "leaf-spine":
-            head = (f"{f['spines']} spines x {f['leaves']} leaves x {f['servers_per_leaf']} "
-                    f"servers per leaf{parallel}")
-        elif kind == "rail-optimized":
-            head = (f"rail-optimized: {f['units'] or 1} unit(s) of {f['servers_per_unit']} "
-                    f"servers on {len(self.leaves)} rail leaves, {f['spines']} spines{parallel}")
-        elif kind == "fat-tree":
-            head = (f"{f['k']}-ary fat-tree: {f['k']} pods, {len(self.leaves)} edge, "
-                    f"{sum(s.role == 'agg' for s in self.switches)} aggregation and "
-                    f"{sum(s.role == 'core' for s in self.switches)} core switches")
-        elif kind == "single-switch":
-            head = "single switch"
-        else:
-            head = f"full mesh of {f['servers']} switches"
+        head = self.kind_class.head(self)
         gpus = self.gpus_per_server
         nics = self.spec["server"]["nics"]
         inside = (f", {n_servers} servers x {gpus} GPUs ({nics} NIC{'s' if nics > 1 else ''} "
@@ -248,40 +240,8 @@ class Fabric:
 def _layout(spec: dict):
     """The kind's switches (role, count), the leaves each server's NICs land
     on, and its switch-to-switch links (kind, (role, i), (role, j)), all 1-based."""
-    f, kind = spec["fabric"], spec["fabric"]["kind"]
-    nics = spec["server"]["nics"]
-    par = f["uplinks_per_spine"] or 1
-    if kind == "leaf-spine":
-        counts = {"leaf": f["leaves"], "spine": f["spines"]}
-        homes = [[l] * nics for l in range(1, f["leaves"] + 1)
-                 for _ in range(f["servers_per_leaf"])]
-    elif kind == "rail-optimized":
-        units = f["units"] or 1
-        counts = {"leaf": units * nics, "spine": f["spines"]}
-        homes = [[u * nics + r for r in range(1, nics + 1)]
-                 for u in range(units) for _ in range(f["servers_per_unit"])]
-    elif kind == "fat-tree":
-        half = f["k"] // 2
-        per_edge = f["servers_per_leaf"] or half
-        counts = {"leaf": f["k"] * half, "agg": f["k"] * half, "core": half * half}
-        homes = [[e] * nics for e in range(1, counts["leaf"] + 1) for _ in range(per_edge)]
-        wires = [("leaf_spine", ("leaf", e), ("agg", (e - 1) // half * half + a))
-                 for e in range(1, counts["leaf"] + 1) for a in range(1, half + 1)]
-        wires += [("spine_core", ("agg", a), ("core", (a - 1) % half * half + c))
-                  for a in range(1, counts["agg"] + 1) for c in range(1, half + 1)]
-        return counts, homes, wires
-    elif kind == "single-switch":
-        counts = {"leaf": 1}
-        homes = [[1] * nics for _ in range(f["servers"])]
-    else:                                             # full-mesh
-        counts = {"leaf": f["servers"]}
-        homes = [[s] * nics for s in range(1, f["servers"] + 1)]
-        wires = [("mesh", ("leaf", i), ("leaf", j)) for i in range(1, f["servers"] + 1)
-                 for j in range(i + 1, f["servers"] + 1)]
-        return counts, homes, wires
-    wires = [("leaf_spine", ("leaf", l), ("spine", j)) for l in range(1, counts["leaf"] + 1)
-             for j in range(1, counts.get("spine", 0) + 1) for _ in range(par)]
-    return counts, homes, wires
+    layout = kinds.kind(spec["fabric"]["kind"]).layout(spec)
+    return layout.counts, layout.homes, layout.wires
 
 
 def spec_counts(spec: dict) -> Dict[str, int]:
@@ -313,7 +273,7 @@ def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
     for kind, (ra, ia), (rb, ib) in wires:
         a, b = build.by_role[ra][ia - 1], build.by_role[rb][ib - 1]
         build.links.append(Link(kind, a.name, build.port(a.name), b.name, build.port(b.name),
-                                build.link_spec[kind]))
+                                build.spec_of(kind)))
     name = spec["name"] or name_from_file(source)
     switches = tuple(sw for role in ("leaf", "spine", "agg", "core")
                      for sw in build.by_role.get(role, ()))
@@ -332,8 +292,6 @@ class _Builder:
         self.nv_net = ipaddress.IPv4Network(spec["addressing"]["nvlink_subnet"])
         link_spec = {k: LinkSpec(**v) for k, v in spec["links"].items() if v is not None}
         link_spec.setdefault("spine_core", link_spec.get("leaf_spine"))
-        link_spec["mesh"] = link_spec.get("leaf_spine")
-        link_spec["pcie"] = link_spec.get("intra_node")
         self.link_spec = link_spec
         self.by_role = {role: [Switch(f"{self.names[role]}{i}", role, i, DPID_BASE[role] + i)
                                for i in range(1, n + 1)] for role, n in counts.items()}
@@ -341,6 +299,10 @@ class _Builder:
         self.next_port: Dict[str, int] = {}
         self.homed: Dict[int, int] = {}                 # leaf index -> endpoints so far
         self.endpoints, self.links, self.inside = [], [], []
+
+    def spec_of(self, link_kind: str) -> LinkSpec:
+        """The rate and queue of a link of this kind: its class's."""
+        return self.link_spec[kinds.link_class(link_kind)]
 
     def port(self, node: str) -> int:
         self.next_port[node] = self.next_port.get(node, 0) + 1
@@ -387,7 +349,7 @@ class _Builder:
         nic_port, leaf, leaf_port = nic
         host = self.endpoint(f"{box}g{g}", leaf, leaf_port, node=box, gpu=g,
                              node_port=node_port, nic_port=nic_port, box=box)
-        self.links.append(Link("pcie", host.name, 0, box, node_port, self.link_spec["pcie"]))
+        self.links.append(Link("pcie", host.name, 0, box, node_port, self.spec_of("pcie")))
         return host
 
     def _gpu_with_nic(self, box: str, g: int, leaf: Switch) -> Endpoint:

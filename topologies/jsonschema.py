@@ -1,7 +1,7 @@
 """The fabric file's JSON Schema (draft 2020-12), derived from the one
 schema in schema.py: each validator carries its type, bounds, enum, pattern
-and description, each section its description, and KIND_KEYS says which
-keys and link classes each kind takes. Editors read it to complete and check
+and description, each section its description, and each kind of fabric
+(topologies/kinds/) says which keys and link classes it takes. Editors read it to complete and check
 a fabric file as it is typed (see docs/fabric.md); the loader stays the
 judge, with checks no JSON Schema can say (sizes, names, physics).
 
@@ -16,19 +16,22 @@ from __future__ import annotations
 import json
 import sys
 
-from topologies.schema import KIND_KEYS, MAX_MESH, OPTIONAL_SECTION, REQUIRED, SCHEMA
+from topologies import kinds
+from topologies.kinds import FabricKind
+from topologies.schema import DEFAULT_KIND, OPTIONAL_SECTION, REQUIRED, SCHEMA, current
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-DEFAULT_KIND = SCHEMA["fabric"][0]["kind"][1]
 LINK_CLASSES = tuple(SCHEMA["links"][0])
 
 
 def json_schema() -> dict:
     """The whole schema, as a JSON-able dict."""
-    root = _object(SCHEMA, "A fabric-lab fabric file: what to build, how to route, name "
+    schema = current()
+    root = _object(schema, "A fabric-lab fabric file: what to build, how to route, name "
                            "and address it, and what to replay on it (docs/fabric.md).")
-    root["properties"]["fabric"]["allOf"] = [_kind_keys(kind) for kind in KIND_KEYS]
-    root["allOf"] = [_kind_links(kind) for kind in KIND_KEYS] + [_intra_node()]
+    root["properties"]["fabric"]["allOf"] = [_kind_keys(kind, schema)
+                                             for kind in kinds.kinds()]
+    root["allOf"] = [_kind_links(kind) for kind in kinds.kinds()] + [_intra_node()]
     return {"$schema": DIALECT, "title": "fabric-lab fabric", **root}
 
 
@@ -65,28 +68,26 @@ def _when_kind(kind: str) -> dict:
     return condition
 
 
-def _kind_keys(kind: str) -> dict:
+def _kind_keys(kind: FabricKind, schema: dict) -> dict:
     """The keys of `fabric:` a kind requires, and those it does not take."""
-    required, optional_, _links = KIND_KEYS[kind]
-    counts = [k for k in SCHEMA["fabric"][0] if k not in ("kind", "mtu")]
-    then = {k: {"type": "integer"} for k in required}
-    then.update((k, {"type": "null", "description": f"not used by a {kind} fabric"})
-                for k in counts if k not in required + optional_)
-    if kind == "full-mesh":
-        then["servers"] = {"type": "integer", "maximum": MAX_MESH}
-    return {"if": _when_kind(kind), "then": {"required": list(required), "properties": then}}
+    counts = [k for k in schema["fabric"][0] if k not in ("kind", "mtu")]
+    then = {k: {"type": "integer", **kind.json_counts.get(k, {})} for k in kind.required}
+    then.update((k, {"type": "null", "description": f"not used by a {kind.name} fabric"})
+                for k in counts if k not in kind.takes())
+    return {"if": _when_kind(kind.name),
+            "then": {"required": list(kind.required), "properties": then}}
 
 
-def _kind_links(kind: str) -> dict:
+def _kind_links(kind: FabricKind) -> dict:
     """The link classes a kind needs, and those it has no links of."""
-    _required, _optional, links = KIND_KEYS[kind]
-    unused = [c for c in LINK_CLASSES if c not in links + ("server_leaf", "intra_node")
-              and not (kind == "fat-tree" and c == "spine_core")]
+    links = kind.links
+    unused = [c for c in LINK_CLASSES
+              if c not in links + kind.optional_links + ("server_leaf", "intra_node")]
     then = {c: {"type": "object"} for c in links}
-    then.update((c, {"type": "null", "description": f"a {kind} fabric has no such links"})
+    then.update((c, {"type": "null", "description": f"a {kind.name} fabric has no such links"})
                 for c in unused)
     needs = {"required": list(links)} if links else {}
-    return {"if": {"properties": {"fabric": _when_kind(kind)}},
+    return {"if": {"properties": {"fabric": _when_kind(kind.name)}},
             "then": {"properties": {"links": {**needs, "properties": then}}}}
 
 

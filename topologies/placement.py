@@ -4,9 +4,9 @@ the model, nothing run, nothing imported from Mininet.
 
 The rule is the fabric's own: what is cabled below the top tier stays on one
 machine, so a machine boundary only ever cuts the links a real cluster would
-run over long cables. Cutting a kind's top-tier links (``CUT``) splits the
-fabric into *groups*, the pieces that hold endpoints, and the switches above
-them:
+run over long cables. Cutting a kind's top-tier links (its ``cut``, in
+topologies/kinds/) splits the fabric into *groups*, the pieces that hold
+endpoints, and the switches above them:
 
 - leaf-spine: a group is a leaf with its servers (every GPU endpoint, the
   server's NVSwitch and PCIe switch); the spines are above;
@@ -40,15 +40,6 @@ from topologies.errors import SOURCE_MAX, printable
 from topologies.fabric import Fabric
 from topologies.schema import SCHEMA
 
-CUT = {"leaf-spine": ("leaf_spine",), "rail-optimized": ("leaf_spine",),
-       "fat-tree": ("spine_core",), "full-mesh": ("mesh",), "single-switch": ()}
-# A kind's group: (one, many, what stays together on a machine).
-GROUPS = {"leaf-spine": ("leaf", "leaves", "each leaf with its servers"),
-          "rail-optimized": ("unit", "units", "each unit (its servers and rail leaves)"),
-          "fat-tree": ("pod", "pods", "each pod (its edge and aggregation switches and "
-                                      "servers)"),
-          "full-mesh": ("server", "servers", "each server with its switch"),
-          "single-switch": ("switch", "switches", "every server with the one switch")}
 NETWORK_ROLES = ("leaf", "spine", "agg", "core")
 NAMES_SHOWN, PAIRS_SHOWN = 12, 15
 _NUMBERED = re.compile(r"(.*?)([0-9]+)")
@@ -123,7 +114,7 @@ def place(fabric: Fabric, n: int) -> Placement:
     """Every node of `fabric` on one of `n` machines, by the rules above."""
     groups, above = groups_of(fabric)
     if n > len(groups):
-        one, many, rule = GROUPS[fabric.kind]
+        one, many, rule = fabric.kind_class.group
         raise PlacementError(
             f"a {fabric.kind} fabric keeps {rule} on one machine, and this one has "
             f"{len(groups)} {one if len(groups) == 1 else many}: at most {len(groups)} "
@@ -149,8 +140,9 @@ def groups_of(fabric: Fabric) -> Tuple[List[List[str]], List[List[str]]]:
             x = parent[x]
         return x
 
+    cut = fabric.kind_class.cut
     for l in fabric.links:
-        if l.kind not in CUT[fabric.kind]:
+        if l.kind not in cut:
             parent[root(l.a)] = root(l.b)
     pieces: Dict[str, List[str]] = {}
     for x in parent:                                  # switches first, then endpoints

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from topologies.errors import FabricError, shown
+from topologies.kinds import link_class
 from topologies.schema import (IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES,
                                multi_gpu)
 from topologies.yaml_loader import quantity
@@ -28,9 +29,6 @@ WARN_QUEUE_S = 1.0          # one full queue holding longer than this: mostly de
 MAX_OVERSUBSCRIPTION = 64   # a leaf's server links over its uplinks
 WARN_OVERSUBSCRIPTION = 8
 WARN_LOSS_PERCENT = 10
-# the link class whose spec each kind of link uses
-CLASS_OF = {"server_leaf": "server_leaf", "leaf_spine": "leaf_spine", "mesh": "leaf_spine",
-            "spine_core": "spine_core", "intra_node": "intra_node", "pcie": "intra_node"}
 
 Finding = Tuple[str, str]          # (key path, sentence)
 
@@ -175,7 +173,7 @@ def _queue_memory(fabric, classes: dict, frame: int, refuse) -> None:
     """Every interface's queue full of full frames, both ends of every link."""
     per_class: Dict[str, int] = {}
     for link in fabric.links:
-        cls = CLASS_OF[link.kind]
+        cls = link_class(link.kind)
         cls = cls if cls in classes else "leaf_spine"          # spine_core defaults to it
         per_class[cls] = per_class.get(cls, 0) + 1
     held = {cls: n * 2 * classes[cls]["queue_packets"] * frame for cls, n in per_class.items()}

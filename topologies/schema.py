@@ -1,5 +1,7 @@
 """The fabric YAML's schema: field validators, the schema itself, and the
-checks of what each kind of fabric takes.
+checks that each kind of fabric gets exactly the keys it takes. What a kind
+takes, and its own checks, are the kind's (topologies/kinds/): the
+``fabric:`` section is made from the registered kinds.
 
 A validator is a function ``check(value, fail)`` that returns the normalised
 value or calls ``fail(message)``; `normalise` walks a schema (a dict of
@@ -28,19 +30,15 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from topologies import kinds
 from topologies.errors import FabricError, kind_of, printable, shown, shown_key  # noqa: F401
+from topologies.limits import IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES  # noqa: F401
 from topologies.yaml_loader import load_yaml, looks_numeric, read_text  # noqa: F401
 
-IFNAME_MAX = 15          # Linux IFNAMSIZ - 1
-MAX_SERVERS = 512        # endpoints (servers, or GPUs): beyond this a 2-core host spends
-                         # minutes building
-MAX_SWITCHES = 128
 MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
 MAX_RATE_MBIT = 100_000
 POLICIES = ("ecmp", "single-path", "stp", "flowlet", "spray", "adaptive")
-KINDS = ("leaf-spine", "rail-optimized", "fat-tree", "single-switch", "full-mesh")
-MAX_PER_LEAF = 254          # endpoints homed on one leaf: the last octet of <net>.l.k
-MAX_MESH = 16               # a full mesh of n switches has n(n-1)/2 links
+DEFAULT_KIND = "leaf-spine"
 SUBNET_PREFIXES = (8, 16)   # /8 .. /16: <net>.l.k needs 16 host bits; shorter is not meant
 
 
@@ -361,26 +359,27 @@ def _prefix(role: str, example: str) -> Callable:
         _PREFIX, f"a lowercase name prefix such as '{example}' (a-z, 0-9)"))
 
 
-def _count(description: str, lo: int, hi: int) -> Callable:
-    return described(description, optional(integer(lo, hi)))
+def _count(key: str, count: kinds.Count) -> Callable:
+    """A count of `fabric:`, described with the kinds that take it."""
+    takers = ", ".join(k.name for k in kinds.kinds() if key in k.takes())
+    description = f"{count.what} ({takers}){count.note}" if count.named and takers else count.what
+    check = even(count.lo, count.hi) if count.even else integer(count.lo, count.hi)
+    return described(description, optional(check))
+
+
+def _fabric_section() -> Section:
+    """`fabric:` as the registered kinds make it: the kind, every count a kind
+    takes, the MTU."""
+    keys = {"kind": (described("the kind of fabric", choice(*kinds.names())), DEFAULT_KIND)}
+    keys.update((key, (_count(key, count), None)) for key, count in kinds.counts().items())
+    keys["mtu"] = (described("MTU of every interface", integer(1280, 9216)), 1500)
+    return Section("what to build: the kind of fabric and its counts", keys)
 
 
 SCHEMA = {
     "name": (described("names the results folder (default: the file name)", text(
         _NAME, "a name of letters, digits, '.', '_' or '-' (at most 64)")), None),
-    "fabric": (Section("what to build: the kind of fabric and its counts", {
-        "kind": (described("the kind of fabric", choice(*KINDS)), "leaf-spine"),
-        "spines": (_count("spine switches (leaf-spine, rail-optimized)", 1, 64), None),
-        "leaves": (_count("leaf switches (leaf-spine)", 1, 128), None),
-        "servers_per_leaf": (_count("servers on each leaf (leaf-spine, fat-tree)", 1, 64), None),
-        "units": (_count("scalable units (rail-optimized), default 1", 1, 16), None),
-        "servers_per_unit": (_count("servers in each unit (rail-optimized)", 1, 64), None),
-        "k": (described("switch radix (fat-tree)", optional(even(2, 16))), None),
-        "servers": (_count("servers (single-switch, full-mesh)", 1, MAX_SERVERS), None),
-        "uplinks_per_spine": (_count("parallel links between each leaf and each spine",
-                                     1, 8), None),
-        "mtu": (described("MTU of every interface", integer(1280, 9216)), 1500),
-    }), REQUIRED),
+    "fabric": None,             # the kinds' section: `_fabric_section`
     "server": (Section("what a server holds (default: one GPU, one NIC)", {
         "gpus": (described("GPUs per server; each GPU is a rank", integer(1, 16)), 1),
         "nics": (described("NICs per server, at most one per GPU", integer(1, 16)), 1),
@@ -433,17 +432,18 @@ SCHEMA = {
                        None)}), OPTIONAL_SECTION),
 }
 
-# What each kind of fabric takes in `fabric:` (beyond kind and mtu): required
-# keys, optional keys, and the link classes it uses besides server_leaf.
-KIND_KEYS = {
-    "leaf-spine": (("spines", "leaves", "servers_per_leaf"), ("uplinks_per_spine",),
-                   ("leaf_spine",)),
-    "rail-optimized": (("spines", "servers_per_unit"), ("units", "uplinks_per_spine"),
-                       ("leaf_spine",)),
-    "fat-tree": (("k",), ("servers_per_leaf",), ("leaf_spine",)),
-    "single-switch": (("servers",), (), ()),
-    "full-mesh": (("servers",), (), ("leaf_spine",)),
-}
+_built_for = [-1]                 # the registry's version SCHEMA's fabric section is of
+
+
+def current() -> dict:
+    """SCHEMA, its fabric section made anew when a kind was registered since."""
+    if _built_for[0] != kinds.REGISTRY.version:
+        SCHEMA["fabric"] = (_fabric_section(), REQUIRED)
+        _built_for[0] = kinds.REGISTRY.version
+    return SCHEMA
+
+
+current()
 
 
 def name_from_file(source: str) -> str:
@@ -460,7 +460,7 @@ def multi_gpu(spec: dict) -> bool:
 
 def normalise_fabric(raw: Any, source: str) -> dict:
     """The fabric section by section, kind-specific keys included."""
-    spec = normalise(raw, SCHEMA, "", source)
+    spec = normalise(raw, current(), "", source)
     check_kind(spec, source)
     return spec
 
@@ -468,39 +468,37 @@ def normalise_fabric(raw: Any, source: str) -> dict:
 # --- what each kind takes ---------------------------------------------------------
 
 def check_kind(spec: dict, source: str) -> None:
-    """Keys that only some kinds take: each kind gets exactly its own."""
-    f, kind = spec["fabric"], spec["fabric"]["kind"]
-    required, optional_, links = KIND_KEYS[kind]
-    takes = ", ".join(required + optional_)
-    for key in required:
+    """Keys that only some kinds take: each kind gets exactly its own, then
+    the kind's own checks (topologies/kinds/)."""
+    f, name = spec["fabric"], spec["fabric"]["kind"]
+    kind = kinds.kind(name)
+    takes = ", ".join(kind.takes())
+    for key in kind.required:
         if f[key] is None:
-            raise FabricError(source, f"fabric.{key}", f"missing; a {kind} fabric needs it "
+            raise FabricError(source, f"fabric.{key}", f"missing; a {name} fabric needs it "
                                                        f"(it takes {takes})")
     for key, value in f.items():
-        if key not in ("kind", "mtu") + required + optional_ and value is not None:
-            raise FabricError(source, f"fabric.{key}", f"not used by a {kind} fabric "
+        if key not in ("kind", "mtu") + kind.takes() and value is not None:
+            raise FabricError(source, f"fabric.{key}", f"not used by a {name} fabric "
                                                        f"(it takes {takes})")
-    for key in links:
+    for key in kind.links:
         if spec["links"][key] is None:
-            raise FabricError(source, f"links.{key}", f"missing; a {kind} fabric needs this "
+            raise FabricError(source, f"links.{key}", f"missing; a {name} fabric needs this "
                                                       "link class")
-    _check_link_classes(spec, kind, links, source)
+    _check_link_classes(spec, kind, source)
+    kind.check(spec, source)
     _check_servers(spec, source)
 
 
-def _check_link_classes(spec: dict, kind: str, links: tuple, source: str) -> None:
-    unused = {"leaf_spine": not links, "spine_core": kind != "fat-tree",
-              "intra_node": not multi_gpu(spec)}
+def _check_link_classes(spec: dict, kind: kinds.FabricKind, source: str) -> None:
+    unused = {c: c not in kind.links + kind.optional_links for c in SCHEMA["links"][0]
+              if c not in ("server_leaf", "intra_node")}
+    unused["intra_node"] = not multi_gpu(spec)
     for key, idle in unused.items():
         if idle and spec["links"][key] is not None:
             why = ("servers have one GPU and one NIC" if key == "intra_node"
-                   else f"a {kind} fabric has no such links")
+                   else f"a {kind.name} fabric has no such links")
             raise FabricError(source, f"links.{key}", f"not used here: {why}")
-    f = spec["fabric"]
-    if kind == "full-mesh" and f["servers"] > MAX_MESH:
-        raise FabricError(source, "fabric.servers", (
-            f"expected at most {MAX_MESH} servers in a full mesh (it needs n(n-1)/2 links: "
-            f"{f['servers'] * (f['servers'] - 1) // 2} for {f['servers']})"))
 
 
 def _check_servers(spec: dict, source: str) -> None:

@@ -97,11 +97,6 @@ def from_arith(dt: DataType, x: np.ndarray) -> np.ndarray:
     return np.asarray(x).astype(dt.storage)
 
 
-def as_floats(dt: DataType, x: np.ndarray) -> np.ndarray:
-    """Stored values as float64 (reports, tests)."""
-    return to_arith(dt, np.asarray(x, dtype=dt.storage)).astype(np.float64)
-
-
 # --- inputs and expected results ------------------------------------------------------
 
 def _base(rank: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Running a schedule on real buffers of any data type (collectives/datatypes.py).
 
 `RankExecutor` runs one rank's operations in dependency order, whatever moves
-the bytes: the in-process `simulate` below (tests), or the rank agents'
+the bytes: harness/collectives.py's in-process `simulate` (tests), or the rank agents'
 sockets (programs/agent.py). A send hands a copy of its region to the
 transport and is done; a receive completes when its data has arrived and its
 dependencies are done, is checked against its contributors' inputs reduced
@@ -23,24 +23,7 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from collectives import schedules as S
-from collectives.datatypes import PERIOD, Data  # noqa: F401 (PERIOD: part of this API)
-
-
-_FLOAT_SUM = {}
-
-
-def _float_sum(n: int) -> Data:
-    return _FLOAT_SUM.setdefault(n, Data("float", "sum", n))
-
-
-def expected_sum(contributors, offset: int, length: int) -> np.ndarray:
-    """The float32 sum of the contributors' inputs over [offset, offset +
-    length), read-only (see Data.expected)."""
-    return _float_sum(2).expected(contributors, offset, length)
-
-
-def input_data(rank: int, offset: int, length: int) -> np.ndarray:
-    return expected_sum((rank,), offset, length)
+from collectives.datatypes import Data
 
 
 class RankExecutor:
@@ -170,23 +153,3 @@ class RankExecutor:
             want = self.data.expected(contributors, src, length, final=True)
             bad += int(np.count_nonzero(got != want))
         return bad
-
-
-def simulate(collective: str, algorithm: str, n: int, count: int, root: int = 0,
-             piece_elements: int = 0, local: int = 1, dtype: str = "float",
-             op: str = "sum") -> List[RankExecutor]:
-    """Run a schedule in-process, messages delivered in order of sending."""
-    sched = S.build(collective, algorithm, n, count, root, piece_elements, local)
-    data = Data(dtype, op, n)
-    ranks = [RankExecutor(r, n, sched[r], collective, count, root, data) for r in range(n)]
-    wire: deque = deque()
-    while not all(x.finished for x in ranks):
-        for x in ranks:
-            x.run(lambda peer, seq, data, src=x.rank: wire.append((peer, src, seq, data)))
-        if not wire:
-            stuck = [x.rank for x in ranks if not x.finished]
-            raise RuntimeError(f"{collective}/{algorithm} n={n}: ranks {stuck} wait forever")
-        while wire:
-            dst, src, seq, data = wire.popleft()
-            ranks[dst].deliver(src, seq, data)
-    return ranks

@@ -14,10 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
-import re
-import shutil
 import signal
-import subprocess
 from pathlib import Path
 from typing import List
 
@@ -100,58 +97,3 @@ def records() -> List[Path]:
 
 def record_owner(path: Path) -> int:
     return int(path.stem.split("-")[0])
-
-
-OWNER_VARIABLE = "FABRIC_LAB_OWNER"   # host_state(owner): whose processes count
-LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec")
-
-
-def foreign_names(owner: str) -> set:
-    """The root-namespace names claimed by live labs that another owner
-    started (their process lacks FABRIC_LAB_OWNER=owner): theirs, not a leak
-    of ours. A lab claims its names in its record before it creates them."""
-    mark, names = f"{OWNER_VARIABLE}={owner}".encode(), set()
-    for path in records():
-        pid = record_owner(path)
-        try:
-            if not pid_alive(pid) or mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-                continue
-            names.update(json.loads(path.read_text()).get("interfaces", []))
-        except (OSError, ValueError):
-            continue
-    return names
-
-
-def host_state(owner: "str | None" = None) -> dict:
-    """What a lab could leave behind on this host: bridges, veths, named
-    namespaces and lab-like processes. Tests and benchmarks compare it before
-    and after a lab to show that the teardown left nothing; it only looks.
-    With `owner`, what someone else's lab or test run holds on this host is
-    not taken for a leak: only the processes started under
-    FABRIC_LAB_OWNER=owner count (a process keeps its environment when
-    orphaned), and bridges and veths claimed by another owner's live lab
-    do not."""
-    foreign = foreign_names(owner) if owner else set()
-    bridges = []
-    if shutil.which("ovs-vsctl"):
-        bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
-                                 text=True).stdout.split()
-    veths = [line.split(":")[1].strip().split("@")[0] for line in subprocess.run(
-        ["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
-        text=True).stdout.splitlines() if line.count(":") >= 2]
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    mark = f"{OWNER_VARIABLE}={owner}".encode() if owner else None
-    procs = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if not LAB_PROCESS.search(cmd) or int(pid) == os.getpid():
-                continue
-            if mark and mark not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-                continue
-        except OSError:
-            continue
-        procs.append(f"{pid} {cmd.strip()}")
-    return {"bridges": sorted(b for b in bridges if b not in foreign),
-            "veths": sum(v not in foreign for v in veths), "netns": sorted(netns),
-            "processes": sorted(procs)}

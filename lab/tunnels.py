@@ -84,18 +84,3 @@ def make_commands(tunnel: Tunnel, end: TunnelEnd, spec, mtu: int) -> List[List[s
             ["ovs-vsctl", "add-port", end.switch, dev, "--", "set", "Interface", dev,
              f"ofport_request={end.port}"],
             *(["tc", *cmd.split()] for cmd in tc_commands(dev, spec, mtu))]
-
-
-def remove_commands(end: TunnelEnd) -> List[List[str]]:
-    """The commands that remove one end, whatever is left of it."""
-    return [["ovs-vsctl", "--if-exists", "del-port", end.switch, end.device],
-            ["ip", "link", "del", end.device]]
-
-
-def per_machine(tunnel_list: List[Tunnel]) -> Mapping[int, List[Tuple[Tunnel, TunnelEnd]]]:
-    """The tunnel ends each machine makes."""
-    out: dict = {}
-    for t in tunnel_list:
-        for end in t.ends:
-            out.setdefault(end.machine, []).append((t, end))
-    return out

@@ -16,8 +16,7 @@ import shutil
 
 import pytest
 
-from lab.records import OWNER_VARIABLE
-from tests.helpers import host_state
+from harness.labs import OWNER_VARIABLE, our_state
 
 # Every process this run starts inherits it: the clean-host checks count only those.
 os.environ.setdefault(OWNER_VARIABLE, f"pytest-{os.getpid()}")
@@ -87,7 +86,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.fixture
 def clean_host():
     """Asserts, after the test, that the host is as it was before it."""
-    before = host_state()
+    before = our_state()
     yield
-    after = host_state()
+    after = our_state()
     assert after == before, f"the lab left something behind: {after} (before: {before})"

@@ -12,7 +12,8 @@ import pytest
 
 from traffic.engines import Job
 from traffic.engines.agents import RankAgents, by_server
-from collectives.executor import PERIOD, expected_sum
+from collectives.datatypes import PERIOD
+from harness.collectives import expected_sum
 from collectives.metrics import payload_share
 from traffic.engines.processes import AgentProcesses
 from lab.processes import CheckError

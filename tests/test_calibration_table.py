@@ -2,7 +2,7 @@
 and from rows calibrate_rates itself builds out of measured busbw/link, host
 verdicts and #wrong on both sides of each threshold (the rule)."""
 
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from runs.rate_calibration import RATES, calibration_table, recommended
 
 FABRIC = leaf_spine(2, 2, 2, rate=20)

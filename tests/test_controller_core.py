@@ -20,7 +20,7 @@ from controller.app import FabricController
 from controller.core import FabricCore, PortInfo, fabric_interfaces
 from controller.routes import compute_plan
 from controller.status import write_status
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from tests.flowtable import (apply_all, flow_mod_from_wire, group_mod_from_wire,
                              packet_out_from_wire, trace, wire)
 from topologies.fabric import load_fabric

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from collectives import datatypes as D
 from collectives import schedules as S
-from collectives.executor import simulate
+from harness.collectives import as_floats, simulate
 from collectives.registry import REDUCING
 
 CASES = [(c, a) for c in REDUCING for a in S.ALGORITHMS[c]]
@@ -88,10 +88,10 @@ def test_inputs_vary_and_results_are_not_trivial(dtype, op):
     n = 8
     data = D.Data(dtype, op, n)
     dt = D.datatype(dtype)
-    inputs = D.as_floats(dt, data.input(3, 0, 500))
+    inputs = as_floats(dt, data.input(3, 0, 500))
     assert len(set(inputs)) >= 2
-    assert not (inputs == D.as_floats(dt, data.input(4, 0, 500))).all()
-    result = D.as_floats(dt, data.expected(range(n), 0, 500, final=True))
+    assert not (inputs == as_floats(dt, data.input(4, 0, 500))).all()
+    result = as_floats(dt, data.expected(range(n), 0, 500, final=True))
     assert len(set(result)) >= 2
 
 
@@ -129,8 +129,8 @@ def test_a_wrong_element_is_counted_in_every_type():
 def test_past_256_ranks_bfloat16_sums_stay_exact():
     n = 300
     data = D.Data("bfloat16", "sum", n)
-    total = sum(D.as_floats(data.dt, data.input(r, 0, 64)) for r in range(n))
-    assert (D.as_floats(data.dt, data.expected(range(n), 0, 64)) == total).all()
+    total = sum(as_floats(data.dt, data.input(r, 0, 64)) for r in range(n))
+    assert (as_floats(data.dt, data.expected(range(n), 0, 64)) == total).all()
     assert total.max() <= 256
 
 

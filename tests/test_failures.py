@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from tests.helpers import TOPOLOGIES, run
+from harness import TOPOLOGIES
+from harness.commands import run
 from topologies.fabric import FabricError, load_fabric, parse_fabric
 from runs.experiment import experiment_from
 from traffic.measure.failures import (BASE_SPORT, FLOWS, INTERVAL_S, analyse, missing_runs,

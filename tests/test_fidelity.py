@@ -5,7 +5,7 @@ is a literal worked out by hand, never computed with the module's constants."""
 
 import pytest
 
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved, size_flags
 
 FABRIC = leaf_spine(2, 2, 1, rate=8)          # every link 8 Mbit/s

@@ -16,7 +16,9 @@ import pytest
 
 import run_topology as RT
 from planner import main as plan_main
-from tests.helpers import ENV, EXPERIMENT_YAML, REPO
+from harness import REPO
+from harness.commands import ENV
+from harness.fabrics import EXPERIMENT_YAML
 
 RUN = [sys.executable, str(REPO / "run_topology.py")]
 PLAN = [sys.executable, "-m", "planner"]

@@ -8,11 +8,11 @@ no silently empty schedule, no #wrong from a root that is not a rank."""
 import pytest
 import yaml
 
-from tests.helpers import EXPERIMENT_YAML
+from harness.fabrics import EXPERIMENT_YAML
 from topologies.fabric import parse_fabric
 from topologies.schema import FabricError
 from collectives import schedules as S
-from collectives.executor import simulate
+from harness.collectives import simulate
 from runs.experiment import MAX_SIZES, Experiment, experiment_from
 
 LINE_MAX = 200

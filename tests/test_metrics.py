@@ -249,7 +249,7 @@ def test_the_tier_report_finds_each_tiers_spread_and_polarisation():
     aggregation switch sends all up one core link: the upper tier reads
     max/mean 2 with half its up-links idle (hash polarisation)."""
     from topologies.fabric import load_fabric
-    from tests.helpers import TOPOLOGIES
+    from harness import TOPOLOGIES
     from collectives.metrics import tier_report
     fat = load_fabric(TOPOLOGIES / "fat-tree-k4.yaml")
     first_up = {}

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from topologies.fabric import parse_fabric
 from collectives import metrics as M
 from collectives import schedules as S

@@ -2,7 +2,7 @@
 sent less than they allowed was held back by the host."""
 
 from lab.shaping import ACK_CLASS_BURST, unpaid_bytes
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved, size_flags
 from traffic.measure.monitor import Monitor, summarise
 

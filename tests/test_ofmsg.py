@@ -11,7 +11,7 @@ from os_ken.ofproto import ofproto_parser, ofproto_protocol, ofproto_v1_3, ofpro
 
 from controller import ofmsg
 from controller.routes import SwitchPlan, compute_plan
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from tests.flowtable import FlowTable
 
 OF13 = ofproto_protocol.ProtocolDesc(ofproto_v1_3.OFP_VERSION)

@@ -5,7 +5,8 @@ spread over several machines, the cluster: section and --cluster, and what
 import pytest
 
 import run_topology
-from tests.helpers import TOPOLOGIES, run
+from harness import TOPOLOGIES
+from harness.commands import run
 from topologies.fabric import FabricError, load_fabric, parse_fabric
 from topologies.placement import (Placement, PlacementError, _spread, brief, cluster_of,
                                   groups_of, place)

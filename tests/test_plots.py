@@ -22,7 +22,7 @@ import pytest
 from matplotlib.collections import LineCollection, PolyCollection, QuadMesh
 from matplotlib.colors import to_hex
 
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from runs.experiment import Experiment
 from traffic.measure.fidelity import size_flags
 from report import busbw_plot, canvas, fabric_plot, figures, step_report, timeline_plot

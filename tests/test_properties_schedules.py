@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from collectives import datatypes as D
 from collectives import schedules as S
+from harness.collectives import as_floats
 
 FAST = settings(max_examples=200, deadline=None)
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]
@@ -225,7 +226,7 @@ def test_float_reductions_of_the_chosen_inputs_give_the_same_bits_in_any_order(
     dt = D.datatype(dtype)
     inputs = [D.store(dt, D.rank_values(dt, op, n, r)) for r in range(n)]
     got = reduce_in(dt, op, inputs, data.draw(merge_orders(n)))
-    exact = np.stack([D.as_floats(dt, x) for x in inputs])      # float64: exact here
+    exact = np.stack([as_floats(dt, x) for x in inputs])      # float64: exact here
     ufunc = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}[op]
     want = ufunc.reduce(exact, axis=0)
-    assert (D.as_floats(dt, got) == want).all(), (dtype, op, n)
+    assert (as_floats(dt, got) == want).all(), (dtype, op, n)

@@ -3,7 +3,7 @@
 import pytest
 
 from controller.routes import compute_plan
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from tests.flowtable import trace
 
 SHAPES = [(2, 2, 2, 1), (4, 8, 4, 1), (2, 3, 2, 2), (3, 2, 1, 3)]

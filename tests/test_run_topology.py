@@ -3,7 +3,8 @@ bad input in one sentence, and the experiment section against its flags."""
 
 import pytest
 
-from tests.helpers import EXPERIMENT_YAML, run
+from harness.commands import run
+from harness.fabrics import EXPERIMENT_YAML
 
 
 def test_help_explains_every_option():

@@ -6,7 +6,8 @@ import pytest
 
 from collectives import metrics as M
 from collectives import schedules as S
-from collectives.executor import RankExecutor, input_data, simulate
+from collectives.executor import RankExecutor
+from harness.collectives import expected_sum, simulate
 
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]
 
@@ -26,7 +27,7 @@ def test_every_rank_ends_with_the_right_data(collective, algorithm, piece):
 
 def test_allreduce_result_is_the_elementwise_sum():
     ranks = simulate("allreduce", "ring", 5, 23)
-    want = sum(input_data(r, 0, 23) for r in range(5))
+    want = sum(expected_sum((r,), 0, 23) for r in range(5))   # each rank's input
     for r in ranks:
         assert (r.buf == want).all()
 

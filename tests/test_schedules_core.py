@@ -15,6 +15,7 @@ import pytest
 
 from collectives import datatypes as D
 from collectives import schedules as S
+from harness.collectives import as_floats
 
 BF16 = ml_dtypes.bfloat16
 
@@ -781,10 +782,10 @@ def test_to_and_from_arith():
 
 
 def test_as_floats():
-    same(D.as_floats(D.datatype("bfloat16"), [0x3F80, 0x4049]), np.array([1.0, 3.140625]))
-    same(D.as_floats(D.datatype("half"), [0.5, 65504]), np.array([0.5, 65504.0]))
-    same(D.as_floats(D.datatype("int8"), [-128, 127]), np.array([-128.0, 127.0]))
-    same(D.as_floats(D.datatype("float"), [0.1]), np.array([np.float32(0.1)], np.float64))
+    same(as_floats(D.datatype("bfloat16"), [0x3F80, 0x4049]), np.array([1.0, 3.140625]))
+    same(as_floats(D.datatype("half"), [0.5, 65504]), np.array([0.5, 65504.0]))
+    same(as_floats(D.datatype("int8"), [-128, 127]), np.array([-128.0, 127.0]))
+    same(as_floats(D.datatype("float"), [0.1]), np.array([np.float32(0.1)], np.float64))
 
 
 # --- inputs --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ Open vSwitch send buffer read from `ss`."""
 from lab.host import OVS_SEND_BUFFER, parse_send_buffer
 from lab.shaping import (connection_windows, frame_bytes, queue_commands, tc_commands,
                          window_bytes)
-from tests.helpers import REPO
+from harness import REPO
 from topologies.fabric import LinkSpec
 
 

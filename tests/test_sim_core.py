@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from topologies.fabric import load_fabric, parse_fabric
 from collectives import schedules as S
 from sim.clos import ClosNetwork, ClosShape

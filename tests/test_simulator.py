@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 from topologies.fabric import parse_fabric
 from collectives import metrics as M
 from collectives import schedules as S
@@ -180,7 +180,7 @@ def test_the_record_has_the_emulators_fields_and_per_link_bytes():
 def test_run_topology_simulates_without_root_or_a_network(tmp_path):
     import subprocess
     import sys
-    from tests.helpers import REPO
+    from harness import REPO
     proc = subprocess.run([sys.executable, str(REPO / "run_topology.py"), "--engine", "sim",
                            "-b", "64K", "-e", "256K", "--compare", "rhd", "--json",
                            "--results", str(tmp_path)],

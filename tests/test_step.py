@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import REPO
+from harness import REPO
 from topologies.fabric import load_fabric, parse_fabric
 from topologies.schema import FabricError, normalise
 from sim import training_step as T

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO
+from harness import REPO
 
 # Cheap privileged tests to run under a broken host: they never get to build a
 # lab, because the precondition fails them first.

@@ -5,7 +5,7 @@ as the rows say."""
 
 import pytest
 
-from tests.helpers import leaf_spine
+from harness.fabrics import leaf_spine
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ this lab's OpenFlow 1.5 switches and iperf3."""
 
 import re
 
-from tests.helpers import run
+from harness.commands import run
 
 COMMANDS = """\
 dpctl dump-flows

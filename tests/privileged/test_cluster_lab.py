@@ -16,8 +16,10 @@ import pytest
 from lab import testbed
 from lab.cluster import ClusterLab
 from lab.reachability import all_pairs_reachability
-from lab.records import RECORDS, host_state
-from tests.helpers import TOPOLOGIES, ensure_no_testbed, run, start
+from lab.records import RECORDS
+from harness import TOPOLOGIES
+from harness.commands import run, start
+from harness.labs import ensure_no_testbed, host_state
 from topologies.fabric import load_fabric, parse_fabric
 from topologies.placement import cluster_of, place
 from collectives import schedules as S

@@ -4,13 +4,15 @@ checked data, and the iperf3 and Scapy engines."""
 
 import pytest
 
-from tests.helpers import assert_verdict_follows_from_runs, built, leaf_spine
+from harness.fabrics import leaf_spine
+from harness.labs import built
+from harness.verdicts import assert_verdict_follows_from_runs
 from collectives import metrics as M
 from collectives import schedules as S
 from runs.experiment import Experiment
 from runs.sweep import run_experiment
 
-# (hierarchical needs multi-GPU servers: tests/test_multi_gpu.py)
+# (hierarchical needs multi-GPU servers: tests/privileged/test_multi_gpu_lab.py)
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs if a != "hierarchical"]
 
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tests.helpers import REPO, run
+from harness import REPO
+from harness.commands import run
 
 SWEEP = ["-b", "1M", "-e", "1M", "-n", "8", "-w", "1"]   # 9 iterations of >= 0.63 s at 20 Mbit/s
 

@@ -6,7 +6,10 @@ import json
 
 import pytest
 
-from tests.helpers import TOPOLOGIES, built, flows_command, read_counter, run, settled
+from harness import TOPOLOGIES
+from harness.commands import run
+from harness.labs import built
+from harness.traffic import flows_command, read_counter, settled
 from topologies.fabric import load_fabric
 
 

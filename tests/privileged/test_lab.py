@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from lab.reachability import all_pairs_reachability
-from tests.helpers import (built, group_bucket_packets, leaf_spine, tcp_flows, udp_flows,
-                           uplink_bytes)
+from harness.fabrics import leaf_spine
+from harness.labs import built
+from harness.traffic import group_bucket_packets, tcp_flows, udp_flows, uplink_bytes
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,9 @@ import re
 import pytest
 
 from lab.reachability import all_pairs_reachability
-from tests.helpers import TOPOLOGIES, built, read_counter, settled
+from harness import TOPOLOGIES
+from harness.labs import built
+from harness.traffic import read_counter, settled
 from topologies.fabric import load_fabric
 from traffic.engines import Job, make_engine
 from runs.experiment import Experiment

@@ -12,7 +12,9 @@ import time
 import pytest
 
 from lab.reachability import all_pairs_reachability
-from tests.helpers import built, flows_command, leaf_spine, read_counter, uplink_bytes
+from harness.fabrics import leaf_spine
+from harness.labs import built
+from harness.traffic import flows_command, read_counter, uplink_bytes
 from runs.experiment import Experiment
 from runs.sweep import run_experiment
 

@@ -12,8 +12,11 @@ import time
 
 import pytest
 
-from tests.helpers import (EXPERIMENT_YAML, REPO, TOPOLOGIES, assert_verdict_follows_from_runs,
-                           host_state, run, start)
+from harness import REPO, TOPOLOGIES
+from harness.commands import run, start
+from harness.fabrics import EXPERIMENT_YAML
+from harness.labs import our_state
+from harness.verdicts import assert_verdict_follows_from_runs
 
 
 def test_default_fabric_end_to_end(tmp_path, clean_host):
@@ -160,18 +163,18 @@ def test_interruption_tears_down_everything(tmp_path, clean_host, signals, args,
     (["--no-traffic", BIG], BRIDGED),
 ], ids=["killed-when-ready", "killed-mid-build"])
 def test_cleanup_removes_what_a_killed_lab_left(tmp_path, args, moment):
-    before = host_state()
+    before = our_state()
     proc = start(*args, "--results", str(tmp_path))
     wait_for_moment(proc, moment)
     proc.kill()
     proc.communicate(timeout=30)
-    assert host_state() != before, "a SIGKILLed lab should have left something"
+    assert our_state() != before, "a SIGKILLed lab should have left something"
     out = run("--cleanup")
     assert out.returncode == 0 and "cleaned up after lab" in out.stdout
     deadline = time.monotonic() + 60            # a cap, however slow the host: the state decides
-    while host_state() != before and time.monotonic() < deadline:
+    while our_state() != before and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert host_state() == before
+    assert our_state() == before
     assert "nothing to clean up" in run("--cleanup").stdout
 
 

@@ -10,7 +10,9 @@ import json
 
 import pytest
 
-from tests.helpers import built, leaf_spine, run
+from harness.commands import run
+from harness.fabrics import leaf_spine
+from harness.labs import built
 from runs.experiment import experiment_from
 from runs.training import run_step
 

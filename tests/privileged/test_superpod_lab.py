@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from tests.helpers import TOPOLOGIES, run
+from harness import TOPOLOGIES
+from harness.commands import run
 from report.plots import is_png
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab import testbed
-from tests.helpers import ensure_no_testbed
+from harness.labs import ensure_no_testbed
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = {"m1": "10.77.0.11", "m2": "10.77.0.12"}

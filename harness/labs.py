@@ -1,0 +1,116 @@
+"""Real labs that must leave the host as they found it: what a lab could
+leave behind, counting only what this test run or benchmark started; a lab
+built and checked; no test bed up before a test brings its own."""
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from lab import records
+
+# Every process a test run starts inherits it (tests/conftest.py sets it):
+# our_state counts only those.
+OWNER_VARIABLE = "FABRIC_LAB_OWNER"
+LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec")
+
+
+def foreign_names(owner: str) -> set:
+    """The root-namespace names claimed by live labs that another owner
+    started (their process lacks FABRIC_LAB_OWNER=owner): theirs, not a leak
+    of ours. A lab claims its names in its record before it creates them."""
+    mark, names = f"{OWNER_VARIABLE}={owner}".encode(), set()
+    for path in records.records():
+        pid = records.record_owner(path)
+        try:
+            if not records.pid_alive(pid) or \
+                    mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                continue
+            names.update(json.loads(path.read_text()).get("interfaces", []))
+        except (OSError, ValueError):
+            continue
+    return names
+
+
+def lab_processes(owner: "str | None") -> list:
+    """Lab-like processes (Mininet shells, controllers, programs, iperf,
+    mnexec) other than this one; with `owner`, only those started under
+    FABRIC_LAB_OWNER=owner (a process keeps its environment when orphaned)."""
+    mark = f"{OWNER_VARIABLE}={owner}".encode() if owner else None
+    procs = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if not LAB_PROCESS.search(cmd) or int(pid) == os.getpid():
+                continue
+            if mark and mark not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                continue
+        except OSError:
+            continue
+        procs.append(f"{pid} {cmd.strip()}")
+    return sorted(procs)
+
+
+def host_state(owner: "str | None" = None) -> dict:
+    """What a lab could leave behind on this host: bridges, veths, named
+    namespaces and lab-like processes; it only looks. Tests and benchmarks
+    compare it before and after a lab to show that the teardown left
+    nothing. With `owner`, what someone else's lab or test run holds on this
+    host is not taken for a leak: only the processes started under
+    FABRIC_LAB_OWNER=owner count, and bridges and veths claimed by another
+    owner's live lab do not."""
+    foreign = foreign_names(owner) if owner else set()
+    bridges = []
+    if shutil.which("ovs-vsctl"):
+        bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
+                                 text=True).stdout.split()
+    veths = [line.split(":")[1].strip().split("@")[0] for line in subprocess.run(
+        ["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
+        text=True).stdout.splitlines() if line.count(":") >= 2]
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    return {"bridges": sorted(b for b in bridges if b not in foreign),
+            "veths": sum(v not in foreign for v in veths), "netns": sorted(netns),
+            "processes": lab_processes(owner)}
+
+
+def our_state() -> dict:
+    """host_state counting only what this test run started (the owner in
+    its FABRIC_LAB_OWNER): another test run or lab on the host is not this
+    run's leak."""
+    return host_state(owner=os.environ.get(OWNER_VARIABLE))
+
+
+@contextlib.contextmanager
+def built(fabric, tmp_path_factory):
+    """A real lab of `fabric`; afterwards the host must be as it was."""
+    from lab.lifecycle import Lab
+    before = our_state()
+    with Lab(fabric, tmp_path_factory.mktemp(fabric.name)) as lab:
+        yield lab
+    assert our_state() == before, "the lab left something behind"
+
+
+def ensure_no_testbed() -> None:
+    """No test bed is up when a test is to bring its own: a live one fails
+    the test (a privileged test never passes by skipping); the record of one
+    whose machines are all gone is removed by lab/testbed.py's own teardown,
+    which touches only what that record names."""
+    import pytest
+    from lab import testbed
+    if not testbed.RECORD.exists():
+        return
+    with testbed.locked():
+        record = testbed.load_record()
+        if record is None:
+            pytest.fail(f"{testbed.RECORD} exists but cannot be read: "
+                        "`sudo scripts/lab testbed status`, then `down`")
+        alive = [m["name"] for m in record.get("machines", []) if testbed.running(m)]
+        if alive:
+            pytest.fail(f"a test bed is already up ({', '.join(alive)} running): "
+                        "`sudo scripts/lab testbed down` first")
+        left = testbed.teardown(record)
+    assert not left, f"a dead test bed's remains would not go: {left}"
+    assert not testbed.RECORD.exists()

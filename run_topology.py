@@ -52,13 +52,10 @@ try:
     from runs.experiment import FIELDS, experiment_from
     from runs.outputs import output_problem
     from collectives.registry import ENGINES
+    from lab.host import Interrupted
     from report import console
 except ImportError as exc:  # pragma: no cover - only without the environment
     sys.exit(f"error: {exc.name} is not installed: run `sudo scripts/lab setup` first")
-
-
-class Interrupted(BaseException):
-    """SIGTERM or SIGHUP: unwinds like Ctrl-C, so the lab tears down."""
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -255,7 +252,7 @@ def _lab_summary(lab, summary, say) -> None:
     control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
     say(f"lab      datapath {lab.datapath}, {control}, policy {lab.fabric.policy}; "
         f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
-    if hasattr(lab, "summary"):                    # across machines
+    if lab.spread:
         summary["cluster"] = lab.summary()
         say(console.cluster_text(summary["cluster"]))
 
@@ -273,24 +270,24 @@ def _reachability(lab, summary, say) -> bool:
 
 def _traffic(lab, exp, run_dir, args, summary, say) -> None:
     """The sweep, the algorithms to compare, the figures, the iperf3 check."""
-    from dataclasses import replace
-
+    from report.write import sweep_collectives
+    from runs.measured import run_experiment
     from traffic.measure.iperf3_check import cross_leaf_pairs, iperf3_check
     if exp.step is not None:              # a training step instead of a sweep
         from report.step_report import report_step
         from runs.training import run_step
         summary["step"] = run_step(lab, exp, progress=_progress(args.json))
         return report_step(summary["step"], run_dir, args.csv, say)
-    summary["collectives"] = _collectives(lab, exp, run_dir, args, say)
-    compared = {}
-    for algorithm in args.compare:
-        say(f"compare  the same sweep with algorithm {algorithm}")
-        compared[algorithm] = _collectives(lab, replace(exp, algorithm=algorithm),
-                                           run_dir / algorithm, args, say)
-    if compared:
-        summary["compared"] = compared
-    summary["collectives"]["figures"] = _figures(lab.fabric, summary["collectives"],
-                                                 compared, run_dir, say)
+    results, figures, failed = sweep_collectives(
+        lab.fabric, exp, args.compare,
+        lambda e, folder: run_experiment(lab, e, folder, progress=_progress(args.json)),
+        run_dir, args.csv, say, machines=lab.hosts() if lab.spread else None,
+        announce=lambda algorithm: say(f"compare  the same sweep with algorithm {algorithm}"))
+    summary["collectives"] = results[exp.algorithm]
+    if args.compare:
+        summary["compared"] = {a: r for a, r in results.items() if a != exp.algorithm}
+    say(f"figures  {', '.join(figures)} in {run_dir}" if failed is None
+        else f"figures  none: drawing failed ({failed})")
     pairs = cross_leaf_pairs(lab.fabric)
     if args.iperf_check and pairs:
         summary["traffic"] = iperf3_check(lab, pairs, args.seconds, args.streams)
@@ -301,53 +298,6 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
 def _mininet_cli(lab) -> None:
     from lab.cli import open_cli
     open_cli(lab)
-
-
-def _collectives(lab, exp, run_dir, args, say) -> dict:
-    from report.tables import csv_text, fabric_table, nccl_table
-    from runs.sweep import run_experiment
-    rate = lab.fabric.spec["links"]["server_leaf"]["rate_mbit"]
-    result = run_experiment(lab, exp, run_dir, progress=_progress(args.json))
-    (run_dir / "results.csv").write_text(csv_text(result))
-    if args.csv and exp.algorithm in args.compare:     # a compared algorithm: rows appended
-        with args.csv.open("a") as out:
-            out.write(csv_text(result).split("\n", 1)[1])
-    elif args.csv:
-        args.csv.write_text(csv_text(result))
-    say(nccl_table(result, rate))
-    say(fabric_table(result, rate))
-    if result["cross_traffic"]:
-        say(console.cross_text(result["cross_traffic"]))
-    if result.get("failures"):
-        say(console.failures_text(result["failures"]))
-    if hasattr(lab, "machines"):
-        say(console.machines_text(result["runs"], [m.host for m in lab.machines]))
-    if not args.json:
-        print("\n".join(filter(None, [
-            console.uplinks_text(lab.fabric, result["uplink_tx_bytes"], "during the collectives"),
-            console.routing_text(result, "during the collectives")])))
-        split = console.split_text(result)
-        if split:
-            print(split)
-    return result
-
-
-def _figures(fabric, result, compared, run_dir, say) -> list:
-    """The PNGs of the run; busbw.png has a curve per algorithm replayed."""
-    try:
-        from report.figures import write_figures
-        curves = None
-        if compared:
-            curves = {f"{r['experiment']['collective']} ({alg})":
-                      [(x["size_bytes"], x["busbw_gbps"]) for x in r["runs"]]
-                      for alg, r in [(result["experiment"]["algorithm"], result),
-                                     *compared.items()]}
-        names = [p.name for p in write_figures(fabric, result, run_dir, curves)]
-        say(f"figures  {', '.join(names)} in {run_dir}")
-        return names
-    except Exception as exc:          # noqa: BLE001 (a picture is never worth the run)
-        say(f"figures  none: drawing failed ({type(exc).__name__}: {exc})")
-        return []
 
 
 def _progress(quiet):

@@ -170,7 +170,10 @@ class ClusterLab(Lab):
 
     # --- start ------------------------------------------------------------------
 
-    def start(self) -> None:
+    # the hooks of Lab.start()
+
+    def check(self) -> None:
+        """Root, and every machine able to take part; then where each is."""
         t0 = time.monotonic()
         if os.geteuid() != 0:
             raise LabError("a cluster run needs root here too (its record under /run, the "
@@ -187,18 +190,18 @@ class ClusterLab(Lab):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.machines = [Machine(m, h, addresses[m], self.cluster.user, self.run_dir)
                          for m, h in enumerate(self.cluster.machines)]
-        with records.names_lock():            # (makes /run/fabric-lab on a fresh machine)
-            self._write_record()
-        self._start_controller()
-        self.timings["controller_s"] = time.monotonic() - t0
-        t1 = time.monotonic()
+
+    def claim(self) -> None:
+        """Nothing of this machine's root namespace: the names are the machines'."""
+
+    runs_controller = True
+
+    def build(self) -> None:
         self._build_machines()
-        self.timings["build_s"] = time.monotonic() - t1
-        t2 = time.monotonic()
+
+    def settle(self) -> None:
         self.status = self.wait_programmed(timeout=120, until=self.ready)
-        self.timings["programmed_s"] = time.monotonic() - t2
         self.clock_offsets = [m.measure_clock() for m in self.machines]
-        self.timings["start_s"] = time.monotonic() - t0
 
     def _build_machines(self) -> None:
         for m in self.machines:          # from this thread: their ssh die with it
@@ -261,6 +264,11 @@ class ClusterLab(Lab):
             ends.setdefault(self.placement.node[node], []).append([node, intf])
         for m, its in ends.items():
             self.machines[m].ask({"cmd": "link", "ends": its, "up": up, "silent": silent})
+
+    spread = True
+
+    def hosts(self) -> List[str]:
+        return [m.host for m in self.machines]
 
     def counters(self, _intfs=None) -> dict:
         """A monitor sample of the whole fabric: every machine's, merged; the

@@ -27,6 +27,11 @@ class LabError(Exception):
     """The host cannot run this lab; the message is one sentence saying why."""
 
 
+class Interrupted(BaseException):
+    """SIGTERM, SIGHUP (or SIGINT) turned into an exception: it unwinds like
+    Ctrl-C, so whatever is running tears its lab down on the way out."""
+
+
 def run(args: List[str], timeout: float = 30, check: bool = True, **kw) -> subprocess.CompletedProcess:
     proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
     if check and proc.returncode != 0:

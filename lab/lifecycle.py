@@ -35,6 +35,7 @@ from typing import Dict, List, Optional
 from lab import host, records
 from lab.host import LabError
 from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
+from lab.counters import read_counters
 from lab.shaping import link_commands
 from policies import policy
 from lab.processes import cpu_seconds, is_mininet_shell, stop_process, stop_process_group
@@ -93,6 +94,7 @@ class Lab:
         self.controller: Optional[subprocess.Popen] = None
         self.processes: List[subprocess.Popen] = []   # every one Mininet started for us
         self.timings: Dict[str, float] = {}
+        self.status: dict = {}               # the controller's when it was ready
         self.tag = f"{os.getpid()}-{next(_LAB_NUMBERS)}"
         self.record_path = records.RECORDS / f"{self.tag}.json"
         self.controller_ip = "127.0.0.1"     # where the switches find the controller
@@ -116,28 +118,71 @@ class Lab:
         return False
 
     def start(self) -> None:
+        """The one start every kind of lab shares, in five steps, each a hook
+        a kind of lab overrides (ClusterLab: lab/cluster.py; the slice of one
+        machine: lab/machine.py): `check` what must hold before anything is
+        made; `claim` its names under the lock, then the record that claims
+        them; the controller, when `runs_controller`; `build` the network;
+        `settle` until it forwards. Timings of each go in `timings`."""
         t0 = time.monotonic()
+        self.check()
         with records.names_lock():
-            self.datapath = host.preflight(self.fabric, self.requested_datapath,
-                                           self.extra_names)
-            if self.datapath == "user":
-                self.warnings.extend(filter(None, [host.ovs_send_buffer_warning()]))
+            self.claim()
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._write_record()            # claims the names before the lock goes
-        if self.controlled:
+        if self.runs_controller:
             self._start_controller()
         self.timings["controller_s"] = time.monotonic() - t0
         t1 = time.monotonic()
-        self._build_network()
+        self.build()
         self.timings["build_s"] = time.monotonic() - t1
         t2 = time.monotonic()
+        self.settle()
+        self.timings["programmed_s"] = time.monotonic() - t2
+        self.timings["start_s"] = time.monotonic() - t0
+
+    # the hooks of start(), as a lab on this host alone does them
+
+    def check(self) -> None:
+        """What must hold before anything is made (LabError, one sentence)."""
+
+    def claim(self) -> None:
+        """Under the names lock: the datapath, and the names checked free."""
+        self.datapath = host.preflight(self.fabric, self.requested_datapath, self.extra_names)
+        if self.datapath == "user":
+            self.warnings.extend(filter(None, [host.ovs_send_buffer_warning()]))
+
+    @property
+    def runs_controller(self) -> bool:
+        return self.controlled
+
+    def build(self) -> None:
+        self._build_network()
+
+    def settle(self) -> None:
+        """Until the fabric forwards: BFD up, and every switch programmed (or
+        spanning tree converged)."""
         self._bfd()
         if not self.controlled:
             self.status = self.wait_stp_converged()
         else:
             self.status = self.wait_programmed(until=self.ready)
-        self.timings["programmed_s"] = time.monotonic() - t2
-        self.timings["start_s"] = time.monotonic() - t0
+
+    # --- what runs use (lab/protocol.py) ---------------------------------------------
+
+    spread = False                          # across several machines
+
+    def hosts(self) -> List[str]:
+        """The machines the lab runs on (this one alone: none named)."""
+        return []
+
+    def summary(self) -> Optional[dict]:
+        """Its machines, controller and tunnels, when spread (None here)."""
+        return None
+
+    def counters(self, intfs) -> dict:
+        """One monitor sample of the fabric's interfaces (lab/counters.py)."""
+        return read_counters(intfs)
 
     @property
     def controlled(self) -> bool:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 from lab import host, records
-from lab.host import LabError
+from lab.host import Interrupted, LabError
 from lab.lifecycle import Lab
 from lab.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
 from lab.shaping import link_commands
@@ -60,10 +60,6 @@ from topologies.fabric import Fabric, fabric_from_spec
 PR_SET_PDEATHSIG = 1
 CLONE_NEWTIME = 0x80
 STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-class Interrupted(BaseException):
-    pass
 
 
 def local_fabric(whole: Fabric, mine) -> Fabric:
@@ -98,20 +94,24 @@ class SliceLab(Lab):
         # before the tunnels are ports too
         self.connect_later = True
 
-    def start(self) -> None:
-        t0 = time.monotonic()
-        with records.names_lock():
-            self.datapath = host.preflight(self.fabric, self.requested_datapath,
-                                           self.extra_names)
-            self._check_wire()
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            records.registered_dir(self.tag).mkdir(parents=True, exist_ok=True)
-            self._write_record()
+    # the hooks of Lab.start(): no controller here, and the switches meet the
+    # head's once the tunnels are ports too
+
+    def claim(self) -> None:
+        self.datapath = host.preflight(self.fabric, self.requested_datapath, self.extra_names)
+        self._check_wire()
+        records.registered_dir(self.tag).mkdir(parents=True, exist_ok=True)
+
+    runs_controller = False
+
+    def build(self) -> None:
         self._build_network()
         self._tunnels()
         self._bfd()
         self._connect()
-        self.timings["build_s"] = time.monotonic() - t0
+
+    def settle(self) -> None:
+        """The head waits until its controller has programmed every switch."""
 
     def _teardown(self) -> None:
         super()._teardown()
@@ -232,7 +232,7 @@ def serve(lines, reply) -> int:
                 lab = build(msg)
                 lab.start()
                 reply({"event": "built", "tag": lab.tag, "datapath": lab.datapath,
-                       "warnings": lab.warnings, "build_s": lab.timings["build_s"],
+                       "warnings": lab.warnings, "build_s": lab.timings["start_s"],
                        "pids": {h.name: lab.host(h.name).pid for h in lab.fabric.endpoints}})
             else:
                 reply(answer(lab, msg))

@@ -6,6 +6,8 @@ import csv
 import io
 import math
 
+NAN = float("nan")
+
 NCCL_HEADER = (
     "#       size         count      type   redop    root     time   algbw   busbw  #wrong\n"
     "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)        ")
@@ -110,3 +112,21 @@ def csv_text(result: dict) -> str:
                         r.get("wire_bytes", {}).get("network_to_servers", ""),
                     "flags": " ".join(r.get("flags", []))})
     return out.getvalue()
+
+
+def sim_table(result: dict) -> str:
+    """What the simulated fabric did per size: the figures an emulated run's
+    fabric table gives where a simulation has them."""
+    sim = result["simulated"]
+    lines = [f"# Simulated fabric (flow-level, max-min fair sharing; ECMP seed {sim['seed']}, "
+             f"{sim['hop_latency_s'] * 1e6:g} us per hop)",
+             "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"]
+    for r in result["runs"]:
+        busiest = max((l["mean_util"] for l in r["links"].values()), default=0.0)
+        imb = max(r["ecmp_imbalance"].values(), default=NAN)
+        lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
+                     f"{r['measured_over_predicted'] or NAN:14.2f}  {busiest:12.0%}  "
+                     f"{'N/A' if math.isnan(imb) else format(imb, '13.2f'):>13}")
+    lines.append("# Simulated, not measured: no TCP dynamics, no queueing beyond fair sharing, "
+                 "no host CPU (docs/simulator.md)")
+    return "\n".join(lines)

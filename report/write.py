@@ -1,67 +1,74 @@
-"""A run's outputs written: summary.json, results.csv (and --csv), the
-figures, and the tables on the console (or the summary as JSON)."""
+"""A run's outputs, written in one place whatever ran it (a lab or the
+simulator): per algorithm swept, its tables on the console; results.csv
+(and --csv) with every algorithm's rows; the figures; summary.json, and the
+summary as JSON on stdout when asked for."""
 
 from __future__ import annotations
 
-from runs.experiment import Experiment
-from runs.simulated import sim_table, simulate_experiment
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+from report import console
+from report.tables import csv_text, fabric_table, nccl_table, sim_table
 
 
-def simulated_run(fabric, exp: Experiment, run_dir, as_json: bool, csv_path, progress,
-                  compare=()) -> int:
-    """run_topology.py with a simulating engine: the sweep (and one per
-    algorithm in `compare`), its tables (or the summary as JSON),
-    results.csv, summary.json and the figures in `run_dir`."""
-    import json
-    from dataclasses import replace
-
-    from report.tables import csv_text
-    if exp.step is not None:
-        return _simulated_step(fabric, exp, run_dir, as_json, csv_path)
-    results = {exp.algorithm: simulate_experiment(fabric, exp, progress=progress)}
-    for algorithm in compare:
-        results[algorithm] = simulate_experiment(fabric, replace(exp, algorithm=algorithm),
-                                                 progress=progress)
-    result = results[exp.algorithm]
+def sweep_collectives(fabric, exp, compare, replay: Callable, run_dir: Path,
+                      csv_path: Optional[Path], say: Callable[[str], None],
+                      machines: Optional[List[str]] = None,
+                      announce: Callable[[str], None] = lambda algorithm: None
+                      ) -> Tuple[Dict[str, dict], List[str], Optional[str]]:
+    """`exp`'s sweep, then one per algorithm in `compare`, each replayed by
+    `replay(exp, folder)` (a run record) and its tables said as it ends;
+    then results.csv (and `csv_path`) with every algorithm's rows and the
+    figures in `run_dir`. Returns the records by algorithm, the figures'
+    names, and why none were drawn (None when they were)."""
+    results = {}
+    for algorithm in (exp.algorithm, *compare):
+        if algorithm != exp.algorithm:
+            announce(algorithm)
+        folder = run_dir if algorithm == exp.algorithm else run_dir / algorithm
+        results[algorithm] = replay(replace(exp, algorithm=algorithm), folder)
+        say(sweep_text(fabric, results[algorithm], machines))
     run_dir.mkdir(parents=True, exist_ok=True)
     rows = "".join(csv_text(r) if i == 0 else csv_text(r).split("\n", 1)[1]
                    for i, r in enumerate(results.values()))
     (run_dir / "results.csv").write_text(rows)
     if csv_path:
         csv_path.write_text(rows)
-    result["figures"] = _figures(fabric, results, run_dir)
-    summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
-               "policy": fabric.policy, "warnings": list(fabric.warnings),
-               "results": str(run_dir), "collectives": result}
-    if compare:
-        summary["compared"] = {a: r for a, r in results.items() if a != exp.algorithm}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    if as_json:
-        print(json.dumps(summary, indent=1))
-    else:
-        _print(fabric, results, result["figures"], run_dir)
-    return 0
+    figures, failed = write_sweep_figures(fabric, results, run_dir)
+    results[exp.algorithm]["figures"] = figures
+    return results, figures, failed
 
 
-def _simulated_step(fabric, exp: Experiment, run_dir, as_json: bool, csv_path) -> int:
-    import json
+def sweep_text(fabric, result: dict, machines: Optional[List[str]] = None) -> str:
+    """One sweep's tables: nccl-tests' and what the fabric did; for a
+    simulated sweep, what the simulated fabric did instead."""
+    rate = result["link_rate_mbit"]
+    if "simulated" in result:
+        parts = [nccl_table(result, rate), sim_table(result)]
+        if console.tiers_text(result["tiers"], ""):
+            parts.append(console.tiers_text(result["tiers"],
+                                            "in the simulation (its seed's ECMP draw)"))
+        return "\n".join(parts)
+    parts = [nccl_table(result, rate), fabric_table(result, rate)]
+    if result["cross_traffic"]:
+        parts.append(console.cross_text(result["cross_traffic"]))
+    if result.get("failures"):
+        parts.append(console.failures_text(result["failures"]))
+    if machines:
+        parts.append(console.machines_text(result["runs"], machines))
+    parts.extend(filter(None, [
+        console.uplinks_text(fabric, result["uplink_tx_bytes"], "during the collectives"),
+        console.routing_text(result, "during the collectives"), console.split_text(result)]))
+    return "\n".join(parts)
 
-    from report.step_report import report_step
-    from runs.training import simulate_step
-    result = simulate_step(fabric, exp)
-    summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
-               "policy": fabric.policy, "warnings": list(fabric.warnings),
-               "results": str(run_dir), "step": result}
-    if not as_json:
-        print(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
-    report_step(result, run_dir, csv_path, (lambda *a: None) if as_json else print)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    if as_json:
-        print(json.dumps(summary, indent=1))
-    return 0
 
-
-def _figures(fabric, results: dict, run_dir) -> list:
+def write_sweep_figures(fabric, results: Dict[str, dict], run_dir: Path):
+    """The PNGs of a run (busbw.png with a curve per algorithm when several
+    were swept): their names, and why none were drawn (a picture is never
+    worth the run)."""
     from report.figures import write_figures
     first = next(iter(results.values()))
     curves = None if len(results) == 1 else {
@@ -69,18 +76,48 @@ def _figures(fabric, results: dict, run_dir) -> list:
                                                     for x in r["runs"]]
         for alg, r in results.items()}
     try:
-        return [p.name for p in write_figures(fabric, first, run_dir, curves)]
-    except Exception:                 # noqa: BLE001 (a picture is never worth the run)
-        return []
+        return [p.name for p in write_figures(fabric, first, run_dir, curves)], None
+    except Exception as exc:          # noqa: BLE001
+        return [], f"{type(exc).__name__}: {exc}"
 
 
-def _print(fabric, results: dict, figures: list, run_dir) -> None:
-    from report.tables import nccl_table
-    print(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
-    from report.console import tiers_text
-    for algorithm, result in results.items():
-        print(nccl_table(result, result["link_rate_mbit"]))
-        print(sim_table(result))
-        if tiers_text(result["tiers"], ""):
-            print(tiers_text(result["tiers"], "in the simulation (its seed's ECMP draw)"))
-    print(f"figures  {', '.join(figures) or 'none'}; results in {run_dir}")
+def fabric_summary(fabric, run_dir: Path) -> dict:
+    """The head of every summary.json: which fabric, from where, its shape."""
+    return {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
+            "policy": fabric.policy, "warnings": list(fabric.warnings),
+            "results": str(run_dir)}
+
+
+def write_summary(summary: dict, run_dir: Path, as_json: bool) -> None:
+    """summary.json in `run_dir`; on stdout too with --json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    if as_json:
+        print(json.dumps(summary, indent=1))
+
+
+def simulated_run(fabric, exp, run_dir: Path, as_json: bool, csv_path, progress,
+                  compare=()) -> int:
+    """run_topology.py with a simulating engine: the sweeps (or the training
+    step), their tables (or the summary as JSON), results.csv, summary.json
+    and the figures in `run_dir`."""
+    from runs.simulated import simulate_experiment
+    say = (lambda *a: None) if as_json else print
+    say(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
+    summary = fabric_summary(fabric, run_dir)
+    if exp.step is not None:
+        from report.step_report import report_step
+        from runs.training import simulate_step
+        summary["step"] = simulate_step(fabric, exp)
+        report_step(summary["step"], run_dir, csv_path, say)
+    else:
+        results, figures, _failed = sweep_collectives(
+            fabric, exp, compare, lambda e, _folder: simulate_experiment(fabric, e,
+                                                                         progress=progress),
+            run_dir, csv_path, say)
+        summary["collectives"] = results[exp.algorithm]
+        if compare:
+            summary["compared"] = {a: r for a, r in results.items() if a != exp.algorithm}
+        say(f"figures  {', '.join(figures) or 'none'}; results in {run_dir}")
+    write_summary(summary, run_dir, as_json)
+    return 0

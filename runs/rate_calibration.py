@@ -19,7 +19,7 @@ from typing import Callable, List, Sequence
 from topologies.fabric import Fabric
 from lab.lifecycle import Lab
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 FIRST_RATE, MAX_RATE = 5, 2560        # Mbit/s, doubling
 RATES = tuple(FIRST_RATE * 2 ** k for k in range(10))

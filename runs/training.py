@@ -146,7 +146,7 @@ def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: N
     jobs = jobs_of(exp, plan, model.n, model.local, fabric.policy)
     progress("simulating the step")
     predicted = predict(fabric, exp, ranks, model.local)
-    monitor = Monitor(fabric, source=getattr(lab, "counters", None)).start()
+    monitor = Monitor(fabric, source=lab.counters).start()
     engine, steps = make_engine(exp.engine, fabric, ranks, lab), []
     try:
         progress("setting up the step's collectives")

@@ -3,7 +3,7 @@
 mode), side by side in one run; and, on paper from the figures, what N real
 machines would carry.
 
-    sudo .venv/bin/python bench/cluster_bench.py [--fabric F] [--sizes 1M,4M] [--json out.json]
+    sudo scripts/lab bench cluster [--fabric F] [--sizes 1M,4M] [--json out.json]
 
 For each layout: seconds to start the controller, build, be programmed and
 tear down (each machine's build and teardown too); a ring AllReduce per size
@@ -30,39 +30,24 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from lab import testbed  # noqa: E402
-from lab.cluster import ClusterLab  # noqa: E402
-from lab.tunnels import VXLAN_OVERHEAD  # noqa: E402
-from lab.lifecycle import Lab  # noqa: E402
-from topologies.fabric import load_fabric  # noqa: E402
-from topologies.placement import cluster_of, place  # noqa: E402
-from runs.experiment import Experiment  # noqa: E402
-from runs.sweep import run_experiment  # noqa: E402
+from harness import REPO, TOPOLOGIES
+from harness.traffic import process_cpu_seconds
+from lab import testbed
+from lab.cluster import ClusterLab
+from lab.tunnels import VXLAN_OVERHEAD
+from lab.lifecycle import Lab
+from topologies.fabric import load_fabric
+from topologies.schema import parse_size
+from topologies.placement import cluster_of, place
+from runs.experiment import Experiment
+from runs.sweep import run_experiment
 
 MACHINES = ("10.77.0.11", "10.77.0.12")
-TICKS = 100.0
 BUSY = 0.8                   # of a machine's cores the paper part lets the lab use
-
-
-def size(text: str) -> int:
-    """1M, 64K, 4096: bytes."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1].upper()] if text[-1:].upper() in units else int(text)
 
 
 def size_text(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-
-
-def proc_cpu(pid: int) -> float:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(stat[11]) + int(stat[12])) / TICKS
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def make_lab(layout: str, fabric, workdir: Path):
@@ -81,9 +66,9 @@ def one_layout(layout: str, fabric, sizes, workdir: Path) -> dict:
                      idle_seconds=1.0)
     lab = make_lab(layout, fabric, workdir)
     with lab:
-        before, ctrl0 = usage(lab), proc_cpu(lab.controller.pid)
+        before, ctrl0 = usage(lab), process_cpu_seconds(lab.controller.pid)
         result = run_experiment(lab, exp, workdir / "run")
-        after, ctrl1 = usage(lab), proc_cpu(lab.controller.pid)
+        after, ctrl1 = usage(lab), process_cpu_seconds(lab.controller.pid)
     runs = result["runs"]
     row = {"timings": {k: round(v, 2) for k, v in lab.timings.items()},
            "sizes": [{"size": r["size_bytes"], "time_s": round(r["time_s"], 3),
@@ -186,12 +171,12 @@ def on_paper(row: dict, measured_mbit: float) -> dict:
 
 
 def PAPER_FABRICS():                                   # noqa: N802 (a table)
-    pod = load_fabric(REPO / "topologies" / "superpod-su.yaml")
+    pod = load_fabric(TOPOLOGIES / "superpod-su.yaml")
     ring = Experiment(minbytes=4 << 20, maxbytes=4 << 20)
     hier = Experiment(algorithm="hierarchical", minbytes=16 << 20, maxbytes=16 << 20,
                       scale_up="memory")
     yield ("leaf-spine-4x4, ring AllReduce 4 MiB", load_fabric(
-        REPO / "topologies" / "leaf-spine-4x4.yaml"), ring, 2)
+        TOPOLOGIES / "leaf-spine-4x4.yaml"), ring, 2)
     yield "SuperPOD unit (256 GPUs), hierarchical 16 MiB", pod, hier, 1
     yield ("4 SuperPOD units (1024 GPUs), hierarchical 16 MiB",
            pod.edited(lambda s: s["fabric"].update(units=4)), hier, 4)
@@ -199,12 +184,12 @@ def PAPER_FABRICS():                                   # noqa: N802 (a table)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fabric", type=Path, default=REPO / "topologies" / "leaf-spine-4x4.yaml")
+    parser.add_argument("--fabric", type=Path, default=TOPOLOGIES / "leaf-spine-4x4.yaml")
     parser.add_argument("--sizes", default="1M,4M")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     fabric = load_fabric(args.fabric)
-    sizes = [size(s) for s in args.sizes.split(",")]
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
     ours = not testbed.RECORD.exists()
     if ours:
         subprocess.run([str(REPO / "scripts" / "lab"), "testbed", "up", "2"], check=True,

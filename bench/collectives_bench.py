@@ -2,8 +2,8 @@
 """Collectives benchmark: how close the emulated fabric gets to its links, and
 what routing and flow entropy do to a collective, side by side in one run.
 
-    sudo scripts/lab bench collectives            # or: .venv/bin/python bench/collectives_bench.py
-    sudo .venv/bin/python bench/collectives_bench.py --rate 20 --json out.json
+    sudo scripts/lab bench collectives            # or: .venv/bin/python -m bench.collectives_bench
+    sudo .venv/bin/python -m bench.collectives_bench --rate 20 --json out.json
 
 1. Ring AllReduce on the default non-blocking 2x2 fabric (4 ranks), large
    messages: busbw / link rate (the target is 0.9; TCP/IP headers cap it at
@@ -25,43 +25,18 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
-from topologies.schema import parse_size  # noqa: E402
-from lab.lifecycle import Lab  # noqa: E402
-from runs.experiment import Experiment  # noqa: E402
-from runs.sweep import run_experiment  # noqa: E402
-
-
-def with_rate(fabric, rate):
-    def edit(spec):
-        for kind in ("server_leaf", "leaf_spine"):
-            spec["links"][kind]["rate_mbit"] = rate
-    return fabric.edited(edit)
-
-
-def interleaved(fabric):
-    """Ranks alternating between leaf 1 and leaf 2: every ring hop crosses the spines."""
-    a = [h.name for h in fabric.endpoints if h.leaf == "leaf1"]
-    b = [h.name for h in fabric.endpoints if h.leaf == "leaf2"]
-    return [x for pair in zip(a, b) for x in pair]
+from harness import REPO
+from harness.fabrics import crossing_fabric, interleaved, with_rate
+from topologies.fabric import load_fabric
+from topologies.schema import parse_size
+from lab.lifecycle import Lab
+from runs.experiment import Experiment
+from runs.sweep import run_experiment
 
 
 def run(fabric, exp, workdir, tag):
     with Lab(fabric, workdir / tag) as lab:
         return run_experiment(lab, exp, workdir / tag)
-
-
-def crossing_fabric(spines, rate):
-    return parse_fabric(f"""
-name: crossing-{spines}
-fabric: {{spines: {spines}, leaves: 2, servers_per_leaf: 4, mtu: 9000}}
-links:
-  server_leaf: {{rate_mbit: {rate}, queue_packets: 32}}
-  leaf_spine: {{rate_mbit: {rate}, queue_packets: 32}}
-""", f"crossing-{spines}.yaml")
 
 
 def main(argv=None) -> int:

@@ -26,24 +26,13 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from topologies.fabric import load_fabric  # noqa: E402
-from lab.lifecycle import Lab  # noqa: E402
-from lab.reachability import all_pairs_reachability  # noqa: E402
-from lab.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds  # noqa: E402
-from traffic.measure.iperf3_check import iperf3_check  # noqa: E402
-
-FABRIC = REPO / "topologies" / "leaf-spine-4x8.yaml"
-
-
-def with_rate(fabric, rate):
-    def edit(spec):
-        for kind in ("server_leaf", "leaf_spine"):
-            spec["links"][kind]["rate_mbit"] = rate
-    return fabric.edited(edit)
-
+from harness import REPO
+from harness.fabrics import LEAF_SPINE_4X8, flow_pairs, with_rate
+from topologies.fabric import load_fabric
+from lab.lifecycle import Lab
+from lab.reachability import all_pairs_reachability
+from lab.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds
+from traffic.measure.iperf3_check import iperf3_check
 
 def lifecycle(fabric, cycles, workdir):
     rows = []
@@ -59,14 +48,6 @@ def lifecycle(fabric, cycles, workdir):
                      "full_reachability_s": reached, "teardown_s": lab.timings["teardown_s"],
                      "pairs": reach.total})
     return rows
-
-
-def flow_pairs(fabric):
-    """Server k of leaf l (l = 1..4) to server k of leaf l+4: 16 flows."""
-    half = len(fabric.leaves) // 2
-    by_leaf = {leaf.index: [h.name for h in fabric.endpoints if h.leaf == leaf.name]
-               for leaf in fabric.leaves}
-    return [(a, b) for l in range(1, half + 1) for a, b in zip(by_leaf[l], by_leaf[l + half])]
 
 
 def throughput(fabric, policy, seconds, repeat, workdir):
@@ -116,7 +97,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, help="also write every figure here")
     args = p.parse_args(argv)
 
-    fabric = with_rate(load_fabric(FABRIC), args.rate)
+    fabric = with_rate(load_fabric(LEAF_SPINE_4X8), args.rate)
     workdir = REPO / "results" / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     print(f"fabric: {fabric.shape()}, every link {args.rate:g} Mbit/s; host: "
           f"{len(os.sched_getaffinity(0))} cores")

@@ -3,7 +3,7 @@
 collective loses: the default fabric's shape (2 spines, 2 leaves, 2 servers
 per leaf, 20 Mbit/s), a link failing for 1 s, side by side in one run.
 
-    sudo .venv/bin/python bench/failover_bench.py [--repeat 3] [--json out.json]
+    sudo scripts/lab bench failover [--repeat 3] [--json out.json]
 
 Cases: the routing policy (ecmp: the select group's watched buckets move
 flows in the datapath; single-path: only the controller can), the failed
@@ -19,51 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from harness import TOPOLOGIES
+from harness.failover import idle_case, loaded_case, summary
+from lab.lifecycle import Lab
+from topologies.fabric import load_fabric
 
-from lab.lifecycle import Lab  # noqa: E402
-from topologies.fabric import load_fabric  # noqa: E402
-from runs.experiment import Experiment  # noqa: E402
-from traffic.measure import failures as F  # noqa: E402
-from runs.sweep import run_experiment  # noqa: E402
-
-FAIL_AT, FAIL_FOR = 2.0, 1.0
 # the probe's flows go h1 (leaf1) -> h3 (leaf2); single-path pins leaf2's
 # servers to the second spine, so its cases fail that spine's links
 LINKS = {("ecmp", "local"): "leaf1-spine1", ("ecmp", "remote"): "spine1-leaf2",
          ("single-path", "local"): "leaf1-spine2", ("single-path", "remote"): "spine2-leaf2"}
-
-
-def idle_case(lab, link: str, kind: str = "down") -> dict:
-    run = F.Failures(lab, F.parse(lab.fabric, [f"{link}@{FAIL_AT}+{FAIL_FOR}:{kind}"])).start()
-    time.sleep(FAIL_AT + FAIL_FOR + 1.0)
-    return run.stop([])[0]
-
-
-def loaded_case(lab, link: str, workdir: Path, kind: str = "down") -> dict:
-    exp = Experiment(minbytes=1 << 20, maxbytes=1 << 20, iters=10, warmup=1, idle_seconds=0.5,
-                     fail=[f"{link}@{FAIL_AT}+{FAIL_FOR}:{kind}"])
-    result = run_experiment(lab, exp, workdir)
-    event = result["failures"][0]
-    event["wrong"] = result["runs"][0]["wrong"]
-    return event
-
-
-def summary(events: list) -> dict:
-    probes = [e["probe"] for e in events if e.get("probe")]
-    stops = [p["stopped_ms"] for p in probes]
-    slow = [e["collective"]["slowdown"] for e in events
-            if e.get("collective") and e["collective"].get("slowdown")]
-    return {"stopped_ms": stops, "median_ms": statistics.median(stops) if stops else None,
-            "flows_hit": [p["flows_hit"] for p in probes],
-            "lost": [p["lost_packets"] for p in probes], "slowdown": slow,
-            "wrong": [e["wrong"] for e in events if "wrong" in e]}
 
 
 def main() -> int:
@@ -71,7 +39,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    base = load_fabric(REPO / "topologies" / "default.yaml")
+    base = load_fabric(TOPOLOGIES / "default.yaml")
     work = Path(f"/tmp/failover-bench-{time.strftime('%Y%m%d-%H%M%S')}")
     out = {}
     print(f"{'policy':<12} {'link':<7} {'load':<10} {'stopped ms (each run)':<26} {'median':>7} "

@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from harness import REPO
 
 # mutmut's exit codes per mutant (mutmut/stats.py), by what they mean here.
 KILLED = {1, 3, 37}

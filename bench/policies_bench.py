@@ -17,7 +17,7 @@ and stp, in one run on one machine.
    servers, ranks alternating between the leaves, so every hop crosses the
    spines), one connection per peer, 20 Mbit/s: busbw / link rate, the
    uplinks' max/mean, the pieces reordered, #wrong.
-3. Failover (bench/failover_bench.py's cases) under the controller's
+3. Failover (the failover benchmark's cases, harness/failover.py) under the controller's
    policies: a link failing for 1 s next to the probe's sender and one hop
    away, idle and under a ring AllReduce: traffic stopped, the slowdown of
    the iteration it fell in, #wrong. `--failover-repeat 0` leaves it out.
@@ -34,20 +34,16 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from collectives_bench import crossing_fabric, interleaved  # noqa: E402
-from fabric_bench import FABRIC, flow_pairs, with_rate  # noqa: E402
-from failover_bench import idle_case, loaded_case, summary  # noqa: E402
-from lab.lifecycle import Lab  # noqa: E402
-from topologies.fabric import load_fabric  # noqa: E402
-from runs.experiment import Experiment  # noqa: E402
-from lab.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds  # noqa: E402
-from programs.spread import connections_per_peer  # noqa: E402
-from runs.sweep import run_experiment  # noqa: E402
-from tests.helpers import flows_command, read_counter  # noqa: E402
+from harness import TOPOLOGIES
+from harness.failover import idle_case, loaded_case, summary
+from harness.fabrics import LEAF_SPINE_4X8, crossing_fabric, flow_pairs, interleaved, with_rate
+from harness.traffic import flows_command, read_counter
+from lab.lifecycle import Lab
+from topologies.fabric import load_fabric
+from runs.experiment import Experiment
+from lab.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds
+import policies
+from runs.sweep import run_experiment
 
 POLICIES = ("ecmp", "flowlet", "spray", "adaptive", "single-path", "stp")
 WARM_S = 2.0
@@ -57,7 +53,7 @@ def streams(lab, pairs, seconds: float) -> dict:
     """The 16 streams once; what leaves 1-4 sent up from WARM_S on."""
     f = lab.fabric
     routing = f.spec["routing"]
-    k = connections_per_peer(f.policy, 1, routing["entropy"])
+    k = policies.policy(f.policy).connections_per_peer(1, routing["entropy"])
     sinks = [lab.popen(b, flows_command("sink", "--port", "5001", "--connections", str(k),
                                         "--timeout", str(seconds + 60)), text=True)
              for _, b in pairs]
@@ -103,7 +99,7 @@ def placements(lab):
 
 
 def part_aggregate(args, work: Path, out: dict) -> None:
-    base = with_rate(load_fabric(FABRIC), args.rate)
+    base = with_rate(load_fabric(LEAF_SPINE_4X8), args.rate)
     pairs = flow_pairs(base)
     ideal = len(pairs) * args.rate
     print(f"1. aggregate of {len(pairs)} cross-leaf streams on {base.shape()}, "
@@ -174,7 +170,7 @@ def failover_cases(args, fabric, work: Path, res: dict, label: str, kind: str = 
 
 
 def part_failover(args, work: Path, out: dict) -> None:
-    base = load_fabric(REPO / "topologies" / "default.yaml")
+    base = load_fabric(TOPOLOGIES / "default.yaml")
     print(f"\n3. failover, a link down for 1 s, 8 probe flows h1 -> h3, x{args.failover_repeat}")
     res = out["failover"] = {}
     for policy in ("ecmp", "flowlet", "spray", "adaptive"):
@@ -184,7 +180,7 @@ def part_failover(args, work: Path, out: dict) -> None:
 def part_silent(args, work: Path, out: dict) -> None:
     """A silent failure (frames lost, carrier up) under ecmp, without BFD
     and with it at 10 ms and at 100 ms."""
-    base = load_fabric(REPO / "topologies" / "default.yaml")
+    base = load_fabric(TOPOLOGIES / "default.yaml")
     print(f"\n4. silent failure (frames lost, carrier up) for 1 s, ecmp, 8 probe flows h1 -> h3, "
           f"x{args.failover_repeat}")
     res = out["silent"] = {}

@@ -3,7 +3,7 @@
 GPUs), laid out three ways, and the highest link rates at which the unit's
 hierarchical AllReduce is still a figure to trust.
 
-    sudo .venv/bin/python bench/ranks_bench.py [--parts cost,ceiling] [--json out.json]
+    sudo scripts/lab bench ranks [--parts cost,ceiling] [--json out.json]
 
 1. cost: one lab of topologies/superpod-su.yaml at its own rates; on it, one
    after another, the agents as a process per rank (how they ran before), a
@@ -31,26 +31,24 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from harness import REPO, TOPOLOGIES
+from harness.traffic import process_cpu_seconds
+from topologies.fabric import load_fabric
+from lab.lifecycle import Lab
+from traffic.engines import Job
+from traffic.engines.agents import RankAgents
+from runs.experiment import Experiment
+from lab.counters import cpu_busy_pct, cpu_times
+from runs.rate_calibration import at_rate
+from runs.sweep import run_experiment
 
-from topologies.fabric import load_fabric  # noqa: E402
-from lab.lifecycle import Lab  # noqa: E402
-from traffic.engines import Job  # noqa: E402
-from traffic.engines.agents import RankAgents  # noqa: E402
-from runs.experiment import Experiment  # noqa: E402
-from lab.counters import cpu_busy_pct, cpu_times  # noqa: E402
-from runs.rate_calibration import at_rate  # noqa: E402
-from runs.sweep import run_experiment  # noqa: E402
-
-SUPERPOD = REPO / "topologies" / "superpod-su.yaml"
+SUPERPOD = TOPOLOGIES / "superpod-su.yaml"
 PARTS = ("cost", "ceiling")
 LAYOUTS = {"process per rank, NVLink as packets": (True, "packets"),
            "process per server, NVLink as packets": (False, "packets"),
            "process per server, NVLink in memory": (False, "memory")}
 FACTORS = (0.5, 1, 2, 4)       # of the YAML's rates (4x the unit's rates before this bench)
 MATCH = 0.25
-TICKS = 100.0
 
 
 def agent_usage(procs) -> tuple:
@@ -59,11 +57,10 @@ def agent_usage(procs) -> tuple:
     for proc in procs:
         try:
             status = Path(f"/proc/{proc.pid}/status").read_text()
-            stat = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         rss += int(next(l.split()[1] for l in status.splitlines() if l.startswith("VmRSS")))
-        cpu += (int(stat[11]) + int(stat[12])) / TICKS
+        cpu += process_cpu_seconds(proc.pid)
     return rss / 1024, cpu
 
 

@@ -2,8 +2,8 @@
 """Scale-up and scale-out benchmark: each step of the argument from one GPU
 to a SuperPOD unit, measured side by side in one run.
 
-    sudo scripts/lab bench scale              # or: .venv/bin/python bench/scale_bench.py
-    sudo .venv/bin/python bench/scale_bench.py --parts hier,planner --json out.json
+    sudo scripts/lab bench scale              # or: .venv/bin/python -m bench.scale_bench
+    sudo .venv/bin/python -m bench.scale_bench --parts hier,planner --json out.json
 
 1. hier: hierarchical against flat ring AllReduce on 8-GPU servers (4 servers,
    one NIC per GPU, rail-optimized), the same fabric and sizes: time ratio,
@@ -29,18 +29,15 @@ import time
 import timeit
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import planner
+from harness import REPO, TOPOLOGIES
+from harness.labs import host_state
+from topologies.fabric import load_fabric, parse_fabric
+from lab.lifecycle import Lab
+from lab.reachability import all_pairs_reachability
+from runs.experiment import Experiment
+from runs.sweep import run_experiment
 
-import planner  # noqa: E402
-from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
-from lab.lifecycle import Lab  # noqa: E402
-from lab.reachability import all_pairs_reachability  # noqa: E402
-from lab.records import host_state  # noqa: E402
-from runs.experiment import Experiment  # noqa: E402
-from runs.sweep import run_experiment  # noqa: E402
-
-TOPOLOGIES = REPO / "topologies"
 PARTS = ("hier", "rail", "largest", "planner", "predict")
 
 

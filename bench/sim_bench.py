@@ -4,9 +4,9 @@ fabric YAML and experiment emulated with real packets (rank agents, checked
 data) and simulated (sim), per size measured/simulated next to
 measured/alpha-beta, and per link the bytes simulated against measured.
 
-    sudo scripts/lab bench sim              # or: .venv/bin/python bench/sim_bench.py
-    sudo .venv/bin/python bench/sim_bench.py --json out.json --cases "ring 2x2,rhd 2x2"
-    .venv/bin/python bench/sim_bench.py --parts speed        # no root: speed and memory only
+    sudo scripts/lab bench sim              # or: .venv/bin/python -m bench.sim_bench
+    sudo .venv/bin/python -m bench.sim_bench --json out.json --cases "ring 2x2,rhd 2x2"
+    .venv/bin/python -m bench.sim_bench --parts speed        # no root: speed and memory only
 
 Only sizes the fidelity verdict trusts count (a flagged size says more about
 the shaper than the fabric). Goal: median |measured/simulated - 1| <= 0.10,
@@ -30,17 +30,14 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from harness import REPO, TOPOLOGIES
+from lab.lifecycle import Lab
+from topologies.fabric import load_fabric, parse_fabric
+from runs.experiment import Experiment
+from traffic.measure.fidelity import SLOWER
+from runs.rate_calibration import at_rate
+from runs.sweep import run_experiment
 
-from lab.lifecycle import Lab  # noqa: E402
-from topologies.fabric import load_fabric, parse_fabric  # noqa: E402
-from runs.experiment import Experiment  # noqa: E402
-from traffic.measure.fidelity import SLOWER  # noqa: E402
-from runs.rate_calibration import at_rate  # noqa: E402
-from runs.sweep import run_experiment  # noqa: E402
-
-T = REPO / "topologies"
 SIZES = dict(minbytes=512 << 10, maxbytes=2 << 20, stepfactor=4, iters=3, warmup=1,
              idle_seconds=1.0)
 LARGER = dict(SIZES, maxbytes=8 << 20)
@@ -60,7 +57,7 @@ links:
 
 def cases():
     """name -> (fabric, experiment, ranks or None)."""
-    default = load_fabric(T / "default.yaml")
+    default = load_fabric(TOPOLOGIES / "default.yaml")
     odd = odd_fabric()
     return {
         "ring 2x2": (default, Experiment(**SIZES), None),
@@ -69,16 +66,17 @@ def cases():
         "tree 2x2": (default, Experiment(algorithm="tree", **SIZES), None),
         "rhd odd, parallel uplinks": (odd, Experiment(algorithm="rhd", **SIZES),
                                       [h.name for h in odd.endpoints][:5]),
-        "ring oversubscribed": (load_fabric(T / "oversubscribed.yaml"), Experiment(**SIZES), None),
+        "ring oversubscribed": (load_fabric(TOPOLOGIES / "oversubscribed.yaml"),
+                                Experiment(**SIZES), None),
         # 16 agents on 2 cores: at its own 10 Mbit/s the host fell behind (CPU
         # ~60%, ovs-vswitchd ~80% of a core); at 5 it keeps up, as the verdict advised
-        "hierarchical multi-gpu": (at_rate(load_fabric(T / "multi-gpu.yaml"), 5),
+        "hierarchical multi-gpu": (at_rate(load_fabric(TOPOLOGIES / "multi-gpu.yaml"), 5),
                                    Experiment(algorithm="hierarchical", **SIZES), None),
         # 32 GPUs, 4 Mbit/s NICs: below 8 MiB an idle shaper's unpaid frames are
         # too large a share of each NIC's bytes for the verdict to trust a size
-        "hierarchical rail-optimized": (load_fabric(T / "rail-optimized.yaml"),
+        "hierarchical rail-optimized": (load_fabric(TOPOLOGIES / "rail-optimized.yaml"),
                                         Experiment(algorithm="hierarchical", **LARGER), None),
-        "hierarchical server-per-leaf": (load_fabric(T / "leaf-spine-4gpu.yaml"),
+        "hierarchical server-per-leaf": (load_fabric(TOPOLOGIES / "leaf-spine-4gpu.yaml"),
                                          Experiment(algorithm="hierarchical", **LARGER), None),
     }
 

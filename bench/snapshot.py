@@ -21,14 +21,14 @@ import argparse
 import dataclasses
 import json
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-PY = sys.executable
-EXAMPLES = sorted((REPO / "topologies").glob("*.yaml"))
+from harness import REPO, TOPOLOGIES
+from harness.commands import python
+
+EXAMPLES = sorted(TOPOLOGIES.glob("*.yaml"))
 # wall-clock figures: they measure the host, not the code
 VOLATILE = re.compile(r"wall|elapsed|started|seconds_taken|cpu_s|duration_s$")
 SIM_CASES = (
@@ -41,9 +41,9 @@ SIM_CASES = (
 POLICIES = ("ecmp", "single-path", "stp", "flowlet", "spray", "adaptive")
 
 
-def run(args, cwd=REPO) -> str:
+def run(args) -> str:
     """One command's stdout and exit status, the repository's path blanked."""
-    done = subprocess.run([PY, *args], cwd=cwd, capture_output=True, text=True)
+    done = python(*args)
     out = done.stdout + (f"\n[stderr]\n{done.stderr}" if done.stderr else "")
     return f"[exit {done.returncode}]\n" + out.replace(str(REPO), "<repo>")
 
@@ -71,9 +71,7 @@ def key_tree(value, prefix=""):
 
 
 def sim_json(args, results: Path) -> dict:
-    done = subprocess.run([PY, "run_topology.py", "--engine", "sim", "--json",
-                           "--results", str(results), *args],
-                          cwd=REPO, capture_output=True, text=True)
+    done = python("run_topology.py", "--engine", "sim", "--json", "--results", str(results), *args)
     if done.returncode:
         return {"exit": done.returncode, "stderr": done.stderr}
     return json.loads(done.stdout)
@@ -88,7 +86,6 @@ def checks(out: Path) -> None:
 
 
 def fabrics(out: Path) -> None:
-    sys.path.insert(0, str(REPO))
     from topologies.fabric import load_fabric
     for yaml in EXAMPLES:
         fabric = load_fabric(yaml)

@@ -16,7 +16,7 @@ its communication is about its compute.
    (median of `--steps`) and simulated.
 2. The fabric: the same step (256K buckets, overlap on) with the ranks
    alternating between the leaves, so every ring hop crosses the spines (4
-   flows up each leaf, bench/collectives_bench.py's crossing placement):
+   flows up each leaf, the collectives benchmark's crossing placement):
    under ECMP on 4 spines (`--draws` runs, each with new connections: a new
    hash draw), under single-path (every flow between the leaves on one
    spine) and on a 2:1 oversubscribed fabric (2 spines, ECMP, `--draws`
@@ -33,21 +33,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from collectives_bench import crossing_fabric, interleaved  # noqa: E402
-from lab.lifecycle import Lab  # noqa: E402
-from topologies.schema import normalise  # noqa: E402
-from sim import training_step as T  # noqa: E402
-from runs.experiment import Experiment  # noqa: E402
-from runs.training import run_step  # noqa: E402
+from harness.commands import python
+from harness.fabrics import crossing_fabric, interleaved
+from lab.lifecycle import Lab
+from topologies.schema import normalise
+from sim import training_step as T
+from runs.experiment import Experiment
+from runs.training import run_step
 
 RATE = 20
 BUCKETS = (64 * 1024, 256 * 1024, 1 << 20)
@@ -109,9 +105,8 @@ def part3() -> list:
     out = []
     for extra in ([], ["--bucket", "1G"]):
         t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "planner", "--gpus", "200000", "--radix",
-                               "128", "--params", "70e9", "--json", *extra],
-                              capture_output=True, text=True, cwd=REPO, timeout=3600)
+        proc = python("-m", "planner", "--gpus", "200000", "--radix", "128", "--params", "70e9",
+                      "--json", *extra, timeout=3600)
         if proc.returncode:
             out.append({"error": proc.stderr.strip()})
             continue

@@ -1,0 +1,5 @@
+"""The benchmarks: each one measures the fabric, the simulator, the planner
+or the tests themselves side by side in one run and prints its figures
+(docs/benchmarks.md). Run one from the repository's root as
+`python -m bench.NAME`, or through `scripts/lab bench`; what they share
+with the tests is in harness/."""

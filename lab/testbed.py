@@ -1,5 +1,5 @@
-"""A test bed of machines on one host, for the coming cluster mode (Mininet's
-cluster edition across machines over ssh): `python -m lab.testbed up N|down|status`.
+"""A test bed of machines on one host, for cluster mode (a fabric spread over
+machines over ssh): `python -m lab.testbed up N|down|status`.
 
 A machine (m1..mN) is namespaces, not a virtual machine: `unshare --mount --net
 --pid --uts --ipc --fork` runs a boot script as PID 1 of a new PID namespace.
@@ -14,9 +14,9 @@ and vanish with the namespace; killing PID 1 kills the whole machine, and its
 veth pair goes with its network namespace. eth0 (10.77.0.10+N/24, peer of host
 veth fltb-mN, MTU 9050) sits on the host bridge fltb0 (10.77.0.1/24).
 
-debootstrap (bookworm, minbase) builds the root file system once, in
-/var/cache/fabric-lab/testbed/rootfs (rootfs.stamp: the package list and build
-settings; a change rebuilds it), with the ssh key pair that `up` names in
+debootstrap (bookworm, minbase; lab/rootfs.py) builds the root file system
+once, in /var/cache/fabric-lab/testbed/rootfs (rootfs.stamp: the package list
+and build settings; a change rebuilds it), with the ssh key pair that `up` names in
 /etc/ssh/ssh_config.d/fabric-lab-testbed.conf. record.json, rewritten as `up`
 goes, names all it made (bridge, veths, each machine's PID 1 and unshare with
 their start times: a reused pid is never signalled): `down`, and a failed
@@ -31,27 +31,38 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from lab.records import pid_alive, start_time
+from lab.rootfs import CommandError, RootFS, forget_machine, install_missing, remove_tree, run
+
 CACHE = Path("/var/cache/fabric-lab/testbed")
-ROOTFS, STAMP, KEY = CACHE / "rootfs", CACHE / "rootfs.stamp", CACHE / "id_ed25519"
+ROOTFS = CACHE / "rootfs"
+KEY = CACHE / "id_ed25519"
 STATE = Path("/run/fabric-lab/testbed")
-RECORD, SNIPPET = STATE / "record.json", Path("/etc/ssh/ssh_config.d/fabric-lab-testbed.conf")
+RECORD = STATE / "record.json"
+SNIPPET = Path("/etc/ssh/ssh_config.d/fabric-lab-testbed.conf")
 PROJECT = Path(__file__).resolve().parent.parent
-SUITE, VARIANT = "bookworm", "minbase"
+SUITE = "bookworm"
+VARIANT = "minbase"
 MIRROR = os.environ.get("FABRIC_TESTBED_MIRROR", "http://deb.debian.org/debian")
 PACKAGES = ("openvswitch-switch", "openssh-server", "openssh-client", "mininet", "iproute2",
             "iputils-ping", "ethtool", "procps", "python3", "python3-venv", "iperf3", "iperf",
             "fping", "tcpdump", "kmod", "sudo", "python-is-python3", "git")
 BUILD_VERSION = 1          # bump when the build's post-install steps change
-BRIDGE, NET, MAX_MACHINES = "fltb0", "10.77.0", 64
+BASE = RootFS(ROOTFS, SUITE, VARIANT, MIRROR, PACKAGES, needs="usr/sbin/sshd", stamp_text=(
+    f"suite {SUITE}\nvariant {VARIANT}\nmirror {MIRROR}\nbuild {BUILD_VERSION}\n"
+    f"packages {' '.join(PACKAGES)}\n"))
+BRIDGE = "fltb0"
+NET = "10.77.0"
+MAX_MACHINES = 64
 WIRE_MTU = 9050   # 9000-byte frames in VXLAN (+50); at 1500, OVS drops them ("Message too long")
-SEND_BUFFER, SSH_WAIT = 64 << 20, 60.0
+SEND_BUFFER = 64 << 20
+SSH_WAIT = 60.0
 SSHD_CONFIG = "# fabric lab test bed: root by key only; room for Mininet cluster's ssh\n" + "".join(
     f"{o}\n" for o in ("PermitRootLogin prohibit-password", "PasswordAuthentication no",
                        "KbdInteractiveAuthentication no", "UsePAM no", "UseDNS no",
@@ -89,31 +100,14 @@ exec python3 -c 'import signal; signal.signal(signal.SIGCHLD, signal.SIG_IGN); s
 """
 
 
-class TestbedError(Exception):
-    """A failure the user can act on, said in one sentence."""
-
-
-def run(*cmd, check=True, **kw) -> subprocess.CompletedProcess:
-    """Run a command quietly; on failure raise its last line of error as a TestbedError."""
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, **kw)
-    if check and proc.returncode != 0:
-        why = (proc.stderr.strip().splitlines() or ["exit status %d" % proc.returncode])[-1]
-        raise TestbedError(f"`{' '.join(cmd[:4])}` failed: {why}")
-    return proc
-
-
-def start_time(pid: int) -> int:
-    """The kernel's start time of a process (clock ticks after boot); 0 once it
-    is gone or a zombie (killed, not yet reaped). With the pid, it names a process."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return 0 if fields[0] == "Z" else int(fields[19])
+class TestbedError(CommandError):
+    """A failure of the test bed the user can act on, said in one sentence."""
 
 
 def alive(pid: int, started: int) -> bool:
-    return bool(started) and start_time(pid) == started
+    """The recorded process (pid and start time) still runs: not gone, not
+    reused by another process, not a zombie (killed, not yet reaped)."""
+    return bool(started) and start_time(pid) == started and pid_alive(pid)
 
 
 def link_exists(name: str) -> bool:
@@ -146,67 +140,23 @@ def save_record(record: dict) -> None:
     os.replace(tmp, RECORD)
 
 
-STAMP_TEXT = (f"suite {SUITE}\nvariant {VARIANT}\nmirror {MIRROR}\nbuild {BUILD_VERSION}\n"
-              f"packages {' '.join(PACKAGES)}\n")
-
-
 def rootfs_current() -> bool:
-    return (ROOTFS / "usr/sbin/sshd").exists() and STAMP.is_file() \
-        and STAMP.read_text() == STAMP_TEXT
+    return BASE.current()
 
 
-def mounts_under(path: Path):
-    """Mount points at or below `path` in this mount namespace, deepest first."""
-    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    inside = [p for p in points if p == str(path) or p.startswith(f"{path}/")]
-    return sorted(set(inside), key=len, reverse=True)
-
-
-def remove_tree(path: Path) -> None:
-    """rm -rf, but never through a mount point (a bind of the project, say)."""
-    for point in mounts_under(path):
-        run("umount", "-l", point, check=False)
-    if mounts_under(path):
-        raise TestbedError(f"{path} still has mounts below it, so it was not deleted.")
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def ensure_debootstrap() -> None:
-    if shutil.which("debootstrap"):
-        return
-    print("testbed: installing debootstrap", flush=True)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    run("sh", "-c", "apt-get update -q && apt-get install -y -q debootstrap", env=env)
+def furnish(root: Path) -> None:
+    """What every machine shares beyond the packages: one Open vSwitch
+    identity each (none in the tree), sshd's settings, the project's mount point."""
+    forget_machine(root)
+    (root / "etc/ssh/sshd_config.d/fabric-lab-testbed.conf").write_text(SSHD_CONFIG)
+    (root / PROJECT.relative_to("/")).mkdir(parents=True, exist_ok=True)
 
 
 def build_rootfs() -> None:
-    """debootstrap into a scratch directory, in namespaces of its own so that no
-    daemon a package's postinst starts outlives it and no mount leaks; then
-    strip what must differ per machine and move it into place."""
-    ensure_debootstrap()
-    CACHE.mkdir(parents=True, exist_ok=True)
-    scratch, log = CACHE / "rootfs.new", CACHE / "build.log"
-    remove_tree(scratch)
-    print(f"testbed: building the machines' root file system once (minutes; log: {log})",
+    install_missing({"debootstrap": "debootstrap"}, "testbed")
+    print(f"testbed: building the machines' root file system once (minutes; log: {BASE.log})",
           flush=True)
-    with open(log, "w") as out:
-        proc = subprocess.run(
-            ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--uts", "--ipc",
-             "debootstrap", f"--variant={VARIANT}", f"--include={','.join(PACKAGES)}",
-             SUITE, str(scratch), MIRROR], stdout=out, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        remove_tree(scratch)
-        raise TestbedError(f"debootstrap failed (exit status {proc.returncode}): see {log}.")
-    for pattern in ("etc/openvswitch/*conf.db*", "etc/openvswitch/system-id.conf",
-                    "var/cache/apt/archives/*.deb", "var/log/openvswitch/*.log"):
-        for item in scratch.glob(pattern):      # one Open vSwitch identity per machine
-            item.unlink()
-    (scratch / "etc/ssh/sshd_config.d/fabric-lab-testbed.conf").write_text(SSHD_CONFIG)
-    (scratch / PROJECT.relative_to("/")).mkdir(parents=True, exist_ok=True)
-    STAMP.unlink(missing_ok=True)
-    remove_tree(ROOTFS)
-    scratch.rename(ROOTFS)
-    STAMP.write_text(STAMP_TEXT)
+    BASE.build(furnish)
 
 
 def ensure_key() -> str:
@@ -342,7 +292,7 @@ def make_machine(record: dict, n: int, count: int, pubkey: str) -> dict:
     save_record(record)
     try:
         wire(machine)
-    except TestbedError:
+    except CommandError:
         if alive(machine["init"], machine["init_start"]):
             raise
         raise TestbedError(f"machine {name} died while booting: "
@@ -433,7 +383,7 @@ def teardown(record: dict) -> list:
             run("ip", "link", "del", machine["veth"], check=False)
         try:
             remove_tree(Path(machine["dir"]))
-        except TestbedError as error:
+        except CommandError as error:
             left.append(str(error))
     if record.get("bridge") and link_exists(record["bridge"]):
         run("ip", "link", "del", record["bridge"], check=False)
@@ -487,7 +437,7 @@ def main(argv=None) -> int:
         else:
             print("usage: python -m lab.testbed up N | down | status", file=sys.stderr)
             return 2
-    except TestbedError as error:
+    except CommandError as error:
         print(f"testbed: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

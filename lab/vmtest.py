@@ -8,8 +8,8 @@ KVM (TCG, slow but sure) boots Debian's own kernel, which has both.
 
 Build (once, cached in /var/cache/fabric-lab/vm): debootstrap bookworm
 (minbase) with the kernel, Open vSwitch, Mininet and everything
-scripts/setup.sh lists, in namespaces of its own as lab/testbed.py does, into
-rootfs/ (rootfs.stamp: suite, mirror, packages); then the guest's init script
+scripts/setup.sh lists, in namespaces of its own as for the test bed
+(lab/rootfs.py), into rootfs/ (rootfs.stamp: suite, mirror, packages); then the guest's init script
 and fabric written in, an ext4 disk image made from the directory without
 mounting anything (`mkfs.ext4 -d`), and the kernel and initrd copied out of
 its /boot (vm.stamp: the root file system's stamp, a hash of the guest's
@@ -50,21 +50,32 @@ import sys
 import time
 from pathlib import Path
 
+from lab.rootfs import CommandError, RootFS, forget_machine, install_missing, run
+
 CACHE = Path("/var/cache/fabric-lab/vm")
-IMAGE, KERNEL, INITRD = CACHE / "disk.img", CACHE / "vmlinuz", CACHE / "initrd.img"
-STAMP, CONSOLE, BUILD_LOG = CACHE / "vm.stamp", CACHE / "console.log", CACHE / "build.log"
-ROOTFS, ROOTFS_STAMP = CACHE / "rootfs", CACHE / "rootfs.stamp"
+IMAGE = CACHE / "disk.img"
+KERNEL = CACHE / "vmlinuz"
+INITRD = CACHE / "initrd.img"
+STAMP = CACHE / "vm.stamp"
+CONSOLE = CACHE / "console.log"
+ROOTFS = CACHE / "rootfs"
 PROJECT = Path(__file__).resolve().parent.parent
-SUITE, VARIANT, IMAGE_SIZE = "bookworm", "minbase", "4G"
+SUITE = "bookworm"
+VARIANT = "minbase"
+IMAGE_SIZE = "4G"
 MIRROR = os.environ.get("FABRIC_VM_MIRROR", "http://deb.debian.org/debian")
 BASE_PACKAGES = ("linux-image-amd64", "openvswitch-switch", "mininet", "iproute2", "iputils-ping",
                  "ethtool", "iperf3", "iperf", "fping", "tcpdump", "procps", "kmod", "python3",
                  "python3-venv", "python-is-python3", "sudo", "make")
 BUILD_VERSION = 1          # bump when the build's post-install steps or the guest's init change
-MEMORY_MB, CPUS, DEFAULT_TIMEOUT = 3072, 2, 1800.0
-DELAY_MS, LOSS_PERCENT = 5, 1
+MEMORY_MB = 3072
+CPUS = 2
+DEFAULT_TIMEOUT = 1800.0
+DELAY_MS = 5
+LOSS_PERCENT = 1
 MARK = "=== fabric-vm-test"
-BEGIN, END = f"{MARK} result begin ===", f"{MARK} result end ==="
+BEGIN = f"{MARK} result begin ==="
+END = f"{MARK} result end ==="
 GUEST_FABRIC = "/etc/fabric-vm/fabric.yaml"
 FABRIC = f"""\
 # The VM test's fabric (lab/vmtest.py): small, with delay and loss on the
@@ -126,17 +137,8 @@ off
 """
 
 
-class VMTestError(Exception):
-    """A failure the user can act on, said in one sentence."""
-
-
-def run(*cmd, check=True, **kw) -> subprocess.CompletedProcess:
-    """Run a command quietly; on failure raise its last line of error as a VMTestError."""
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, **kw)
-    if check and proc.returncode != 0:
-        why = (proc.stderr.strip().splitlines() or ["exit status %d" % proc.returncode])[-1]
-        raise VMTestError(f"`{' '.join(map(str, cmd[:4]))}` failed: {why}")
-    return proc
+class VMTestError(CommandError):
+    """A failure of the VM test the user can act on, said in one sentence."""
 
 
 def setup_packages() -> tuple:
@@ -150,18 +152,17 @@ def packages() -> tuple:
     return tuple(dict.fromkeys(BASE_PACKAGES + setup_packages()))
 
 
-def rootfs_stamp() -> str:
-    return f"suite={SUITE} variant={VARIANT} mirror={MIRROR}\npackages={','.join(packages())}\n"
+def base() -> RootFS:
+    """The guest's root file system: Debian with the kernel and everything
+    scripts/setup.sh installs (read when asked: setup.sh may change)."""
+    return RootFS(ROOTFS, SUITE, VARIANT, MIRROR, packages(), stamp_text=(
+        f"suite={SUITE} variant={VARIANT} mirror={MIRROR}\npackages={','.join(packages())}\n"))
 
 
 def image_stamp() -> str:
     """What the image is made of: the root file system, the guest's files, the settings."""
     guest = hashlib.sha256((INIT + FABRIC).encode()).hexdigest()[:16]
-    return f"{rootfs_stamp()}size={IMAGE_SIZE} build={BUILD_VERSION} guest={guest}\n"
-
-
-def rootfs_current() -> bool:
-    return ROOTFS.is_dir() and ROOTFS_STAMP.exists() and ROOTFS_STAMP.read_text() == rootfs_stamp()
+    return f"{base().stamp_text}size={IMAGE_SIZE} build={BUILD_VERSION} guest={guest}\n"
 
 
 def image_current() -> bool:
@@ -171,46 +172,21 @@ def image_current() -> bool:
 
 def ensure_tools() -> None:
     """qemu and debootstrap, from apt, when missing."""
-    missing = [pkg for tool, pkg in (("qemu-system-x86_64", "qemu-system-x86"),
-                                     ("debootstrap", "debootstrap"), ("mkfs.ext4", "e2fsprogs"))
-               if not shutil.which(tool)]
-    if not missing:
-        return
-    print(f"vm-test: installing {' '.join(missing)}", flush=True)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    run("sh", "-c", "apt-get update -q && apt-get install -y -q --no-install-recommends "
-        + " ".join(missing), env=env)
+    install_missing({"qemu-system-x86_64": "qemu-system-x86", "debootstrap": "debootstrap",
+                     "mkfs.ext4": "e2fsprogs"}, "vm-test", recommends=False)
 
 
 def build_rootfs() -> float:
-    """debootstrap the root file system, in namespaces of its own so that no
-    daemon a package's postinst starts outlives it and no mount leaks; returns seconds."""
-    started, scratch = time.monotonic(), CACHE / "rootfs.new"
-    print(f"vm-test: debootstrap of the VM's root file system (minutes; log: {BUILD_LOG})",
+    """debootstrap the root file system (lab/rootfs.py); returns seconds."""
+    rootfs = base()
+    print(f"vm-test: debootstrap of the VM's root file system (minutes; log: {rootfs.log})",
           flush=True)
-    shutil.rmtree(scratch, ignore_errors=True)
-    with open(BUILD_LOG, "w") as out:
-        proc = subprocess.run(
-            ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--uts", "--ipc",
-             "--kill-child", "debootstrap", f"--variant={VARIANT}",
-             f"--include={','.join(packages())}", SUITE, str(scratch), MIRROR],
-            stdout=out, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise VMTestError(f"debootstrap failed (exit status {proc.returncode}): see {BUILD_LOG}.")
-    ROOTFS_STAMP.unlink(missing_ok=True)
-    shutil.rmtree(ROOTFS, ignore_errors=True)
-    scratch.rename(ROOTFS)
-    ROOTFS_STAMP.write_text(rootfs_stamp())
-    return time.monotonic() - started
+    return rootfs.build()
 
 
 def furnish(root: Path) -> None:
     """What makes the root file system the test VM: its init, fabric, mount point."""
-    for pattern in ("etc/openvswitch/*conf.db*", "etc/openvswitch/system-id.conf",
-                    "var/cache/apt/archives/*.deb", "var/log/openvswitch/*.log"):
-        for item in root.glob(pattern):
-            item.unlink()
+    forget_machine(root)
     init = root / "sbin/fabric-vm-init"
     init.write_text(INIT)
     init.chmod(0o755)
@@ -224,7 +200,7 @@ def furnish(root: Path) -> None:
 def boot_file(root: Path, pattern: str) -> Path:
     found = sorted((root / "boot").glob(pattern))
     if not found:
-        raise VMTestError(f"the root file system has no /boot/{pattern}: see {BUILD_LOG}.")
+        raise VMTestError(f"the root file system has no /boot/{pattern}: see {base().log}.")
     return found[-1]
 
 
@@ -232,7 +208,7 @@ def build_image() -> dict:
     """The root file system if stale, then the guest's files written into it and
     the disk image, kernel and initrd made from it; returns the seconds of each."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    took = {"debootstrap": build_rootfs() if not rootfs_current() else 0.0}
+    took = {"debootstrap": build_rootfs() if not base().current() else 0.0}
     started = time.monotonic()
     furnish(ROOTFS)
     STAMP.unlink(missing_ok=True)
@@ -242,7 +218,7 @@ def build_image() -> dict:
     new.unlink(missing_ok=True)
     try:
         run("mkfs.ext4", "-q", "-F", "-L", "fabric-vm", "-d", str(ROOTFS), str(new), IMAGE_SIZE)
-    except VMTestError:
+    except CommandError:
         new.unlink(missing_ok=True)
         raise
     new.rename(IMAGE)
@@ -409,7 +385,7 @@ def main(argv=None) -> int:
         built = {} if image_current() or (args.keep_image and have) else build_image()
         seen = boot(args.timeout)
         status = verdict(seen, CONSOLE.read_text(errors="replace"))
-    except VMTestError as error:
+    except CommandError as error:
         print(f"vm-test: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -48,20 +48,24 @@ switches on the longest endpoint-to-endpoint path: 0, 1, 3, 5.
 Assumptions: identical links of rate r everywhere; one cable per switch-to-
 switch link; ports are whole, switches are not shared between tiers; nothing
 is said about optics, power or cable length.
+
+Each design is a `Form` in FORMS: its hop count, its tiers when it is a Clos,
+how many endpoints it holds and the smallest radix that holds them, and what
+it counts. The kinds of fabric (topologies/kinds/) say which design each is
+an instance of (``planner_design``): leaf-spine and rail-optimized are
+clos-2, fat-tree clos-3, single-switch and full-mesh their namesakes.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
 
 from planner import inputs as check
 from planner.inputs import MAX_RADIX, MIN_RADIX, PlanError
 from planner.report import ratio_text
 from planner.compute import training_arithmetic
-
-DESIGNS = ("full-mesh", "single-switch", "clos-2", "clos-3")
-MAX_HOPS = {"full-mesh": 0, "single-switch": 1, "clos-2": 3, "clos-3": 5}
 
 
 @dataclass
@@ -96,25 +100,17 @@ def _leaf_split(radix, oversubscription):
 
 
 def _max_endpoints(name, radix, oversubscription):
-    if name == "full-mesh":
-        return radix + 1
-    if name == "single-switch":
-        return radix
-    down, _ = _leaf_split(radix, oversubscription)
-    if name == "clos-2":
-        return radix * down
-    if name == "clos-3":
-        return radix * (radix // 2) * down
-    raise PlanError(f"design must be one of {', '.join(DESIGNS)}, got {name!r}")
+    if name not in FORMS:
+        raise PlanError(f"design must be one of {', '.join(DESIGNS)}, got {name!r}")
+    return FORMS[name].max_endpoints(radix, oversubscription)
 
 
 def _needed_radix(name, endpoints, oversubscription):
     """Smallest even radix >= 4 at which `name` holds `endpoints` (not capped at
     MAX_RADIX: a full mesh of 200,000 needs 199,999 ports whatever we allow)."""
-    if name == "full-mesh":
-        return max(MIN_RADIX, endpoints - 1 + (endpoints - 1) % 2)
-    if name == "single-switch":
-        return max(MIN_RADIX, endpoints + endpoints % 2)
+    closed_form = FORMS[name].needed_radix
+    if closed_form is not None:
+        return max(MIN_RADIX, closed_form(endpoints))
 
     def fits(half):  # radix = 2 * half; max endpoints grow with the radix
         return _max_endpoints(name, 2 * half, oversubscription) >= endpoints
@@ -144,6 +140,22 @@ def min_radix(design, gpus, gpus_per_server=8, nics_per_server=8, oversubscripti
     return _needed_radix(design, endpoints, oversubscription)
 
 
+@dataclass(frozen=True)
+class Form:
+    """A design's closed form (see the module docstring)."""
+    name: str
+    max_hops: int                   # switches on the longest endpoint-to-endpoint path
+    tiers: int                      # switch tiers of a Clos; 0: not a Clos
+    max_endpoints: Callable         # (radix, oversubscription) -> endpoints it holds
+    needed_radix: Optional[Callable]   # endpoints -> the smallest radix; None: searched
+    count: Callable                 # (E, R, r, o) -> its Design
+
+
+def _clos_form(name, max_hops, tiers, max_endpoints) -> Form:
+    return Form(name, max_hops, tiers, max_endpoints, None,
+                lambda E, R, r, o: _clos(name, E, R, r, o))
+
+
 def _too_big(name, endpoints, radix, max_endpoints, ratio, needed):
     """Why a Clos does not hold the endpoints, and what would: more oversubscription
     is offered only where it can help."""
@@ -156,24 +168,25 @@ def _too_big(name, endpoints, radix, max_endpoints, ratio, needed):
             + ", ".join(ways[:-1]) + f" or {ways[-1]}")
 
 
-def _full_mesh(E, R, r):
+def _full_mesh(E, R, r, o):
     needed = _needed_radix("full-mesh", E, 1.0)
     fits = E - 1 <= R
     reason = "" if fits else (f"each endpoint would need {E - 1:,} ports; "
                               f"a port budget of {R} allows {R}")
     return Design("full-mesh", fits, reason, E, switches=0, switches_by_tier={},
                   switch_ports=0, cables=E * (E - 1) // 2, ports_per_endpoint=E - 1,
-                  max_hops=MAX_HOPS["full-mesh"], bisection_gbps=(E // 2) * ((E + 1) // 2) * r,
+                  max_hops=FORMS["full-mesh"].max_hops,
+                  bisection_gbps=(E // 2) * ((E + 1) // 2) * r,
                   oversubscription=1.0, max_endpoints=R + 1, needed_radix=needed)
 
 
-def _single_switch(E, R, r):
+def _single_switch(E, R, r, o):
     needed = _needed_radix("single-switch", E, 1.0)
     fits = E <= R
     reason = "" if fits else f"{E:,} endpoints need a {E:,}-port switch; the radix is {R}"
     return Design("single-switch", fits, reason, E, switches=1, switches_by_tier={"switch": 1},
                   switch_ports=E, cables=E, ports_per_endpoint=1,
-                  max_hops=MAX_HOPS["single-switch"], bisection_gbps=(E // 2) * r,
+                  max_hops=FORMS["single-switch"].max_hops, bisection_gbps=(E // 2) * r,
                   oversubscription=1.0, max_endpoints=R, needed_radix=needed)
 
 
@@ -182,7 +195,7 @@ def _clos(name, E, R, r, o):
     ratio = d / u
     leaves = math.ceil(E / d)
     leaf_up_cables = leaves * u
-    if name == "clos-2":
+    if FORMS[name].tiers == 2:
         tiers = {"leaf": leaves, "spine": math.ceil(leaf_up_cables / R)}
         fabric_cables = leaf_up_cables
     else:
@@ -195,7 +208,7 @@ def _clos(name, E, R, r, o):
     reason = "" if fits else _too_big(name, E, R, max_endpoints, ratio, needed)
     return Design(name, fits, reason, E, switches=sum(tiers.values()), switches_by_tier=tiers,
                   switch_ports=E + 2 * fabric_cables, cables=E + fabric_cables,
-                  ports_per_endpoint=1, max_hops=MAX_HOPS[name],
+                  ports_per_endpoint=1, max_hops=FORMS[name].max_hops,
                   bisection_gbps=(E // 2) * r / max(1.0, ratio), oversubscription=ratio,
                   max_endpoints=max_endpoints, needed_radix=needed)
 
@@ -217,9 +230,7 @@ def plan(gpus, radix=64, gpus_per_server=8, nics_per_server=8, link_gbps=400.0,
 
     servers = math.ceil(gpus / gpus_per_server)
     E = servers * nics_per_server
-    designs = [_full_mesh(E, radix, link_gbps), _single_switch(E, radix, link_gbps),
-               _clos("clos-2", E, radix, link_gbps, oversubscription),
-               _clos("clos-3", E, radix, link_gbps, oversubscription)]
+    designs = [form.count(E, radix, link_gbps, oversubscription) for form in FORMS.values()]
     return {
         "inputs": {"gpus": gpus, "radix": radix, "gpus_per_server": gpus_per_server,
                    "nics_per_server": nics_per_server, "link_gbps": link_gbps,
@@ -230,3 +241,12 @@ def plan(gpus, radix=64, gpus_per_server=8, nics_per_server=8, link_gbps=400.0,
         "designs": designs,
         "training": training,
     }
+
+
+FORMS = {form.name: form for form in (
+    Form("full-mesh", 0, 0, lambda R, o: R + 1, lambda E: E - 1 + (E - 1) % 2, _full_mesh),
+    Form("single-switch", 1, 0, lambda R, o: R, lambda E: E + E % 2, _single_switch),
+    _clos_form("clos-2", 3, 2, lambda R, o: R * _leaf_split(R, o)[0]),
+    _clos_form("clos-3", 5, 3, lambda R, o: R * (R // 2) * _leaf_split(R, o)[0]))}
+DESIGNS = tuple(FORMS)
+MAX_HOPS = {name: form.max_hops for name, form in FORMS.items()}

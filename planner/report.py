@@ -105,7 +105,7 @@ def _design_notes(designs, radix) -> list:
         what = f"{d['name']}: holds up to {_count(d['max_endpoints'])} endpoints at radix {radix}"
         if tiers:
             what += f"; switches: {tiers}"
-        if d["name"] == "full-mesh":
+        if not d["switches_by_tier"]:          # no switches: the cables are its cost
             what += f"; {_num(d['cables'])} cables"
         if d["fits"] and d["needed_radix"]:
             what += f"; radix {_count(d['needed_radix'])} would do"

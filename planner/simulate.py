@@ -21,13 +21,15 @@ import math
 import statistics
 from dataclasses import replace
 
-from planner.designs import _clos, _leaf_split
+from planner.designs import FORMS, _clos, _leaf_split
 from planner.report import _count, _num, ratio_text
 from sim.clos import ClosNetwork, ClosShape
 from sim.phases import allreduce_phases, phase_seconds
+from topologies.kinds import clos_wirings
 
 IDEAL_BPS = 1e30                 # switch-to-switch capacity of the ideal fabric
-WIRING_NAMES = {"server": "server per leaf", "rail": "rail-optimized"}
+# the Clos wirings, as the kinds of fabric wired so name them
+WIRING_NAMES = {wiring: kind.clos_wiring_name for wiring, kind in clos_wirings().items()}
 
 
 def clos_designs(result: dict) -> list:
@@ -36,13 +38,15 @@ def clos_designs(result: dict) -> list:
     smallest radix that holds them."""
     radix = result["inputs"]["radix"]
     designs = {d.name if hasattr(d, "name") else d["name"]: d for d in result["designs"]}
-    fitting = [(name, radix, "") for name in ("clos-2", "clos-3")
-               if _field(designs[name], "fits")]
+    clos = [name for name, form in FORMS.items() if form.tiers]
+    fitting = [(name, radix, "") for name in clos if _field(designs[name], "fits")]
     if fitting:
         return fitting
-    needed = _field(designs["clos-3"], "needed_radix")
-    return [("clos-3", needed, f"radix {radix} holds neither Clos; simulated at radix "
-                               f"{needed:,}, the smallest that holds a 3-tier one")]
+    tallest = max(clos, key=lambda name: FORMS[name].tiers)
+    needed = _field(designs[tallest], "needed_radix")
+    return [(tallest, needed, f"radix {radix} holds neither Clos; simulated at radix "
+                              f"{needed:,}, the smallest that holds a "
+                              f"{FORMS[tallest].tiers}-tier one")]
 
 
 def _field(design, key):
@@ -55,7 +59,7 @@ def shape_of(result: dict, design: str, radix: int, wiring: str, intra_gbps: flo
     bps = inp["link_gbps"] * 1e9
     return ClosShape(servers=result["servers"], gpus=inp["gpus_per_server"],
                      nics=inp["nics_per_server"], down=down, up=up,
-                     tiers=2 if design == "clos-2" else 3, radix=radix, wiring=wiring,
+                     tiers=FORMS[design].tiers, radix=radix, wiring=wiring,
                      nic_bps=bps, fabric_bps=bps, intra_bps=intra_gbps * 1e9)
 
 
@@ -65,7 +69,8 @@ def simulate_plan(result: dict, sizes, hop_latency_s: float, intra_gbps: float,
     and size; the median over `seeds` ECMP draws, with their range."""
     inp = result["inputs"]
     g = inp["gpus_per_server"]
-    wirings = ["server", "rail"] if inp["nics_per_server"] > 1 else ["server"]
+    wirings = [wiring for wiring, kind in clos_wirings().items()
+               if inp["nics_per_server"] > 1 or not kind.clos_several_nics]
     algorithms = ["ring"] + (["hierarchical"] if g > 1 else [])
     rows, notes = [], []
     for design, radix, note in clos_designs(result):

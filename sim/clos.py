@@ -7,7 +7,9 @@ the planner's (planner/designs.py): servers of `gpus` GPUs and `nics` NICs;
 leaves of `down` server ports and `up` uplinks; 2 tiers (spines) or 3 (pods
 of radix/2 leaves and `up` aggregation switches, each with radix/2 uplinks to
 the cores of its group j, parallel links where the pods are too few to fill a
-core's ports). Two wirings of the same switches:
+core's ports). The wiring of the servers to the leaves is a kind of
+fabric's (topologies/kinds/, ``clos_wiring``: how many leaves, and which leaf
+a server's NIC is on); two kinds have one:
 
 - ``server``: a server's NICs on one leaf, servers leaf by leaf, as
   ``kind: leaf-spine`` wires them;
@@ -34,7 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import List, NamedTuple
 
-WIRINGS = ("server", "rail")
+from topologies.kinds import clos_wirings
+
 # switch tiers in the ECMP hash: numbers, as Python hashes tuples of ints the
 # same in every process (strings it hashes with a per-process seed)
 LEAF, SPINE, AGG, CORE = 1, 2, 3, 4
@@ -65,8 +68,8 @@ class ClosShape:
     intra_bps: float = 3600e9   # NVLink (and PCIe) per GPU and direction
 
     def __post_init__(self):
-        if self.tiers not in (2, 3) or self.wiring not in WIRINGS:
-            raise ValueError(f"tiers must be 2 or 3 and wiring one of {WIRINGS}")
+        if self.tiers not in (2, 3) or self.wiring not in clos_wirings():
+            raise ValueError(f"tiers must be 2 or 3 and wiring one of {tuple(clos_wirings())}")
         if min(self.servers, self.gpus, self.nics, self.down, self.up) < 1 or self.nics > self.gpus:
             raise ValueError("servers, gpus, nics, down and up must be at least 1, nics <= gpus")
 
@@ -76,9 +79,7 @@ class ClosShape:
 
     @property
     def leaves(self) -> int:
-        if self.wiring == "rail":
-            return math.ceil(self.servers / self.down) * self.nics
-        return math.ceil(self.servers * self.nics / self.down)
+        return clos_wirings()[self.wiring].clos_leaves(self.servers, self.nics, self.down)
 
     @property
     def spines(self) -> int:
@@ -100,9 +101,7 @@ class ClosShape:
         return max(1, math.ceil(self.pods * (self.radix // 2) / self.radix))
 
     def leaf_of(self, server: int, nic: int) -> int:
-        if self.wiring == "rail":
-            return server // self.down * self.nics + nic
-        return (server * self.nics + nic) // self.down
+        return clos_wirings()[self.wiring].clos_leaf(server, nic, self.nics, self.down)
 
 
 class ClosNetwork:

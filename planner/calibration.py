@@ -20,6 +20,7 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     endpoint of `fabric` (a topologies.fabric.Fabric), at its configured rates."""
     # Imported here, not at the top: a plan without a fabric needs nothing of the lab.
     from collectives import metrics as M
+    from sim import costmodel
     from collectives import schedules as S
     n, local = len(fabric.endpoints), fabric.gpus_per_server
     count = S.round_count("allreduce", n, size_bytes // M.TYPE_SIZE)
@@ -27,9 +28,9 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     intra = fabric.spec["links"].get("intra_node")
     beta_intra = M.beta_for_rate(intra["rate_mbit"], fabric.mtu) if intra else None
     nic = {rank: (e.leaf, e.port) for rank, e in enumerate(fabric.endpoints)}   # rank -> its NIC
-    seconds = M.predict_seconds("allreduce", algorithm, n, count, 0.0, beta, 0, local,
+    seconds = costmodel.predict_seconds("allreduce", algorithm, n, count, 0.0, beta, 0, local,
                                 beta_intra, nic.__getitem__)
-    steps = M.schedule_cost(S.build("allreduce", algorithm, n, count, local=local))["steps"]
+    steps = costmodel.schedule_cost(S.build("allreduce", algorithm, n, count, local=local))["steps"]
     return {"steps": steps, "bandwidth_s": seconds}
 
 

@@ -22,6 +22,7 @@ from collectives import schedules as S
 from policies import policy
 from sim import training_step as T
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
+from collectives.metrics import TYPE_SIZE
 from collectives.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, REDUCING, ROOTED,
                               default_algorithm)
 
@@ -57,7 +58,6 @@ MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
 MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
 MAX_STEP_BYTES = 1 << 30    # a step's buffers on each rank: as a sweep's largest message
-TYPE_SIZE = 4           # float32
 
 Namer = Callable[[str], str]
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from collectives import metrics as M
+from sim import costmodel
 from collectives import schedules as S
 from runs.experiment import Experiment
 
@@ -127,12 +128,12 @@ def _one_size(backend: Backend, exp: Experiment, model: Model, alpha: float, siz
     """Prepare, run warm-up and timed iterations, and make the size's record."""
     n, engine = model.n, backend.engine
     count = S.round_count(exp.collective, n, size // M.TYPE_SIZE)
-    predicted = M.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, model.beta,
+    predicted = costmodel.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, model.beta,
                                   exp.root, model.local, model.beta_intra,
                                   model.nic_of.__getitem__)
     sched = S.build(exp.collective, exp.algorithm, n, count, exp.root, local=model.local,
                     data=False)
-    steps = M.schedule_cost(sched, exp.algorithm)["steps"]
+    steps = costmodel.schedule_cost(sched, exp.algorithm)["steps"]
     label = f"{label} {count * M.TYPE_SIZE} B"
     progress(f"{label}: setting up")
     engine.prepare(exp.job(count, backend.fabric.policy, model.local))

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from sim.steps import transfer_times
+from collectives.metrics import TYPE_SIZE
 
-TYPE_SIZE = 4
 ALGORITHMS = ("ring", "hierarchical")
 
 

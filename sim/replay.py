@@ -48,8 +48,8 @@ from typing import Dict, Hashable, List, Sequence, Tuple
 
 from collectives import schedules as S
 from sim.fairness import max_min_rates
+from collectives.metrics import TYPE_SIZE
 
-TYPE_SIZE = 4
 EPSILON = 1e-12
 NAN, INF = math.nan, math.inf
 SEND, COPY, RECV = 0, 1, 2

@@ -22,8 +22,8 @@ from typing import Dict, FrozenSet, Tuple
 from collectives import schedules as S
 from sim.fairness import max_min_rates
 from sim.network import Network
+from collectives.metrics import TYPE_SIZE
 
-TYPE_SIZE = 4
 Transfer = Tuple[int, int, int, float]          # (src rank, dst rank, channel, bits)
 
 

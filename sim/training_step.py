@@ -33,6 +33,7 @@ from topologies.schema import (Section, _is_int, _is_number, described, integer,
                                optional, parse_size, shown, size)
 from topologies.schema import choice as _choice
 from collectives.datatypes import datatype
+from collectives.metrics import TYPE_SIZE
 
 MODES = ("allreduce", "sharded")
 MAX_LAYERS = 1000
@@ -209,11 +210,11 @@ def make_buckets(layers: List[Layer], bucket_bytes: int, itemsize: int) -> List[
     ready when its backward pass ends. The lab counts sizes in float32-sized
     units, so the bucket size is rounded up to 4 bytes once, and only the
     last bucket's own rounding can add to the gradients (3 bytes at most)."""
-    bucket_bytes = -(-bucket_bytes // 4) * 4
+    bucket_bytes = -(-bucket_bytes // TYPE_SIZE) * TYPE_SIZE
     out, current, held = [], set(), 0
 
     def close():
-        out.append(Bucket(len(out), tuple(sorted(current)), -(-held // 4) * 4))
+        out.append(Bucket(len(out), tuple(sorted(current)), -(-held // TYPE_SIZE) * TYPE_SIZE))
     for i in reversed(range(len(layers))):
         left = layers[i].params * itemsize
         current.add(i)

@@ -35,7 +35,7 @@ class Job:
     collective: str
     algorithm: str
     count: int                   # the buffer's size / 4 (float32 elements); the agents
-                                 # carry count * 4 / itemsize elements of `dtype`
+                                 # carry count * TYPE_SIZE / itemsize elements of `dtype`
     root: int = 0
     piece_bytes: int = 65536     # messages are forwarded piece by piece
     channels: int = 1            # connections (NCCL channels, RoCE QPs) per peer
@@ -48,7 +48,8 @@ class Job:
     def elements(self) -> int:
         """Elements of `dtype` in the buffer."""
         from collectives.datatypes import datatype
-        return self.count * 4 // datatype(self.dtype).size
+        from collectives.metrics import TYPE_SIZE
+        return self.count * TYPE_SIZE // datatype(self.dtype).size
 
 
 class Engine:

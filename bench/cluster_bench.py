@@ -23,7 +23,6 @@ Brings up a 2-machine test bed if none is up, and takes it down after.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import time
 from pathlib import Path
 
 from harness import REPO, TOPOLOGIES
+from harness.commandline import command_line
 from harness.traffic import process_cpu_seconds
 from lab import testbed
 from lab.cluster import ClusterLab
@@ -40,7 +40,7 @@ from topologies.fabric import load_fabric
 from topologies.schema import parse_size
 from topologies.placement import cluster_of, place
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 MACHINES = ("10.77.0.11", "10.77.0.12")
 BUSY = 0.8                   # of a machine's cores the paper part lets the lab use
@@ -183,7 +183,7 @@ def PAPER_FABRICS():                                   # noqa: N802 (a table)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = command_line(__doc__)
     parser.add_argument("--fabric", type=Path, default=TOPOLOGIES / "leaf-spine-4x4.yaml")
     parser.add_argument("--sizes", default="1M,4M")
     parser.add_argument("--json", type=Path)

@@ -19,19 +19,19 @@ what routing and flow entropy do to a collective, side by side in one run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 from harness import REPO
+from harness.commandline import command_line
 from harness.fabrics import crossing_fabric, interleaved, with_rate
 from topologies.fabric import load_fabric
 from topologies.schema import parse_size
 from lab.lifecycle import Lab
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 
 def run(fabric, exp, workdir, tag):
@@ -40,8 +40,7 @@ def run(fabric, exp, workdir, tag):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_line(__doc__)
     p.add_argument("--rate", type=float, default=20, help="link rate, Mbit/s (default 20)")
     p.add_argument("--size", default="8M", help="AllReduce size for parts 1 and 2 (default 8M)")
     p.add_argument("--iters", type=int, default=3)

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 from harness import REPO
+from harness.commandline import command_line
 from harness.fabrics import LEAF_SPINE_4X8, flow_pairs, with_rate
 from topologies.fabric import load_fabric
 from lab.lifecycle import Lab
@@ -84,9 +84,7 @@ def throughput(fabric, policy, seconds, repeat, workdir):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_line(__doc__)
     p.add_argument("--rate", type=float, default=5,
                    help="every link's rate, Mbit/s (default 5: the rate at which this project's "
                         "2-core host keeps every bottleneck full)")

@@ -17,13 +17,13 @@ slowdown of the iteration the failure fell in, and #wrong. The goal (issue
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 from harness import TOPOLOGIES
+from harness.commandline import command_line
 from harness.failover import idle_case, loaded_case, summary
 from lab.lifecycle import Lab
 from topologies.fabric import load_fabric
@@ -35,7 +35,7 @@ LINKS = {("ecmp", "local"): "leaf1-spine1", ("ecmp", "remote"): "spine1-leaf2",
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = command_line(__doc__)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

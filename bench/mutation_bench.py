@@ -25,7 +25,6 @@ the score, then every surviving mutant as its name and changed lines.
 
 from __future__ import annotations
 
-import argparse
 import configparser
 import json
 import os
@@ -37,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 from harness import REPO
+from harness.commandline import command_line
 
 # mutmut's exit codes per mutant (mutmut/stats.py), by what they mean here.
 KILLED = {1, 3, 37}
@@ -123,7 +123,7 @@ def changed_lines(mutmut: list, workdir: Path, name: str) -> list:
 
 
 def arguments(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = command_line(__doc__)
     ap.add_argument("--only", nargs="+", metavar="MODULE",
                     help="mutate these modules instead of setup.cfg's only_mutate")
     ap.add_argument("--tests", nargs="+", metavar="PATH",

@@ -27,7 +27,6 @@ and stp, in one run on one machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -35,6 +34,7 @@ import time
 from pathlib import Path
 
 from harness import TOPOLOGIES
+from harness.commandline import command_line
 from harness.failover import idle_case, loaded_case, summary
 from harness.fabrics import LEAF_SPINE_4X8, crossing_fabric, flow_pairs, interleaved, with_rate
 from harness.traffic import flows_command, read_counter
@@ -43,7 +43,7 @@ from topologies.fabric import load_fabric
 from runs.experiment import Experiment
 from lab.counters import cpu_busy_pct, cpu_times, ovs_cpu_seconds
 import policies
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 POLICIES = ("ecmp", "flowlet", "spray", "adaptive", "single-path", "stp")
 WARM_S = 2.0
@@ -190,8 +190,7 @@ def part_silent(args, work: Path, out: dict) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split(
-        "\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_line(__doc__)
     p.add_argument("--rate", type=float, default=5, help="part 1's link rate (Mbit/s)")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--repeat", type=int, default=3)

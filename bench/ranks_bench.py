@@ -25,13 +25,13 @@ hierarchical AllReduce is still a figure to trust.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 from harness import REPO, TOPOLOGIES
+from harness.commandline import command_line
 from harness.traffic import process_cpu_seconds
 from topologies.fabric import load_fabric
 from lab.lifecycle import Lab
@@ -40,7 +40,7 @@ from traffic.engines.agents import RankAgents
 from runs.experiment import Experiment
 from lab.counters import cpu_busy_pct, cpu_times
 from runs.rate_calibration import at_rate
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 SUPERPOD = TOPOLOGIES / "superpod-su.yaml"
 PARTS = ("cost", "ceiling")
@@ -147,9 +147,7 @@ def part_ceiling(workdir: Path, out: dict, size: int) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_line(__doc__)
     p.add_argument("--parts", default=",".join(PARTS))
     p.add_argument("--size", type=int, default=16 << 20,
                    help="bytes per rank (default 16 MiB: the smallest the shaping resolves "

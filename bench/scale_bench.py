@@ -22,7 +22,6 @@ to a SuperPOD unit, measured side by side in one run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -31,12 +30,13 @@ from pathlib import Path
 
 import planner
 from harness import REPO, TOPOLOGIES
+from harness.commandline import command_line
 from harness.labs import host_state
 from topologies.fabric import load_fabric, parse_fabric
 from lab.lifecycle import Lab
 from lab.reachability import all_pairs_reachability
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 PARTS = ("hier", "rail", "largest", "planner", "predict")
 
@@ -209,9 +209,7 @@ def part_predict(workdir, out):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_line(__doc__)
     p.add_argument("--parts", default=",".join(PARTS),
                    help=f"comma-separated parts to run (default all: {','.join(PARTS)})")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")

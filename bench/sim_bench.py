@@ -22,7 +22,6 @@ a child process, its wall time and peak memory (goal under 60 s and 8 GB).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
@@ -31,12 +30,13 @@ import time
 from pathlib import Path
 
 from harness import REPO, TOPOLOGIES
+from harness.commandline import command_line
 from lab.lifecycle import Lab
 from topologies.fabric import load_fabric, parse_fabric
 from runs.experiment import Experiment
 from traffic.measure.fidelity import SLOWER
 from runs.rate_calibration import at_rate
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 SIZES = dict(minbytes=512 << 10, maxbytes=2 << 20, stepfactor=4, iters=3, warmup=1,
              idle_seconds=1.0)
@@ -190,7 +190,7 @@ def planner_at(gpus: int) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = command_line(__doc__)
     p.add_argument("--parts", default="emulated,speed",
                    help="emulated (needs root: labs), speed (no root); default both")
     p.add_argument("--cases", help="comma-separated case names (default: all)")

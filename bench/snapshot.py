@@ -17,7 +17,6 @@ child processes, so it holds across moves of the code beneath them. No root.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import re
@@ -26,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from harness import REPO, TOPOLOGIES
+from harness.commandline import command_line
 from harness.commands import python
 
 EXAMPLES = sorted(TOPOLOGIES.glob("*.yaml"))
@@ -129,7 +129,7 @@ def simulated(out: Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = command_line(__doc__)
     parser.add_argument("--out", type=Path, required=True, help="folder to write (made if missing)")
     parser.add_argument("--parts", default="checks,fabrics,planner,simulated",
                         help="comma-separated: checks, fabrics, planner, simulated")

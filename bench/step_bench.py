@@ -31,12 +31,12 @@ its communication is about its compute.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
+from harness.commandline import command_line
 from harness.commands import python
 from harness.fabrics import crossing_fabric, interleaved
 from lab.lifecycle import Lab
@@ -135,9 +135,7 @@ def row_text(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_line(__doc__)
     p.add_argument("--steps", type=int, default=3, help="timed steps per case (default 3)")
     p.add_argument("--draws", type=int, default=3,
                    help="ECMP runs in part 2, each a new hash draw (default 3)")

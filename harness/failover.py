@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 from traffic.measure import failures
 
 FAIL_AT, FAIL_FOR = 2.0, 1.0

@@ -5,14 +5,12 @@ for a cluster run's head, on its machines; never by process name."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 
 from lab.cluster import cleanup_machines
 from lab.host import existing_interfaces, remove_network, tagged_bridges
-from lab.records import (RECORDS, kill_registered, pid_alive, record_owner, records,
-                         registered_dir, start_time)
+from lab.records import (RECORDS, kill_if_same, kill_registered, pid_alive, record_owner,
+                         records, registered_dir)
 
 
 def cleanup_dead_labs(log=print) -> int:
@@ -33,14 +31,7 @@ def cleanup_dead_labs(log=print) -> int:
             tmp.unlink(missing_ok=True)          # a record write cut short by SIGKILL
     for path in dead:
         record = json.loads(path.read_text())
-        killed = 0
-        for pid, started in record.get("processes", []):
-            if start_time(pid) == started:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except ProcessLookupError:
-                    pass
+        killed = sum(kill_if_same(pid, started) for pid, started in record.get("processes", []))
         killed += kill_registered(path.stem)
         shutil.rmtree(registered_dir(path.stem), ignore_errors=True)
         bridges = tagged_bridges(path.stem)

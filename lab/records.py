@@ -38,14 +38,20 @@ def start_time(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def names_lock():
-    RECORDS.mkdir(parents=True, exist_ok=True)
-    with open(RECORDS / ".lock", "w") as lock:
+def folder_lock(folder: Path):
+    """An exclusive lock on `folder` (its .lock file, made if missing) for
+    the `with` block: one process at a time works on what the folder holds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def names_lock():
+    return folder_lock(RECORDS)
 
 
 def registered_dir(tag: str) -> Path:
@@ -72,14 +78,21 @@ def kill_registered(tag: str) -> int:
         except (OSError, ValueError):
             entry.unlink(missing_ok=True)
             continue
-        if started and start_time(pid) == started:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
+        killed += kill_if_same(pid, started)
         entry.unlink(missing_ok=True)
     return killed
+
+
+def kill_if_same(pid: int, started: int) -> bool:
+    """SIGKILL `pid` if it is still the process that started at `started`
+    (clock ticks after boot: a reused pid is never signalled); True if it was."""
+    if not started or start_time(pid) != started:
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def pid_alive(pid: int) -> bool:

@@ -28,16 +28,14 @@ machines get the host's, which scripts/setup.sh raises to 64 MiB.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from lab.records import pid_alive, start_time
+from lab.records import folder_lock, kill_if_same, pid_alive, start_time
 from lab.rootfs import CommandError, RootFS, forget_machine, install_missing, remove_tree, run
 
 CACHE = Path("/var/cache/fabric-lab/testbed")
@@ -119,13 +117,9 @@ def running(machine: dict) -> bool:
     return any(alive(machine.get(k, 0), machine.get(f"{k}_start")) for k in ("init", "unshare"))
 
 
-@contextlib.contextmanager
 def locked():
     """Serialise up and down, so two never work on the same record at once."""
-    STATE.mkdir(parents=True, exist_ok=True)
-    with open(STATE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    return folder_lock(STATE)
 
 
 def load_record():
@@ -361,8 +355,7 @@ def kill_machine(machine: dict) -> None:
     and its unshare, each only if it is still the process that was recorded."""
     for key in ("init", "unshare"):
         if alive(machine.get(key, 0), machine.get(f"{key}_start")):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(machine[key], signal.SIGKILL)
+            kill_if_same(machine[key], machine[f"{key}_start"])
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and running(machine):
         time.sleep(0.05)

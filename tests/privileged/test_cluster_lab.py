@@ -24,7 +24,7 @@ from topologies.fabric import load_fabric, parse_fabric
 from topologies.placement import cluster_of, place
 from collectives import schedules as S
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 MACHINES = ("10.77.0.11", "10.77.0.12")
 pytestmark = [] if testbed.rootfs_current() else [pytest.mark.slow]

@@ -10,7 +10,7 @@ from harness.verdicts import assert_verdict_follows_from_runs
 from collectives import metrics as M
 from collectives import schedules as S
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 # (hierarchical needs multi-GPU servers: tests/privileged/test_multi_gpu_lab.py)
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs if a != "hierarchical"]

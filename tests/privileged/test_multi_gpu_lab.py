@@ -14,7 +14,7 @@ from harness.traffic import read_counter, settled
 from topologies.fabric import load_fabric
 from traffic.engines import Job, make_engine
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 MULTI_GPU = TOPOLOGIES / "multi-gpu.yaml"
 

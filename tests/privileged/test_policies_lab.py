@@ -16,7 +16,7 @@ from harness.fabrics import leaf_spine
 from harness.labs import built
 from harness.traffic import flows_command, read_counter, uplink_bytes
 from runs.experiment import Experiment
-from runs.sweep import run_experiment
+from runs.measured import run_experiment
 
 pytestmark = pytest.mark.privileged
 

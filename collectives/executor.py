@@ -22,17 +22,17 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
-from collectives import schedules as S
+from collectives import schedules
 from collectives.datatypes import Data
 
 
 class RankExecutor:
-    def __init__(self, rank: int, n: int, ops: List[S.Op], collective: str, count: int,
+    def __init__(self, rank: int, n: int, ops: List[schedules.Op], collective: str, count: int,
                  root: int = 0, data: Data = None):
         self.rank, self.n, self.ops = rank, n, ops
         self.collective, self.count, self.root = collective, count, root
         self.data = data or Data("float", "sum", n)
-        deps = S.dependencies(ops)
+        deps = schedules.dependencies(ops)
         self.blockers = [len(d) for d in deps]
         self.dependents: List[List[int]] = [[] for _ in ops]
         for i, ds in enumerate(deps):
@@ -50,7 +50,7 @@ class RankExecutor:
         """A fresh iteration: the buffer as the collective starts, nothing done."""
         if self.initial is None:                 # made once, copied per iteration
             self.initial = np.zeros(self.count, dtype=self.data.storage)
-            for offset, length in S.initial_regions(self.collective, self.n, self.count,
+            for offset, length in schedules.initial_regions(self.collective, self.n, self.count,
                                                     self.rank, self.root):
                 self.initial[offset:offset + length] = self.data.input(self.rank, offset, length)
         self.buf = self.initial.copy()
@@ -116,7 +116,7 @@ class RankExecutor:
     def _complete(self, i: int) -> None:
         self.remaining -= 1
         if self.remaining == 0 and self.data.op == "avg":
-            for offset, length, contributors, _src in S.expected_regions(
+            for offset, length, contributors, _src in schedules.expected_regions(
                     self.collective, self.n, self.count, self.rank, self.root):
                 self.data.finish(self.buf[offset:offset + length], contributors)
         now = self.done[i] = time.monotonic()
@@ -147,7 +147,7 @@ class RankExecutor:
     def wrong(self) -> int:
         """Elements of the result that differ from what the collective must give."""
         bad = 0
-        for offset, length, contributors, src in S.expected_regions(
+        for offset, length, contributors, src in schedules.expected_regions(
                 self.collective, self.n, self.count, self.rank, self.root):
             got = self.buf[offset:offset + length]
             want = self.data.expected(contributors, src, length, final=True)

@@ -17,7 +17,7 @@ import math
 from fractions import Fraction
 from typing import Callable, Dict, Iterable, List, Sequence
 
-from collectives import schedules as S
+from collectives import schedules
 
 TYPE_SIZE = 4                      # sizes are counted in float32 elements; a type's own
                                    # count is size / its itemsize (nccl_columns)
@@ -72,7 +72,7 @@ def beta_for_rate(rate_mbit: float, mtu: int = 1500) -> float:
     return 1 / payload_share(mtu) / (rate_mbit * 1e6 / 8)
 
 
-def traffic_split(sched: S.Schedule, server_of: Callable[[int], object]) -> Dict[str, int]:
+def traffic_split(sched: schedules.Schedule, server_of: Callable[[int], object]) -> Dict[str, int]:
     """Bytes the schedule sends between ranks of the same server (intra-node,
     over NVLink-class links) and between servers (inter-node, over the network)."""
     out = {"intra": 0, "inter": 0}

@@ -19,18 +19,18 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     """Steps and bandwidth seconds of an AllReduce of `size_bytes` over every
     endpoint of `fabric` (a topologies.fabric.Fabric), at its configured rates."""
     # Imported here, not at the top: a plan without a fabric needs nothing of the lab.
-    from collectives import metrics as M
+    from collectives import metrics
     from sim import costmodel
-    from collectives import schedules as S
+    from collectives import schedules
     n, local = len(fabric.endpoints), fabric.gpus_per_server
-    count = S.round_count("allreduce", n, size_bytes // M.TYPE_SIZE)
-    beta = M.beta_for_rate(fabric.spec["links"]["server_leaf"]["rate_mbit"], fabric.mtu)
+    count = schedules.round_count("allreduce", n, size_bytes // metrics.TYPE_SIZE)
+    beta = metrics.beta_for_rate(fabric.spec["links"]["server_leaf"]["rate_mbit"], fabric.mtu)
     intra = fabric.spec["links"].get("intra_node")
-    beta_intra = M.beta_for_rate(intra["rate_mbit"], fabric.mtu) if intra else None
+    beta_intra = metrics.beta_for_rate(intra["rate_mbit"], fabric.mtu) if intra else None
     nic = {rank: (e.leaf, e.port) for rank, e in enumerate(fabric.endpoints)}   # rank -> its NIC
     seconds = costmodel.predict_seconds("allreduce", algorithm, n, count, 0.0, beta, 0, local,
                                 beta_intra, nic.__getitem__)
-    steps = costmodel.schedule_cost(S.build("allreduce", algorithm, n, count, local=local))["steps"]
+    steps = costmodel.schedule_cost(schedules.build("allreduce", algorithm, n, count, local=local))["steps"]
     return {"steps": steps, "bandwidth_s": seconds}
 
 

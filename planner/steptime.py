@@ -19,10 +19,10 @@ from __future__ import annotations
 from planner.inputs import PlanError, parse_bytes
 from planner.report import _count, _num
 from planner.simulate import WIRING_NAMES
-from sim import training_step as T
+from sim import training_step
 
 DEFAULT_LAYERS, DEFAULT_TOKENS, DEFAULT_BUCKET = 80, 4096, "25M"
-MAX_LAYERS = T.MAX_LAYERS
+MAX_LAYERS = training_step.MAX_LAYERS
 MAX_STEP_BUCKETS = 1_000_000
 GRADIENT_TYPE = "bfloat16"
 
@@ -47,8 +47,8 @@ def check_flags(args) -> None:
         if own:
             raise PlanError(f"--{own[0].replace('_', '-')} goes with --params")
         return
-    if not 1 <= args.params <= T.MAX_PARAMS:
-        raise PlanError(f"--params must be a number from 1 to {T.MAX_PARAMS:.0e}, got "
+    if not 1 <= args.params <= training_step.MAX_PARAMS:
+        raise PlanError(f"--params must be a number from 1 to {training_step.MAX_PARAMS:.0e}, got "
                         f"{args.params:g}")
     if args.sizes is not None:
         raise PlanError("--sizes: with --params the simulated sizes are the gradient "
@@ -72,9 +72,9 @@ def check_flags(args) -> None:
     args.simulate = True
 
 
-def step_plan(args, result, overlap: bool = True) -> T.Plan:
+def step_plan(args, result, overlap: bool = True) -> training_step.Plan:
     inp = result["inputs"]
-    return T.plan_step({
+    return training_step.plan_step({
         "layers": args.layers, "params": int(args.params), "fwd_ms": None, "bwd_ms": None,
         "gpu_tflops": inp["gpu_flops"] * inp["utilisation"] / 1e12,
         "tokens": args.tokens_per_gpu, "bucket": args.bucket, "mode": "allreduce",
@@ -102,7 +102,7 @@ def training_with_comm(args, result: dict, sim: dict) -> dict:
     for (design, radix, wiring), by_size in blocks.items():
         def alone(c):
             return by_size[c["bytes"]]["seconds"]
-        on, no = T.timeline(plan, alone), T.timeline(off, alone)
+        on, no = training_step.timeline(plan, alone), training_step.timeline(off, alone)
         largest = max(by_size)
         per_rail = largest / (inp["gpus_per_server"] if algorithm == "hierarchical" else 1)
         rows.append({"design": design, "radix": radix, "wiring": wiring,
@@ -123,7 +123,7 @@ def training_with_comm(args, result: dict, sim: dict) -> dict:
             "days_compute_only": steps * plan.compute_s / 86400, "rows": rows}
 
 
-def plan_params(plan: T.Plan) -> int:
+def plan_params(plan: training_step.Plan) -> int:
     return sum(l.params for l in plan.layers)
 
 

@@ -57,7 +57,7 @@ from collections import deque
 
 import numpy as np
 
-from collectives import schedules as S
+from collectives import schedules
 from collectives.datatypes import Data
 from collectives.executor import RankExecutor
 from programs import netns, stepper
@@ -362,7 +362,7 @@ class Agents:
 
     def setup(self, collective, algorithm, count, root, piece, channels, local=1,
               scale_up_bps=0.0, spread="", gap_s=0.0, dtype="float", op="sum"):
-        sched = S.build(collective, algorithm, self.n, count, root, piece, local)
+        sched = schedules.build(collective, algorithm, self.n, count, root, piece, local)
         data = self.prepare(channels, scale_up_bps, dtype, op)
         for r in self.ranks:
             r.step = None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from typing import Dict, List
 
-from collectives import schedules as S
+from collectives import schedules
 from collectives.executor import RankExecutor
 
 
@@ -138,7 +138,7 @@ def step_setup(agents, collectives, tasks, initial, in_flight, channels, local=1
     for c in collectives:
         key = (c["collective"], c["algorithm"], c["count"], c["piece"])
         if key not in built:
-            built[key] = S.build(c["collective"], c["algorithm"], agents.n, c["count"], 0,
+            built[key] = schedules.build(c["collective"], c["algorithm"], agents.n, c["count"], 0,
                                  c["piece"], local)
     ops_of = {r.rank: [op for sched in built.values() for op in sched[r.rank]]
               for r in agents.ranks}

@@ -21,8 +21,8 @@ import statistics
 import time
 from typing import Dict, List
 
-from collectives import metrics as M
-from collectives import schedules as S
+from collectives import metrics
+from collectives import schedules
 from sim.network import Network, sim_channels
 from sim.replay import Replay
 
@@ -51,10 +51,10 @@ class Twin:
 
     def beside(self, record: dict, job, iterations: int) -> None:
         """Fill `record` (one emulated size) with the simulation beside it."""
-        sched = S.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
-                        max(1, job.piece_bytes // M.TYPE_SIZE), job.local, data=False)
+        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
+                        max(1, job.piece_bytes // metrics.TYPE_SIZE), job.local, data=False)
         replay = Replay(self.network, self.ranks, sched, sim_channels(self.fabric, job.channels),
-                        1 / M.payload_share(self.fabric.mtu), self.hop_latency_s)
+                        1 / metrics.payload_share(self.fabric.mtu), self.hop_latency_s)
         measured = {i: record["links"][i]["tx_bytes"] / iterations
                     for i in self.inter if i in record["links"]}
         # ECMP decides only where the collective (not just the probe) crossed switches

@@ -18,9 +18,9 @@ from typing import Callable, Iterable, List, Optional
 from topologies.schema import (MAX_FAILURES, OPTIONAL_SECTION, FabricError, choice,
                                endpoint_pair, failures, integer, normalise, number, optional,
                                shown, size, split_failure)
-from collectives import schedules as S
+from collectives import schedules
 from policies import policy
-from sim import training_step as T
+from sim import training_step
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
 from collectives.metrics import TYPE_SIZE
 from collectives.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, REDUCING, ROOTED,
@@ -45,7 +45,7 @@ SCHEMA = {
     "fail": (optional(failures), None),
     "datatype": (optional(choice(*TYPE_NAMES)), None),
     "op": (optional(choice(*OPS)), None),
-    "step": (T.STEP_SCHEMA, OPTIONAL_SECTION),
+    "step": (training_step.STEP_SCHEMA, OPTIONAL_SECTION),
 }
 FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
 FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine": "--engine",
@@ -111,9 +111,9 @@ class Experiment:
     op: str = "sum"                                    # nccl-tests' -o
     step: Optional[dict] = None                        # a training step (sim/training_step.py)
 
-    def plan(self) -> "T.Plan":
+    def plan(self) -> "training_step.Plan":
         """The training step's plan (the step must be set and checked)."""
-        return T.plan_step(self.step, self.datatype)
+        return training_step.plan_step(self.step, self.datatype)
 
     def job(self, count: int, policy: str, local: int = 1):
         """What the engines replay for a size of `count` float32-sized units."""
@@ -180,7 +180,7 @@ class Experiment:
                 fail(key, "is for size sweeps; a training step runs without it")
         try:
             plan = self.plan()
-        except T.StepError as exc:
+        except training_step.StepError as exc:
             fail(f"step.{exc.key}" if exc.key else "step", exc.detail)
         self._check_sharded(plan, fail)
         held = plan.gradient_bytes * (2 if plan.mode == "sharded" else 1)
@@ -262,8 +262,8 @@ class Experiment:
             fail("root", f"{self.root} is not a rank: there are {n_ranks} ranks, 0 to "
                  f"{n_ranks - 1}")
         try:                        # what the schedules hold a caller to, before any is built
-            S.check_params(self.collective, self.algorithm, n_ranks,
-                           S.round_count(self.collective, n_ranks, self.minbytes // TYPE_SIZE),
+            schedules.check_params(self.collective, self.algorithm, n_ranks,
+                           schedules.round_count(self.collective, n_ranks, self.minbytes // TYPE_SIZE),
                            self.root, self.piece_bytes // TYPE_SIZE, local)
         except ValueError as exc:
             fail(None, str(exc))
@@ -291,7 +291,7 @@ def experiment_from(fabric, flags: Optional[dict] = None,
     typed = set(given)              # what the user typed, not what follows from it
     if "step" in given:             # the step flags, over the file's step section
         typed |= {f"step.{k}" for k in given["step"]}
-        given["step"] = normalise({**values.get("step", {}), **given["step"]}, T.STEP_SCHEMA,
+        given["step"] = normalise({**values.get("step", {}), **given["step"]}, training_step.STEP_SCHEMA,
                                   "--step", "the flags")
     names = _namer(typed, values)
     if "collective" in given and "algorithm" not in given:
@@ -403,7 +403,7 @@ def _namer(flags, section) -> Namer:
     of the file's experiment section, else the default."""
     def name(key: str) -> str:
         if key in flags:
-            return FLAGS[key] if key in FLAGS else T.STEP_FLAGS.get(key[5:], "--step")
+            return FLAGS[key] if key in FLAGS else training_step.STEP_FLAGS.get(key[5:], "--step")
         if key.partition(".")[0] in section:
             return f"experiment.{key}"
         return f"the default {key}"

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, List
 
-from collectives import metrics as M
+from collectives import metrics
 from policies import policy
 from runs.beside import Twin
 from runs.experiment import Experiment
@@ -91,7 +91,7 @@ class LabBackend:
         out.update(size_flags(record["busbw_over_link"], size.steps,
                               size.predicted_s - self.alpha * size.steps, model.rate,
                               self.fabric.mtu, model.local))
-        split = M.traffic_split(size.schedule, model.server_of.__getitem__)
+        split = metrics.traffic_split(size.schedule, model.server_of.__getitem__)
         out["payload_bytes"] = {k: v * exp.iters for k, v in split.items()}
         out["wire_bytes"] = wire_split(self.fabric, out["links"])
         if exp.scale_up == "memory":      # handed over in the agents, not put on the links
@@ -126,7 +126,7 @@ class LabBackend:
                 "uplink_tx_bytes": {leaf.name: {l.a_intf: whole[l.a_intf]["tx_bytes"]
                                                 for l in fabric.uplinks(leaf.name)}
                                     for leaf in fabric.leaves},
-                "tiers": M.tier_report(fabric, whole), "cross_traffic": self.cross_report,
+                "tiers": metrics.tier_report(fabric, whole), "cross_traffic": self.cross_report,
                 "failures": self.failed, "routing": self._routing(runs)}
 
     def _routing(self, runs: List[dict]) -> dict:

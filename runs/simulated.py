@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from collectives import metrics as M
+from collectives import metrics
 from runs.experiment import Experiment
 from runs.sweep import Size, sweep
 from traffic.engines import make_engine
@@ -62,7 +62,7 @@ class SimBackend:
                 "fidelity": {"trustworthy": True, "host_kept_up": True, "flagged_sizes": [],
                              "simulated": True},
                 "uplink_tx_bytes": _uplinks(fabric, runs[-1]["links"] if runs else {}),
-                "tiers": M.tier_report(fabric, {i: {"tx_bytes": sum(r["links"][i]["tx_bytes"]
+                "tiers": metrics.tier_report(fabric, {i: {"tx_bytes": sum(r["links"][i]["tx_bytes"]
                                                                     for r in runs)}
                                                 for i in (runs[0]["links"] if runs else {})}),
                 "cross_traffic": None}
@@ -88,7 +88,7 @@ def _links(fabric, link_bytes: Dict[str, float], seconds: float) -> Dict[str, di
 def _imbalance(fabric, links: Dict[str, dict]) -> Dict[str, float]:
     uplinks = {leaf.name: [links[l.a_intf]["tx_bytes"] for l in fabric.uplinks(leaf.name)]
                for leaf in fabric.leaves}
-    return {leaf: M.imbalance(v) for leaf, v in uplinks.items() if sum(v) > 0}
+    return {leaf: metrics.imbalance(v) for leaf, v in uplinks.items() if sum(v) > 0}
 
 
 def _uplinks(fabric, links: Dict[str, dict]) -> dict:

@@ -24,9 +24,9 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
-from collectives import metrics as M
+from collectives import metrics
 from sim import costmodel
-from collectives import schedules as S
+from collectives import schedules
 from runs.experiment import Experiment
 
 
@@ -55,8 +55,8 @@ class Model:
         return cls(len(ranks), gpus_per_rank_server(fabric, ranks),
                    {r: h.server for r, h in enumerate(hosts)},
                    {r: (h.leaf, h.port) for r, h in enumerate(hosts)},
-                   M.beta_for_rate(rate, fabric.mtu),
-                   M.beta_for_rate(rate_intra, fabric.mtu) if rate_intra else None, rate)
+                   metrics.beta_for_rate(rate, fabric.mtu),
+                   metrics.beta_for_rate(rate_intra, fabric.mtu) if rate_intra else None, rate)
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def sweep(backend: Backend, exp: Experiment,
     runs, timeline = [], None
     try:
         alpha = backend.begin(exp, model, ranks, progress)
-        sizes = M.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
+        sizes = metrics.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
         for k, size in enumerate(sizes):
             label = f"[{k + 1}/{len(sizes)}] {exp.collective}"
             record, timeline_ = _one_size(backend, exp, model, alpha, size, label,
@@ -127,14 +127,14 @@ def _one_size(backend: Backend, exp: Experiment, model: Model, alpha: float, siz
               label: str, last_size: bool, progress) -> tuple:
     """Prepare, run warm-up and timed iterations, and make the size's record."""
     n, engine = model.n, backend.engine
-    count = S.round_count(exp.collective, n, size // M.TYPE_SIZE)
+    count = schedules.round_count(exp.collective, n, size // metrics.TYPE_SIZE)
     predicted = costmodel.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, model.beta,
                                   exp.root, model.local, model.beta_intra,
                                   model.nic_of.__getitem__)
-    sched = S.build(exp.collective, exp.algorithm, n, count, exp.root, local=model.local,
+    sched = schedules.build(exp.collective, exp.algorithm, n, count, exp.root, local=model.local,
                     data=False)
     steps = costmodel.schedule_cost(sched, exp.algorithm)["steps"]
-    label = f"{label} {count * M.TYPE_SIZE} B"
+    label = f"{label} {count * metrics.TYPE_SIZE} B"
     progress(f"{label}: setting up")
     engine.prepare(exp.job(count, backend.fabric.policy, model.local))
     warmup, timed = backend.iterations(exp)
@@ -146,8 +146,8 @@ def _one_size(backend: Backend, exp: Experiment, model: Model, alpha: float, siz
                                     timeline=last_size and i == warmup + timed - 1))
     timeline = None
     if "timeline" in iters[-1]:
-        timeline = {"size_bytes": count * M.TYPE_SIZE, "events": [
-            {**e, "phase": S.phase(exp.algorithm, e["step"], n, model.local)}
+        timeline = {"size_bytes": count * metrics.TYPE_SIZE, "events": [
+            {**e, "phase": schedules.phase(exp.algorithm, e["step"], n, model.local)}
             for e in iters[-1].pop("timeline")]}
     timed_iters = tuple(iters[warmup:])
     record = size_record(exp, model, count, timed_iters, predicted)
@@ -160,18 +160,18 @@ def size_record(exp: Experiment, model: Model, count: int, iters, predicted: flo
     """The columns every size has, whatever ran it: nccl-tests' (size, count,
     type, redop, root, time, algbw, busbw, #wrong) and the alpha-beta
     prediction, from the timed iterations."""
-    n, size = model.n, count * M.TYPE_SIZE
+    n, size = model.n, count * metrics.TYPE_SIZE
     seconds = statistics.mean(i["seconds"] for i in iters)
     wrong = None if iters[0]["wrong"] is None else sum(i["wrong"] for i in iters)
-    busbw = M.busbw_gbps(exp.collective, n, size, seconds)
+    busbw = metrics.busbw_gbps(exp.collective, n, size, seconds)
     return {
         "collective": exp.collective, "algorithm": exp.algorithm, "engine": exp.engine,
         # nccl-tests' count column: per rank where the buffer is n blocks
         "ranks": n, "size_bytes": size, "elements": count,
-        **M.nccl_columns(exp, n, count),
+        **metrics.nccl_columns(exp, n, count),
         "iterations": len(iters), "time_s": seconds,
         "time_min_s": min(i["seconds"] for i in iters),
-        "algbw_gbps": M.algbw_gbps(size, seconds), "busbw_gbps": busbw,
+        "algbw_gbps": metrics.algbw_gbps(size, seconds), "busbw_gbps": busbw,
         "busbw_over_link": busbw / (model.rate / 8e3),
         "wrong": wrong,
         "bad_chunk_elements": None if wrong is None else sum(i["bad_chunk_elements"]

@@ -20,21 +20,21 @@ import statistics
 from dataclasses import asdict, replace
 from typing import Callable, Dict, List
 
-from collectives import metrics as M
-from collectives import schedules as S
-from sim import training_step as T
+from collectives import metrics
+from collectives import schedules
+from sim import training_step
 from traffic.engines import make_engine
 from runs.experiment import Experiment
 
 
-def jobs_of(exp: Experiment, plan: T.Plan, n: int, local: int, policy: str) -> Dict[int, object]:
+def jobs_of(exp: Experiment, plan: training_step.Plan, n: int, local: int, policy: str) -> Dict[int, object]:
     """Collective id -> the Job of its bucket: its size in float32-sized
     units, rounded as nccl-tests rounds (n equal blocks for AllGather and
     ReduceScatter)."""
     out = {}
     largest = max(b.bytes for b in plan.buckets)      # pieces as a sweep up to it cuts them
     for c in plan.collectives:
-        count = S.round_count(c["collective"], n, max(1, c["bytes"] // M.TYPE_SIZE))
+        count = schedules.round_count(c["collective"], n, max(1, c["bytes"] // metrics.TYPE_SIZE))
         algorithm = exp.algorithm if c["collective"] == "allreduce" else "ring"
         job = replace(exp, collective=c["collective"], algorithm=algorithm,
                       maxbytes=largest).job(
@@ -62,9 +62,9 @@ def predict(fabric, exp: Experiment, ranks: List[str], local: int) -> dict:
     for overlap in (True, False):
         p = plan if plan.overlap == overlap else replace(exp, step={
             **exp.step, "overlap": overlap}).plan()
-        t = T.timeline(p, lambda c: seconds[c["id"]])
+        t = training_step.timeline(p, lambda c: seconds[c["id"]])
         comm = sum(seconds.values()) if p.in_flight == 1 else t["comm_s"]
-        low, high = T.bounds(p, comm)
+        low, high = training_step.bounds(p, comm)
         out["overlap_on" if overlap else "overlap_off"] = {
             **{k: t[k] for k in ("step_s", "compute_s", "comm_s", "exposed_s",
                                  "overlap_efficiency")},
@@ -73,7 +73,7 @@ def predict(fabric, exp: Experiment, ranks: List[str], local: int) -> dict:
     return out
 
 
-def step_description(exp: Experiment, plan: T.Plan, n: int) -> dict:
+def step_description(exp: Experiment, plan: training_step.Plan, n: int) -> dict:
     return {"layers": len(plan.layers), "params": sum(l.params for l in plan.layers),
             "gradient_bytes": plan.gradient_bytes, "dtype": plan.dtype, "op": exp.op,
             "mode": plan.mode, "overlap": plan.overlap, "in_flight": plan.in_flight,
@@ -83,7 +83,7 @@ def step_description(exp: Experiment, plan: T.Plan, n: int) -> dict:
                         for b in plan.buckets]}
 
 
-def merge_ranks(replies: List[dict], plan: T.Plan) -> dict:
+def merge_ranks(replies: List[dict], plan: training_step.Plan) -> dict:
     """One step from every rank's reply: times after the first rank's start."""
     t0 = min(r["t0"] for r in replies)
     t1 = max(r["t1"] for r in replies)
@@ -98,7 +98,7 @@ def merge_ranks(replies: List[dict], plan: T.Plan) -> dict:
             "finish": max(off + c["finish"] for off, c in mine),
             "wrong": sum(c["wrong"] for _, c in mine),
             "bad_chunk_elements": sum(c["bad_chunk_elements"] for _, c in mine)})
-    per_rank = [T.summarise(plan, r["compute"], [
+    per_rank = [training_step.summarise(plan, r["compute"], [
         {**c, "start": c["start"], "finish": c["finish"]} for c in r["collectives"]])
         for r in replies]
     step_s = t1 - t0

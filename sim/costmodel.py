@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
 
-from collectives import schedules as S
+from collectives import schedules
 from collectives.metrics import TYPE_SIZE
 
 
-def schedule_cost(sched: S.Schedule, algorithm: str = "") -> Dict[str, int]:
+def schedule_cost(sched: schedules.Schedule, algorithm: str = "") -> Dict[str, int]:
     """The algorithm's steps (each waits on the one before), and the most
     elements any rank sends or receives. Sending and receiving overlap, and
     so do the steps of a pipelined algorithm; phases that cannot overlap
@@ -39,7 +39,7 @@ def schedule_cost(sched: S.Schedule, algorithm: str = "") -> Dict[str, int]:
     return {"steps": steps, "max_rank_elements": most}
 
 
-def serial_phase(algorithm: str, sched: S.Schedule) -> Callable[[int], int]:
+def serial_phase(algorithm: str, sched: schedules.Schedule) -> Callable[[int], int]:
     """The phase of a step, for phases that run one after the other: rhd's
     fold-in (its first step), exchange, and fold-out (its last step)."""
     used = {op.step for ops in sched.values() for op in ops}
@@ -58,7 +58,7 @@ def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: 
     beta_intra each, and its bytes to other servers cost beta on its NIC,
     counting every rank that shares the NIC (`nic_of(rank)`); the phases of a
     rank add up, and the slowest rank sets the time."""
-    sched = S.build(collective, algorithm, n, count, root, local=local)
+    sched = schedules.build(collective, algorithm, n, count, root, local=local)
     cost = schedule_cost(sched, algorithm)
     if local == 1 or beta_intra is None:
         return alpha * cost["steps"] + beta * cost["max_rank_elements"] * TYPE_SIZE

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Dict, Hashable, List, Sequence, Tuple
 
-from collectives import schedules as S
+from collectives import schedules
 from sim.fairness import max_min_rates
 from collectives.metrics import TYPE_SIZE
 
@@ -101,7 +101,7 @@ class Replay:
     """One collective's schedule on `network`, between endpoints `ranks`.
     Operations are numbered across ranks (rank by rank, in order)."""
 
-    def __init__(self, network, ranks: Sequence[str], sched: S.Schedule,
+    def __init__(self, network, ranks: Sequence[str], sched: schedules.Schedule,
                  channels: int = 1, wire_per_byte: float = 1.0, hop_latency_s: float = 0.0):
         self.net, self.ranks, self.sched = network, list(ranks), sched
         self.channels, self.wire_per_byte, self.hop_latency = channels, wire_per_byte, hop_latency_s
@@ -118,7 +118,7 @@ class Replay:
         self.ready: List[int] = []                      # ops waiting for nothing
         for r, ops in self.sched.items():
             b = self.base[r] = len(self.kinds)
-            deps = S.dependencies(ops)
+            deps = schedules.dependencies(ops)
             after: List[List[int]] = [[] for _ in ops]
             for i, before in enumerate(deps):
                 for j in before:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Dict, FrozenSet, Tuple
 
-from collectives import schedules as S
+from collectives import schedules
 from sim.fairness import max_min_rates
 from sim.network import Network
 from collectives.metrics import TYPE_SIZE
@@ -27,7 +27,7 @@ from collectives.metrics import TYPE_SIZE
 Transfer = Tuple[int, int, int, float]          # (src rank, dst rank, channel, bits)
 
 
-def stepwise_seconds(network: Network, ranks, sched: S.Schedule, channels: int = 1,
+def stepwise_seconds(network: Network, ranks, sched: schedules.Schedule, channels: int = 1,
                      wire_per_byte: float = 1.0, hop_latency_s: float = 0.0) -> float:
     """The collective's time, step by step (see the module docstring)."""
     steps: Dict[int, Dict[Tuple[int, int, int], float]] = defaultdict(lambda: defaultdict(float))

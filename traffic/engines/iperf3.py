@@ -14,7 +14,7 @@ from typing import Dict, Sequence
 
 from lab.processes import CheckError, stop_process
 from lab.reachability import wait_listening
-from collectives import schedules as S
+from collectives import schedules
 from traffic.engines import Engine, Job
 from collectives.metrics import TYPE_SIZE
 
@@ -42,10 +42,10 @@ class Iperf3Replay(Engine):
             wait_listening(lab, dst, BASE_PORT + src)
 
     def prepare(self, job: Job) -> None:
-        sched = S.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
+        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
                         local=job.local)
         self.by_step: Dict[int, Dict[tuple, int]] = {}
-        for step, src, dst, elements in S.transfers(sched):
+        for step, src, dst, elements in schedules.transfers(sched):
             pair = self.by_step.setdefault(step, {})
             pair[(src, dst)] = pair.get((src, dst), 0) + elements * TYPE_SIZE
         self.channels = job.channels

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from collectives import schedules as S
+from collectives import schedules
 from traffic.engines import Engine, Job
 from traffic.engines.processes import AgentProcesses
 from collectives.metrics import TYPE_SIZE
@@ -26,9 +26,9 @@ class RoceAgents(AgentProcesses, Engine):
             fabric.endpoint(s).intf, "--addresses", ips, "--macs", macs])
 
     def prepare(self, job: Job) -> None:
-        sched = S.build(job.collective, job.algorithm, self.n, job.count, job.root,
+        sched = schedules.build(job.collective, job.algorithm, self.n, job.count, job.root,
                         local=job.local)
-        transfers = [(step, src, dst, n * TYPE_SIZE) for step, src, dst, n in S.transfers(sched)]
+        transfers = [(step, src, dst, n * TYPE_SIZE) for step, src, dst, n in schedules.transfers(sched)]
         self.steps = sorted({t[0] for t in transfers})
         rate = self.fabric.spec["links"]["server_leaf"]["rate_mbit"]
         routing = self.fabric.spec["routing"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from collectives import metrics as M
-from collectives import schedules as S
+from collectives import metrics
+from collectives import schedules
 from traffic.engines import Engine, Job
 from sim.network import Network, sim_channels
 from sim.replay import Replay
@@ -25,10 +25,10 @@ class SimEngine(Engine):
         self.last = None
 
     def prepare(self, job: Job) -> None:
-        sched = S.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
-                        max(1, job.piece_bytes // M.TYPE_SIZE), job.local, data=False)
+        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
+                        max(1, job.piece_bytes // metrics.TYPE_SIZE), job.local, data=False)
         self.replay = Replay(self.network, self.ranks, sched, sim_channels(self.fabric, job.channels),
-                             1 / M.payload_share(self.fabric.mtu), self.hop_latency_s)
+                             1 / metrics.payload_share(self.fabric.mtu), self.hop_latency_s)
         self.last = None
 
     def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:

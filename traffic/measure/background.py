@@ -14,7 +14,7 @@ from typing import List
 
 from lab.processes import stop_process
 from lab.reachability import wait_listening
-from collectives import metrics as M
+from collectives import metrics
 
 PROBE_PORT = 9000
 CROSS_PORT = 5999
@@ -86,7 +86,7 @@ class Prober:
 
     def summary(self, t0: float, t1: float) -> dict:
         span = self.between(t0, t1)
-        out = M.latency_summary(s["rtt"] for s in span if "rtt" in s)
+        out = metrics.latency_summary(s["rtt"] for s in span if "rtt" in s)
         out["lost"] = sum(1 for s in span if s.get("lost"))
         return out
 

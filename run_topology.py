@@ -296,7 +296,7 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
 
 
 def _mininet_cli(lab) -> None:
-    from lab.cli import open_cli
+    from lab.mininet_cli import open_cli
     open_cli(lab)
 
 

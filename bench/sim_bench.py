@@ -149,7 +149,7 @@ def speed(chosen) -> dict:
 def full_against_shortcut(servers=128, gpus=8) -> dict:
     """1,024 GPUs (128 servers x 8, 400 Gbit/s NICs, clos-2 at radix 64):
     hierarchical AllReduce of 1 GiB event by event, and by the step shortcut."""
-    from collectives import schedules as S
+    from collectives import schedules
     from sim.clos import ClosNetwork, ClosShape
     from sim.phases import allreduce_phases, phase_seconds
     from sim.replay import Replay
@@ -158,7 +158,7 @@ def full_against_shortcut(servers=128, gpus=8) -> dict:
     out = {}
     for algorithm in ("hierarchical", "ring"):
         t0 = time.monotonic()
-        sched = S.build("allreduce", algorithm, n, count, local=gpus, data=False)
+        sched = schedules.build("allreduce", algorithm, n, count, local=gpus, data=False)
         full = Replay(ClosNetwork(shape), list(range(n)), sched, 1, 1.0, 1e-6).run().seconds
         t1 = time.monotonic()
         short = phase_seconds(ClosNetwork(shape), allreduce_phases(algorithm, n, count, gpus),

@@ -41,7 +41,7 @@ from harness.commands import python
 from harness.fabrics import crossing_fabric, interleaved
 from lab.lifecycle import Lab
 from topologies.schema import normalise
-from sim import training_step as T
+from sim import training_step
 from runs.experiment import Experiment
 from runs.training import run_step
 
@@ -51,7 +51,7 @@ MODEL = {"layers": 8, "params": 256 * 1024, "fwd_ms": 30, "bwd_ms": 60}
 
 
 def experiment(ranks, bucket: int, overlap: bool, steps: int) -> Experiment:
-    step = normalise({**MODEL, "bucket": bucket, "overlap": overlap}, T.STEP_SCHEMA, "step",
+    step = normalise({**MODEL, "bucket": bucket, "overlap": overlap}, training_step.STEP_SCHEMA, "step",
                      "bench")
     return Experiment(step=step, ranks=ranks, iters=steps, warmup=1)
 

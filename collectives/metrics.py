@@ -8,7 +8,7 @@ bandwidth whatever the collective.
 
 `beta` (beta_for_rate) is seconds per payload byte on a server's link: the
 shaped rate, less the TCP/IP/Ethernet headers every full segment carries. The
-alpha-beta prediction that uses it is the simulator's (sim/costmodel.py).
+alpha-beta prediction that uses it is the simulator's (sim/alphabeta.py).
 """
 
 from __future__ import annotations

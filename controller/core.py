@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_5
 
 from controller import ofmsg
-from controller.adaptive import IDLE_TIMEOUT_S, Adaptive, FlowKey
+from controller.elephants import IDLE_TIMEOUT_S, Adaptive, FlowKey
 from controller.routes import Port, SwitchPlan, compute_plan
 from policies import policy
 from topologies.fabric import Fabric

@@ -14,7 +14,7 @@ behind a leaf is reached over the same spine (what a router with one next hop
 per leaf prefix would do): the baseline ECMP is measured against. The
 flowlet and spray policies route as ecmp (their senders choose among the
 hashed paths); under ``adaptive`` a switch holding groups also sends the
-controller the TCP SYNs it would hash (controller/adaptive.py).
+controller the TCP SYNs it would hash (controller/elephants.py).
 
 Group ids are the destination leaf's index, so a group keeps its id while
 links come and go and only its buckets change.

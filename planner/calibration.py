@@ -20,7 +20,7 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     endpoint of `fabric` (a topologies.fabric.Fabric), at its configured rates."""
     # Imported here, not at the top: a plan without a fabric needs nothing of the lab.
     from collectives import metrics
-    from sim import costmodel
+    from sim import alphabeta
     from collectives import schedules
     n, local = len(fabric.endpoints), fabric.gpus_per_server
     count = schedules.round_count("allreduce", n, size_bytes // metrics.TYPE_SIZE)
@@ -28,9 +28,9 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     intra = fabric.spec["links"].get("intra_node")
     beta_intra = metrics.beta_for_rate(intra["rate_mbit"], fabric.mtu) if intra else None
     nic = {rank: (e.leaf, e.port) for rank, e in enumerate(fabric.endpoints)}   # rank -> its NIC
-    seconds = costmodel.predict_seconds("allreduce", algorithm, n, count, 0.0, beta, 0, local,
+    seconds = alphabeta.predict_seconds("allreduce", algorithm, n, count, 0.0, beta, 0, local,
                                 beta_intra, nic.__getitem__)
-    steps = costmodel.schedule_cost(schedules.build("allreduce", algorithm, n, count, local=local))["steps"]
+    steps = alphabeta.schedule_cost(schedules.build("allreduce", algorithm, n, count, local=local))["steps"]
     return {"steps": steps, "bandwidth_s": seconds}
 
 

@@ -17,10 +17,10 @@ import importlib
 import pkgutil
 from typing import Dict, Tuple
 
-from policies.base import REGISTRY, Policy, register
+from policies.policy import REGISTRY, Policy, register
 
 for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "base":
+    if _module.name != "policy":
         importlib.import_module(f"{__name__}.{_module.name}")
 
 # the names, in the order --policy and the schema list them

@@ -1,9 +1,9 @@
 """Adaptive routing by the controller: switches send each new connection's
 SYN to it, it follows the flows, and moves elephants off busy links onto the
-least-loaded equal-cost path (controller/adaptive.py). The simulator places
+least-loaded equal-cost path (controller/elephants.py). The simulator places
 each connection on the path whose links carry the fewest so far."""
 
-from policies.base import Policy, register
+from policies.policy import Policy, register
 
 
 @register

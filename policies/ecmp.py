@@ -1,7 +1,7 @@
 """ECMP: the controller puts every equal-cost path in a select group and
 Open vSwitch hashes each flow (its 5-tuple) onto one: the default."""
 
-from policies.base import Policy, register
+from policies.policy import Policy, register
 
 
 @register

@@ -6,7 +6,7 @@ the gaps: it replays the channels alone (sim_faithful is False)."""
 
 from typing import Sequence
 
-from policies.base import Lane, Policy, ready, register
+from policies.policy import Lane, Policy, ready, register
 
 
 @register

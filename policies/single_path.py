@@ -4,7 +4,7 @@ against."""
 
 from typing import Tuple
 
-from policies.base import Policy, register
+from policies.policy import Policy, register
 
 
 @register

@@ -4,7 +4,7 @@ one; pieces are cut small (SPRAY_PIECE) as a sprayed jumbo frame would be,
 and a RoCE sender sprays its packets over `entropy` UDP source ports. The
 simulator replays the same connections, connection k on path k."""
 
-from policies.base import Policy, ready, register
+from policies.policy import Policy, ready, register
 
 SPRAY_PIECE = 8 * 1024  # bytes: about one 9000-byte frame's payload (docs/routing.md)
 

@@ -2,7 +2,7 @@
 tree, every other link blocked. A baseline only: the simulator routes as the
 controller does, so it cannot replay it."""
 
-from policies.base import Policy, register
+from policies.policy import Policy, register
 
 
 @register

@@ -1,4 +1,4 @@
-"""The agents' side of the lab's JSON-lines protocol (traffic/engines/processes.py
+"""The agents' side of the lab's JSON-lines protocol (traffic/engines/rank_processes.py
 is the lab's).
 
 A process hosts one rank or several. It announces {"event": "ready", "rank"}

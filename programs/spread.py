@@ -34,7 +34,7 @@ import termios
 from typing import Callable, List
 
 from policies import policy as policy_of
-from policies.base import Lane
+from policies.policy import Lane
 
 SIOCOUTQ = termios.TIOCOUTQ           # bytes sent and not acknowledged, plus unsent
 SIOCOUTQNSD = 0x894B                  # bytes not yet sent

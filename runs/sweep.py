@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from collectives import metrics
-from sim import costmodel
+from sim import alphabeta
 from collectives import schedules
 from runs.experiment import Experiment
 
@@ -128,12 +128,12 @@ def _one_size(backend: Backend, exp: Experiment, model: Model, alpha: float, siz
     """Prepare, run warm-up and timed iterations, and make the size's record."""
     n, engine = model.n, backend.engine
     count = schedules.round_count(exp.collective, n, size // metrics.TYPE_SIZE)
-    predicted = costmodel.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, model.beta,
+    predicted = alphabeta.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, model.beta,
                                   exp.root, model.local, model.beta_intra,
                                   model.nic_of.__getitem__)
     sched = schedules.build(exp.collective, exp.algorithm, n, count, exp.root, local=model.local,
                     data=False)
-    steps = costmodel.schedule_cost(sched, exp.algorithm)["steps"]
+    steps = alphabeta.schedule_cost(sched, exp.algorithm)["steps"]
     label = f"{label} {count * metrics.TYPE_SIZE} B"
     progress(f"{label}: setting up")
     engine.prepare(exp.job(count, backend.fabric.policy, model.local))

@@ -15,7 +15,7 @@ from traffic.engines.agents import RankAgents, by_server
 from collectives.datatypes import PERIOD
 from harness.collectives import expected_sum
 from collectives.metrics import payload_share
-from traffic.engines.processes import AgentProcesses
+from traffic.engines.rank_processes import AgentProcesses
 from lab.processes import CheckError
 
 

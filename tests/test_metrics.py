@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from planner import ring_allreduce_seconds
 from collectives import metrics as M
-from sim import costmodel
+from sim import alphabeta
 from collectives import schedules as S
 from report.tables import csv_text, nccl_table
 
@@ -113,16 +113,16 @@ def test_ring_allreduce_prediction_is_the_textbook_formula():
     n, count, alpha, beta = 8, 8 * 1024, 5e-5, 1e-8
     size = count * 4
     textbook = 2 * 7 * alpha + 2 * 7 / 8 * size * beta       # 2(n-1)a + 2(n-1)/n S b
-    assert costmodel.predict_seconds("allreduce", "ring", n, count, alpha, beta) == pytest.approx(textbook)
+    assert alphabeta.predict_seconds("allreduce", "ring", n, count, alpha, beta) == pytest.approx(textbook)
     # the planner's closed form is the same formula
     assert ring_allreduce_seconds(n, size, alpha, beta) == pytest.approx(textbook)
 
 
 def test_rhd_takes_fewer_steps_than_ring_for_the_same_bytes():
-    ring = costmodel.schedule_cost(S.build("allreduce", "ring", 16, 1600))
-    rhd = costmodel.schedule_cost(S.build("allreduce", "rhd", 16, 1600))
+    ring = alphabeta.schedule_cost(S.build("allreduce", "ring", 16, 1600))
+    rhd = alphabeta.schedule_cost(S.build("allreduce", "rhd", 16, 1600))
     assert (ring["steps"], rhd["steps"]) == (30, 8)           # 2(n-1) versus 2 log2(n)
-    assert costmodel.schedule_cost(S.build("allreduce", "rhd", 6, 600))["steps"] == 6   # + fix-up
+    assert alphabeta.schedule_cost(S.build("allreduce", "rhd", 6, 600))["steps"] == 6   # + fix-up
     assert ring["max_rank_elements"] == rhd["max_rank_elements"] == 3000
 
 
@@ -235,13 +235,13 @@ def test_csv_has_a_row_per_size():
 def test_rhd_prices_the_fold_in_and_out_in_sequence(n, p):
     # the folding rank receives S, exchanges 2(p-1)/p S, hands S back: in sequence
     count = 4096 * 16
-    cost = costmodel.schedule_cost(S.build("allreduce", "rhd", n, count), "rhd")
+    cost = alphabeta.schedule_cost(S.build("allreduce", "rhd", n, count), "rhd")
     assert cost["max_rank_elements"] == pytest.approx((2 + 2 * (p - 1) / p) * count)
 
 
 def test_rhd_over_a_power_of_two_is_the_textbook_cost():
     count = 4096 * 16
-    cost = costmodel.schedule_cost(S.build("allreduce", "rhd", 8, count), "rhd")
+    cost = alphabeta.schedule_cost(S.build("allreduce", "rhd", 8, count), "rhd")
     assert cost["max_rank_elements"] == 2 * 7 / 8 * count
 
 

@@ -6,14 +6,14 @@ import pytest
 from os_ken.lib.packet import ethernet, ipv4, packet, tcp
 
 from controller import ofmsg
-from controller.adaptive import Adaptive
+from controller.elephants import Adaptive
 from controller.routes import compute_plan
 from tests.flowtable import wire
 from harness.fabrics import leaf_spine
 from tests.test_controller_core import Switches, datapath
 from runs.experiment import MAX_PIECES, Experiment
 from policies import policy
-from policies.base import Lane
+from policies.policy import Lane
 from sim.network import Network, sim_channels
 
 # --- the senders: flowlet and spray ------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from policies import POLICIES, all_policies, policy
-from policies.base import Policy, register
+from policies.policy import Policy, register
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,7 +82,7 @@ def test_a_new_policy_is_one_new_file(tmp_path):
     shutil.copytree(REPO / "policies", tmp_path / "policies",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "policies" / "valiant.py").write_text(textwrap.dedent('''
-        from policies.base import Policy, register
+        from policies.policy import Policy, register
 
         @register
         class Valiant(Policy):

@@ -11,7 +11,7 @@ from typing import List, Sequence
 
 from lab.shaping import connection_windows
 from traffic.engines import Engine, Job
-from traffic.engines.processes import AgentProcesses
+from traffic.engines.rank_processes import AgentProcesses
 from collectives.datatypes import datatype
 from collectives.metrics import payload_share
 from policies import policy

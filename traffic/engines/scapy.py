@@ -9,7 +9,7 @@ from typing import Sequence
 
 from collectives import schedules
 from traffic.engines import Engine, Job
-from traffic.engines.processes import AgentProcesses
+from traffic.engines.rank_processes import AgentProcesses
 from collectives.metrics import TYPE_SIZE
 from policies import policy
 

@@ -1,12 +1,12 @@
 """One alpha-beta model at two speeds: the planner's closed forms
 (planner/costmodel.py, for clusters too large to build a schedule for) give
-the same time as the cost read off the schedule that runs (sim/costmodel.py),
+the same time as the cost read off the schedule that runs (sim/alphabeta.py),
 for ring and hierarchical AllReduce."""
 
 import pytest
 
 from planner.costmodel import hierarchical_allreduce_seconds, ring_allreduce_seconds
-from sim.costmodel import predict_seconds
+from sim.alphabeta import predict_seconds
 
 ALPHA, BETA, BETA_INTRA = 5e-6, 8 / 50e9, 1 / 450e9
 

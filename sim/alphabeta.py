@@ -7,7 +7,7 @@ it is the same accounting, applied to what they move.
 
 Every sweep prints it beside the measured (or simulated) time ("meas/pred");
 the planner's closed forms (planner/costmodel.py) are the same model where a
-schedule is too large to build, and tests/test_costmodel.py holds the two to
+schedule is too large to build, and tests/test_alphabeta.py holds the two to
 equal answers.
 """
 

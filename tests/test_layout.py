@@ -77,6 +77,17 @@ def test_no_import_against_the_layer_order(module):
     assert not above, f"{module} (layer {LAYERS[layer(module)]}) imports from above: {above}"
 
 
+def test_no_two_modules_share_a_name():
+    """A module's name says its one subject: the same name in two packages
+    (two sweep.py, two cli.py) makes the reader ask which."""
+    names = {}
+    for module in MODULES:
+        leaf = module.rsplit(".", 1)[-1]
+        if MODULES[module].name not in ("__init__.py", "__main__.py"):
+            names.setdefault(leaf, []).append(module)
+    assert not {leaf: where for leaf, where in names.items() if len(where) > 1}
+
+
 def test_every_package_has_a_layer():
     packages = {p.parent.name for p in REPO.glob("*/__init__.py")} - {"tests"}
     assert packages <= set(LAYER), f"packages with no layer: {packages - set(LAYER)}"

@@ -38,7 +38,6 @@ SIM_CASES = (
         ("reduce", "ring"), ("alltoall", "pairwise"), ("sendrecv", "ring"))]
     + [("multi-gpu", "allreduce", a) for a in ("ring", "hierarchical", "tree", "rhd")]
     + [("multi-gpu", "alltoall", "pairwise")])
-POLICIES = ("ecmp", "single-path", "stp", "flowlet", "spray", "adaptive")
 
 
 def run(args) -> str:
@@ -113,6 +112,7 @@ def simulated(out: Path) -> None:
                             "-n", "2", "-w", "0"], results)
             (out / f"sim.{fabric}.{collective}.{algorithm}.json").write_text(
                 json.dumps(scrub(doc), indent=1, sort_keys=True))
+        from policies import POLICIES
         for policy in POLICIES:
             doc = sim_json(["topologies/leaf-spine-4x4.yaml", "--policy", policy,
                             "-n", "1", "-w", "0"], results)

@@ -25,11 +25,13 @@ from collectives import metrics
 from collectives import schedules
 from sim.network import Network, sim_channels
 from sim.replay import Replay
+from topologies.kinds import link_class
 
 SEEDS = 64
 MATCH_BUDGET_S = 5.0
 FIT_BUDGET_S = 5.0
-INTER_SWITCH = ("leaf_spine", "spine_core", "mesh")
+# links between switches: every class but a server's own and the server's inside
+NOT_BETWEEN_SWITCHES = ("server_leaf", "intra_node")
 
 
 class Twin:
@@ -39,7 +41,8 @@ class Twin:
         self.fabric, self.ranks = fabric, list(ranks)
         self.network = Network(fabric)
         self.hop_latency_s = hop_latency_s
-        self.inter = [intf for l in fabric.links if l.kind in INTER_SWITCH
+        self.inter = [intf for l in fabric.links
+                      if link_class(l.kind) not in NOT_BETWEEN_SWITCHES
                       for intf in (l.a_intf, l.b_intf)]
 
     @classmethod

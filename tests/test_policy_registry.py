@@ -78,7 +78,8 @@ def test_a_policy_that_does_not_spread_refuses_to_choose():
 
 def test_a_new_policy_is_one_new_file(tmp_path):
     """The registry finds a module dropped into the package, with nothing
-    else edited: its name joins the list, its hooks answer."""
+    else edited: its name joins the list, a fabric file may ask for it, and
+    the simulator routes by it (ECMP's defaults)."""
     shutil.copytree(REPO / "policies", tmp_path / "policies",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "policies" / "valiant.py").write_text(textwrap.dedent('''
@@ -90,8 +91,18 @@ def test_a_new_policy_is_one_new_file(tmp_path):
             order = 6
             summary = "valiant sends each flow through a random spine first"
     '''))
-    out = subprocess.run([sys.executable, "-c", "import policies; print(policies.POLICIES); "
-                          "print(policies.policy('valiant').pin((1, 2), 1))"],
-                         cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    program = textwrap.dedent('''
+        import policies
+        from topologies.fabric import parse_fabric
+        from sim.network import Network
+        print(policies.POLICIES)
+        fabric = parse_fabric("fabric: {spines: 2, leaves: 2, servers_per_leaf: 1}\\n"
+                              "links: {server_leaf: {rate_mbit: 50}, leaf_spine: {rate_mbit: 50}}\\n"
+                              "routing: {policy: valiant}\\n")
+        print(fabric.policy, len(Network(fabric).path("h1", "h2")))
+    ''')
+    out = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True,
+                         text=True, check=True).stdout
     assert out.split("\n")[:2] == [
-        "('ecmp', 'single-path', 'stp', 'flowlet', 'spray', 'adaptive', 'valiant')", "(1, 2)"]
+        "('ecmp', 'single-path', 'stp', 'flowlet', 'spray', 'adaptive', 'valiant')",
+        "valiant 4"]

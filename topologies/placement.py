@@ -39,6 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from topologies.errors import SOURCE_MAX, printable
 from topologies.fabric import Fabric
 from topologies.schema import SCHEMA
+from policies import policy
 
 NETWORK_ROLES = ("leaf", "spine", "agg", "core")
 NAMES_SHOWN, PAIRS_SHOWN = 12, 15
@@ -92,8 +93,9 @@ def refuse_in_cluster(fabric: Fabric, cluster: Cluster, cli: bool, calibrate: bo
     """What a run across machines cannot do in this version: ValueError, one sentence."""
     refused = [(cli, "--cli opens Mininet's prompt on the nodes of this machine"),
                (calibrate, "--calibrate builds labs of its own on this machine"),
-               (fabric.policy == "stp", "the stp policy has no controller to tell when the "
-                                        "fabric is ready"),
+               (not policy(fabric.policy).controller,
+                f"the {fabric.policy} policy has no controller to tell when the fabric is "
+                "ready"),
                (cluster.tunnel == "ssh", "cluster.tunnel ssh (Mininet's RemoteSSHLink) is not "
                                          "built by this version: use vxlan")]
     for refuse, why in refused:

@@ -19,6 +19,7 @@ from topologies.kinds import link_class
 from topologies.schema import (IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES,
                                multi_gpu)
 from topologies.yaml_loader import quantity
+from policies import policy
 
 MAX_LINKS = 2048            # each a veth pair with a qdisc tree per end; the SuperPOD unit has 544
 ETHERNET_HEADER = 14        # bytes a frame carries beyond the MTU
@@ -59,9 +60,9 @@ def check_size(spec: dict, counts: Dict[str, int], source: str) -> None:
 def check_policy(fabric) -> None:
     """stp turns every bridge into a learning switch: the switches inside a
     multi-GPU server would carry other servers' traffic."""
-    if fabric.policy == "stp" and multi_gpu(fabric.spec):
+    if not policy(fabric.policy).controller and multi_gpu(fabric.spec):
         raise FabricError(fabric.source, "routing.policy", (
-            "stp is not available with servers of several GPUs or NICs: spanning tree would "
+            f"{fabric.policy} is not available with servers of several GPUs or NICs: spanning tree would "
             "make their NVSwitch and PCIe switches transit bridges; use ecmp or single-path"))
 
 

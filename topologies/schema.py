@@ -34,10 +34,18 @@ from topologies import kinds
 from topologies.errors import FabricError, kind_of, printable, shown, shown_key  # noqa: F401
 from topologies.limits import IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES  # noqa: F401
 from topologies.yaml_loader import load_yaml, looks_numeric, read_text  # noqa: F401
+from policies import all_policies
 
 MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
 MAX_RATE_MBIT = 100_000
-POLICIES = ("ecmp", "single-path", "stp", "flowlet", "spray", "adaptive")
+POLICIES = tuple(all_policies())       # the registry's (policies/), in its order
+
+
+def _policy_names() -> str:
+    """"ecmp, single-path, stp (no controller), ... or adaptive"."""
+    named = [name + ("" if p.controller else " (no controller)")
+             for name, p in all_policies().items()]
+    return ", ".join(named[:-1]) + " or " + named[-1]
 DEFAULT_KIND = "leaf-spine"
 SUBNET_PREFIXES = (8, 16)   # /8 .. /16: <net>.l.k needs 16 host bits; shorter is not meant
 
@@ -394,8 +402,8 @@ SCHEMA = {
                                "NICs): servers with several GPUs or NICs", LINK),
                        OPTIONAL_SECTION)}), REQUIRED),
     "routing": (Section("how the fabric is routed", {
-        "policy": (described("ecmp, single-path, stp (no controller), flowlet, spray or "
-                             "adaptive (docs/routing.md)", choice(*POLICIES)), "ecmp"),
+        "policy": (described(f"{_policy_names()} (docs/routing.md)", choice(*POLICIES)),
+                   "ecmp"),
         "entropy": (described("connections (source ports) a sender spreads each peer's pieces "
                               "over under flowlet and spray", integer(2, 64)), 16),
         "flowlet_gap_ms": (described("flowlet: the idle time, with everything sent "

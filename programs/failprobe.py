@@ -5,11 +5,20 @@ records when each arrived.
     python -m programs.failprobe recv --port P --seconds T
     python -m programs.failprobe send --dst IP --port P --sports A:B --interval S --seconds T
 
-The receiver prints one JSON line at the end: {"arrivals": {sport: [[seq, t],
-...]}}; the sender {"sent": packets per flow}. Times are CLOCK_MONOTONIC, the
-lab's clock. ECMP hashes each flow (its source port) onto a path; the flows
-whose path crossed the failed link stop until the datapath or the controller
-moves them (traffic/measure/failures.py reads the gaps).
+The receiver prints {"ready": true} once it listens, and one JSON line at
+the end: {"arrivals": {sport: [[seq, t], ...]}}; the sender {"sent": seqs
+per flow, "start": t, "stagger": s, "skipped": [[first seq, count], ...]}.
+Seq k of the i-th flow is due at start + k x interval + i x stagger. A
+sender the host kept from running past a whole tick skips the ticks it
+missed (listed in "skipped") instead of sending them in a burst, which the
+small first-served queue the probe leaves by (lab/shaping.py) would drop,
+and which would sit at the wrong place in time. Packets are small (50-byte
+frames) so that the probe stays within that queue's guaranteed rate
+(traffic/measure/failures.py picks the interval). Times are
+CLOCK_MONOTONIC, the lab's clock. ECMP hashes each flow (its source port)
+onto a path; the flows whose path crossed the failed link stop until the
+datapath or the controller moves them (traffic/measure/failures.py reads
+the gaps).
 """
 
 from __future__ import annotations
@@ -22,20 +31,33 @@ import sys
 import time
 
 PACKET = struct.Struct("!I")
-PAYLOAD = 64
+PAYLOAD = 8                  # the seq and padding: a 50-byte frame
 
 
 def send(dst: str, port: int, sports, interval: float, seconds: float) -> dict:
+    """Seq k of flow i leaves at start + k x interval + i x interval / flows:
+    the flows take turns, so that together they sample the path every
+    interval / flows (a stop shorter than an interval still costs some flow
+    a packet) and never queue a burst."""
     socks = []
     for sport in sports:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.bind(("0.0.0.0", sport))
         socks.append(s)
     pad = b"\0" * (PAYLOAD - PACKET.size)
+    stagger = interval / len(socks)
+    skipped = []
     start = time.monotonic()
     seq = 0
     while time.monotonic() - start < seconds:
-        for s in socks:
+        due = int((time.monotonic() - start) / interval)   # the tick it is now
+        if due > seq:                # late past a whole tick: skip, don't burst
+            skipped.append([seq, due - seq])
+            seq = due
+        for i, s in enumerate(socks):
+            delay = start + seq * interval + i * stagger - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
             try:
                 s.sendto(PACKET.pack(seq) + pad, (dst, port))
             except OSError:          # no route for a moment: the packet is lost
@@ -44,7 +66,7 @@ def send(dst: str, port: int, sports, interval: float, seconds: float) -> dict:
         delay = start + seq * interval - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-    return {"sent": seq, "start": start}
+    return {"sent": seq, "start": start, "stagger": stagger, "skipped": skipped}
 
 
 def receive(port: int, seconds: float) -> dict:
@@ -52,6 +74,7 @@ def receive(port: int, seconds: float) -> dict:
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     s.bind(("0.0.0.0", port))
     s.settimeout(0.2)
+    print(json.dumps({"ready": True}), flush=True)    # the sender may start
     arrivals: dict = {}
     end = time.monotonic() + seconds
     while time.monotonic() < end:

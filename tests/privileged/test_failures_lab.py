@@ -64,7 +64,9 @@ def test_a_failure_mid_collective_is_survived_and_reported(tmp_path, clean_host,
     else:                 # moved to another path while the link was still down
         assert moved_while_down(event), event
     if policy == "single-path":       # every flow to leaf2 took that link: the controller
-        assert probe["flows_hit"] >= 1 and probe["stopped_ms"] > 0   # had to move them
+        # had to move them (the flows take turns, so even a stop shorter than the
+        # probe's interval costs some of them a packet)
+        assert probe["flows_hit"] >= 1 and probe["stopped_ms"] > 0, event
     assert event["collective"]["size_bytes"] == 1 << 20
     assert f"failure  {link} down at" in out and "probe flows (h1 -> h3)" in out
 

@@ -6,23 +6,47 @@ it down for FLAP_DOWN_S and up for FLAP_UP_S over and over for the duration.
 
 The seconds count from the start of the sweep's first size. Half a second
 before each failure, probe flows start between two servers whose shortest
-paths may cross the link (programs/failprobe.py: 8 UDP flows, a
-packet on each every 2 ms, ECMP spreading them by source port); they run
-until a second after the link is back, at most 3 s. From their arrivals:
-how long traffic stopped on the flows the failure hit (the longest gap in
-arrivals on a flow that lost packets or paused), and packets lost (the probe flows leave by each link's first-served class,
-lab/shaping.py, so a full queue does not read as a stop). The
-collective's slowdown is the iteration the failure fell in against the
+paths may cross the link (programs/failprobe.py: 8 UDP flows, a small
+packet on each every interval, ECMP spreading them by source port); they
+run until a second after the link is back, at most 3 s. From their
+arrivals: how long traffic stopped on the flows the failure hit (the
+longest run of packets lost on a flow from the failure on), and packets
+lost.
+
+The probe must lose nothing but what the failure takes, or a stop reads
+where there was none and the failure's own stop is lost among them. Its
+flows leave by each link's first-served class (lab/shaping.py), so a full
+data queue does not drop them; but that class is guaranteed only
+1/ACK_CLASS_SHARE of the link's rate, and under a collective the data class
+takes the rest. So the probe sends no faster than PROBE_SHARE of that
+guarantee on the slowest link it may cross (`probe_interval`): 8 ms between
+a flow's packets at 20 Mbit/s, 2 ms (INTERVAL_S) from 80 Mbit/s up, the
+flows taking turns so that together they look at the path every
+interval / FLOWS. Sent every 2 ms in 106-byte frames at 20 Mbit/s, its
+3.4 Mbit/s lost 39-54% of its packets on the links a single-path ring
+AllReduce keeps full (h1's own NIC above all), in runs of up to 143 packets
+(286 ms) before the failure, longer than the failover's own stop (8-24 ms
+here): a flow counts as hit only by a stop longer than any before it, so
+the failure hit 3 to 7 of 8 flows that all crossed the link, and the stop
+reported was mostly a congestion drop's (28-320 ms). At its start, too, every
+flow lost 4-8 packets under load (the receiver not yet listening): the
+sender now waits for the receiver, and the reading ignores what a flow lost
+before its first arrival; with both, a loaded host's single-path failover
+read 7 or 8 of 8 flows hit, 8-24 ms, and nothing lost before it.
+
+The collective's slowdown is the iteration the failure fell in against the
 median of the same size's iterations that no failure touched.
 
-Plain functions for parsing, choosing the probe pair and reading the
-arrivals; `Failures` runs them on a lab, from a thread.
+Plain functions for parsing, choosing the probe pair and its interval and
+reading the arrivals; `Failures` runs them on a lab, from a thread.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
+import select
 import statistics
 import sys
 import threading
@@ -33,11 +57,16 @@ from typing import Dict, List, Optional, Sequence
 import networkx as nx
 
 from controller.routes import fabric_graph
-from lab.shaping import FAILPROBE_PORTS
+from lab.shaping import ACK_CLASS_SHARE, FAILPROBE_PORTS
 from topologies.schema import split_failure
 
 LEAD_S, TAIL_S, MAX_WATCH_S = 0.5, 1.0, 3.0
-INTERVAL_S, FLOWS = 0.002, 8
+INTERVAL_S, FLOWS = 0.002, 8     # the shortest interval; 8 flows for ECMP to spread
+PROBE_FRAME = 60           # bytes a probe packet is on a link at most (Ethernet's minimum;
+                           # programs/failprobe.py sends 50)
+PROBE_SHARE = 0.5          # of the first-served class's guaranteed rate: the rest for TCP's
+                           # ACKs and BFD, which share that class
+READY_S = LEAD_S / 2       # longest wait for the receiver to listen before the sender starts
 BASE_PORT, BASE_SPORT = FAILPROBE_PORTS, 42000     # 16 events at most: 9296-9311
 PAUSE = 1                  # packets lost in a row from the failure on: a flow was hit
 FLAP_DOWN_S, FLAP_UP_S = 0.25, 0.25
@@ -104,10 +133,36 @@ def probe_pair(fabric, a: str, b: str):
     return None
 
 
-def missing_runs(received: set, sent: int):
-    """(first seq, length) of each run of sequence numbers that never arrived."""
+def probe_interval(fabric, src: str, dst: str) -> float:
+    """Seconds between a probe flow's packets: all FLOWS flows together send
+    no more than PROBE_SHARE of what the first-served class, which they leave
+    by, is guaranteed on the slowest link of any shortest path from `src` to
+    `dst` (1/ACK_CLASS_SHARE of its rate); never under INTERVAL_S. Above
+    that share, on a link the collective keeps full, the probe's own packets
+    are dropped in long runs and read as stops (module docstring)."""
+    graph = nx.MultiGraph()
+    for l in fabric.links:
+        if l.kind != "intra_node":       # NVLink never carries traffic between servers
+            graph.add_edge(l.a, l.b, rate=l.spec.rate_mbit)
+    from_src = nx.single_source_shortest_path_length(graph, src)
+    to_dst = nx.single_source_shortest_path_length(graph, dst)
+    far = from_src[dst]
+    rates = [rate for a, b, rate in graph.edges(data="rate")
+             if far in (from_src.get(a, far) + 1 + to_dst.get(b, far),
+                        from_src.get(b, far) + 1 + to_dst.get(a, far))]
+    guaranteed = min(rates) * 1e6 / ACK_CLASS_SHARE                 # bits per second
+    seconds = FLOWS * PROBE_FRAME * 8 / (PROBE_SHARE * guaranteed)
+    return max(INTERVAL_S, math.ceil(seconds * 1e3 - 1e-9) / 1e3)   # whole milliseconds
+
+
+def missing_runs(received: set, sent: int, skipped=frozenset()):
+    """(first seq, length) of each run of sequence numbers that never arrived.
+    A `skipped` seq (the sender, late, never sent it) neither begins nor ends
+    a run: it is not known to be lost, and a run around it lasted its time."""
     runs, first = [], None
     for seq in range(sent):
+        if seq in skipped:
+            continue
         if seq not in received:
             first = seq if first is None else first
         elif first is not None:
@@ -119,19 +174,35 @@ def missing_runs(received: set, sent: int):
 
 
 def analyse(arrivals: Dict[str, list], sent: int, start: float, t_down: float,
-            interval: float = INTERVAL_S, base_sport: int = BASE_SPORT) -> dict:
+            interval: float = INTERVAL_S, base_sport: int = BASE_SPORT,
+            skipped: Sequence = (), stagger: float = 0.0) -> dict:
     """What the probe flows saw of a failure at `t_down`. A flow was hit when
     it lost packets sent from the failure on (within half a second) in a run
     longer than any it lost before; that run, as time, is how long its
     traffic stopped (to within one interval).
+
+    A flow's traffic starts at its first arrival: packets lost before it are
+    the probe starting (the receiver not yet listening, a first ARP), not the
+    path stopping, and all flows lose them at once: under load they ran 4-8
+    packets, and longer than a failover's stop they made every flow's
+    failure run read as no longer than one before it. A flow that never
+    arrived tells nothing, and is not counted hit.
+
     Packets are placed in time by when they were sent (`start` + seq x
-    `interval`), so queueing delay does not count as a stop."""
-    down = (t_down - start) / interval              # the seq sent as the link went down
+    `interval` + the flow's place x `stagger`: the flows take turns), so
+    queueing delay does not count as a stop; the sender skips the ticks it
+    was too late for rather than send them in a burst, and `skipped`
+    ([first, count] ranges) are the seqs it never sent."""
+    gaps = frozenset(s for first, count in skipped for s in range(first, first + count))
     stopped, hit, lost = 0, 0, 0
     for sport in range(FLOWS):
+        down = (t_down - start - sport * stagger) / interval   # its seq sent as it went down
         received = {seq for seq, _t in arrivals.get(str(base_sport + sport), ())}
+        begun = min(received, default=sent)       # before it: the probe starting
         before, after = 0, 0
-        for first, length in missing_runs(received, sent):
+        for first, length in missing_runs(received, sent, gaps):
+            if first < begun:
+                continue
             if first + length <= down - 1:
                 before = max(before, length)
             elif first <= down + 0.5 / interval:   # began within half a second of it
@@ -139,7 +210,8 @@ def analyse(arrivals: Dict[str, list], sent: int, start: float, t_down: float,
         if after >= PAUSE and after > before:
             hit, lost, stopped = hit + 1, lost + after, max(stopped, after)
     return {"flows": FLOWS, "flows_hit": hit, "lost_packets": lost,
-            "stopped_ms": round(stopped * interval * 1e3, 1)}
+            "stopped_ms": round(stopped * interval * 1e3, 1),
+            "interval_ms": round(interval * 1e3, 3)}
 
 
 def slowdown(iterations: List[dict], t: float, busy: List[tuple]) -> Optional[dict]:
@@ -210,17 +282,21 @@ class Failures:
         if pair is None:
             return
         src, dst = pair
+        interval = probe_interval(self.lab.fabric, src, dst)
         watch = LEAD_S + min(f.duration or MAX_WATCH_S, MAX_WATCH_S) + TAIL_S
         port, sport = BASE_PORT + k, BASE_SPORT + FLOWS * k
         recv = self.lab.popen(dst, [sys.executable, "-m", "programs.failprobe", "recv",
                                     "--port", str(port), "--seconds", str(watch + 1.0)],
                               text=True)
+        # its first line says it listens; the sender's first packets would be lost
+        # before (read with the rest at the end). Bounded: the failure stays on time
+        select.select([recv.stdout], [], [], READY_S)
         send = self.lab.popen(src, [sys.executable, "-m", "programs.failprobe", "send",
                                     "--dst", self.lab.fabric.endpoint(dst).ip, "--port",
                                     str(port), "--sports", f"{sport}:{sport + FLOWS - 1}",
-                                    "--interval", str(INTERVAL_S), "--seconds", str(watch)],
+                                    "--interval", str(interval), "--seconds", str(watch)],
                               text=True)
-        self._probes.append((k, src, dst, send, recv))
+        self._probes.append((k, src, dst, interval, send, recv))
 
     def stop(self, iterations: List[dict]) -> List[dict]:
         """End the failures (links still down come back up), read the
@@ -233,14 +309,15 @@ class Failures:
             self.events[self.failures.index(f)]["t_up"] = time.monotonic()
             self._down.remove(f)
         busy = [(e["t_down"], e.get("t_up", e["t_down"])) for e in self.events if "t_down" in e]
-        for k, src, dst, send, recv in self._probes:
+        for k, src, dst, interval, send, recv in self._probes:
             event = self.events[k]
             sender = _reply(send)
             arrivals = _reply(recv).get("arrivals", {})
             if "t_down" in event and "start" in sender:
                 event["probe"] = {"src": src, "dst": dst, **analyse(
-                    arrivals, sender["sent"], sender["start"], event["t_down"], INTERVAL_S,
-                    BASE_SPORT + FLOWS * k)}
+                    arrivals, sender["sent"], sender["start"], event["t_down"], interval,
+                    BASE_SPORT + FLOWS * k, sender.get("skipped", ()),
+                    sender.get("stagger", 0.0))}
         report = []
         for event in self.events:
             if "t_down" not in event:

@@ -27,8 +27,8 @@ A rank sends to each peer on `channels` TCP connections of its own (NCCL
 channels / RoCE queue pairs: the flows ECMP can tell apart); the k-th message
 to a peer travels on connection k mod channels, or, under the flowlet and
 spray policies (`spread`), on the one a Spreader picks (programs/
-spread.py). A receiver counts the pieces that arrive after a later piece of
-the same sender (`reordered`). As NCCL's network transport,
+spread.py). A receiver counts the pieces that reached its host after a
+later piece of the same sender (`reordered`), by the kernel's arrival times. As NCCL's network transport,
 a connection carries data one way: the sender connects, the receiver
 accepts, so what flows back is only ACKs, which the shaped links serve first
 (lab/shaping.py). Times are CLOCK_MONOTONIC, which all namespaces share, so
@@ -71,12 +71,38 @@ HELLO = struct.Struct("!II")             # rank, channel
 CONNECT_WAIT_S = 600
 BACKLOG = 1024
 READS_PER_TURN = 8      # reads of one connection before the event loop serves the others
+# when a read's bytes reached this host: SO_TIMESTAMPNS (Python names it not;
+# 35 in asm-generic/socket.h where time_t is 64-bit: x86-64, arm64), a timespec
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+TIMESTAMP_SPACE = socket.CMSG_SPACE(struct.calcsize("qq"))
 # CUBIC, Linux's own default, whatever the host's (this CI host's is BBR):
 # before the windows were bounded, it left the lab closer to the simulator's
 # fair share than BBR, whose probing dropped packets where two flows met at a
 # shaped 32-packet queue; with windows bounded it seldom decides
 # (docs/simulator.md, "The lab's TCP")
 CONGESTION_CONTROL = b"cubic"
+
+
+def landed(ancillary, before: float) -> float:
+    """The arrival time (CLOCK_REALTIME) in a read's SO_TIMESTAMPNS message:
+    for TCP, that of the last segment the read took; `before` if none came."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            sec, nsec = struct.unpack("qq", data[:struct.calcsize("qq")])
+            return sec + nsec * 1e-9
+    return before
+
+
+def overtaken(landings) -> int:
+    """Of (arrival time, sequence number) pairs, the pieces that arrived
+    after one with a higher number (equal times: in number order)."""
+    count, highest = 0, -1
+    for _, seq in sorted(landings):
+        if seq < highest:
+            count += 1
+        else:
+            highest = seq
+    return count
 
 
 def tune(sock: socket.socket, window: int = 0) -> socket.socket:
@@ -108,6 +134,7 @@ class Conn:
         self.spreader = None                   # flowlet, spray: who hands it pieces
         self.head = memoryview(bytearray(HELLO.size if peer < 0 else HEADER.size))
         self.body, self.data, self.got, self.meta = None, None, 0, None
+        self.landed = 0.0                      # when the last bytes read reached this host
 
     # --- sending ---------------------------------------------------------------
 
@@ -148,9 +175,10 @@ class Conn:
         for _ in range(READS_PER_TURN):
             buf = self.head if self.body is None else self.body
             try:
-                k = self.sock.recv_into(buf[self.got:], len(buf) - self.got)
+                k, ancillary, _, _ = self.sock.recvmsg_into([buf[self.got:]], TIMESTAMP_SPACE)
             except BlockingIOError:
                 return
+            self.landed = landed(ancillary, self.landed)
             if k == 0:
                 raise ConnectionError(f"rank {self.peer} closed its connection to rank "
                                       f"{self.rank.rank}")
@@ -173,7 +201,7 @@ class Conn:
         else:
             (it, tag, seq, src), data = self.meta, self.data
             self.body = self.data = None
-            self.rank.arrived(it, src, seq, data, tag)
+            self.rank.arrived(it, src, seq, data, tag, self.landed)
 
 
 class Rank:
@@ -194,7 +222,7 @@ class Rank:
                               lambda listener=listener: self.accept(listener))
         self.senders = {}                        # (peer, channel) -> Conn, to that peer
         self.spreaders = {}                      # peer -> Spreader (flowlet, spray)
-        self.highest, self.reordered, self.pieces = {}, 0, 0   # pieces overtaken, of all
+        self.landings, self.pieces = {}, 0       # (sender, tag) -> [(landed, seq)]; all
         self.incoming = set()                    # (peer, channel) that connected to it
         self.executor, self.iteration, self.t0, self.t1 = None, -1, 0.0, None
         self.scale_up_bytes = 0
@@ -216,6 +244,7 @@ class Rank:
             return
         conn.peer = peer
         tune(conn.sock, self.loop.window_of(self.rank, peer))
+        conn.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.incoming.add((peer, channel))
 
     def connect(self, peer: int, channel: int) -> None:
@@ -249,19 +278,25 @@ class Rank:
 
     def start(self) -> None:
         self.t0, self.t1, self.scale_up_bytes = time.monotonic(), None, 0
-        self.highest, self.reordered, self.pieces = {}, 0, 0
+        self.landings, self.pieces = {}, 0
         self.executor.run(self.send)
         self._check_finished()
 
-    def arrived(self, it: int, src: int, seq: int, data: np.ndarray, tag: int = 0) -> None:
+    @property
+    def reordered(self) -> int:
+        """Pieces that reached this host after a later piece of the same
+        sender and collective: by the kernel's arrival times, not by when the
+        selector woke this process, so a busy host reading its connections
+        late and in another order does not count as the network reordering."""
+        return sum(overtaken(landings) for landings in self.landings.values())
+
+    def arrived(self, it: int, src: int, seq: int, data: np.ndarray, tag: int = 0,
+                landed: float = 0.0) -> None:
         if it != self.iteration:
             raise RuntimeError(f"rank {self.rank}: a message of iteration {it} arrived "
                                f"during {self.iteration}")
         self.pieces += 1
-        if seq < self.highest.get((src, tag), -1):
-            self.reordered += 1                  # a later piece of this sender came first
-        else:
-            self.highest[(src, tag)] = seq
+        self.landings.setdefault((src, tag), []).append((landed or time.time(), seq))
         if self.step is not None:
             self.step.arrived(tag, src, seq, data)
             return

@@ -160,7 +160,7 @@ def run_step(agents, iteration: int, start_at: float = 0.0) -> list:
     if agents.scale_up is not None:
         agents.scale_up.reset()
     for r in agents.ranks:
-        r.highest, r.reordered, r.pieces, r.scale_up_bytes = {}, 0, 0, 0
+        r.landings, r.pieces, r.scale_up_bytes = {}, 0, 0
         r.step.reset()
     time.sleep(max(0.0, start_at - time.monotonic()))
     for r in agents.ranks:

@@ -189,3 +189,24 @@ def test_the_driver_reads_several_replies_written_at_once():
                            groups=[list(range(50))], timeout=10)
     assert procs.n == 50
     procs.close()
+
+
+def test_a_piece_is_overtaken_by_when_it_landed_not_when_it_was_read():
+    from programs.agent import overtaken
+    assert overtaken([(1.0, 0), (2.0, 1), (3.0, 2)]) == 0
+    assert overtaken([(3.0, 2), (1.0, 0), (2.0, 1)]) == 0      # read late, landed in order
+    assert overtaken([(2.0, 0), (1.0, 1), (3.0, 2)]) == 1      # 1 landed before 0
+    assert overtaken([(1.0, 3), (2.0, 0), (3.0, 1), (4.0, 2)]) == 3
+    assert overtaken([(1.0, 5), (1.0, 4)]) == 0                # the same instant: no order
+    assert overtaken([]) == 0
+
+
+def test_the_arrival_time_comes_from_the_reads_timestamp_message():
+    import socket
+    import struct
+
+    from programs.agent import SO_TIMESTAMPNS, landed
+    stamp = (socket.SOL_SOCKET, SO_TIMESTAMPNS, struct.pack("qq", 5, 250_000_000))
+    assert landed([stamp], 1.0) == 5.25
+    assert landed([(socket.SOL_SOCKET, 1, b"\0" * 16)], 1.0) == 1.0   # not a timestamp
+    assert landed([], 7.0) == 7.0

@@ -49,7 +49,7 @@ def pairs_text(pairs: List[Tuple[str, str]], limit: int = 5) -> str:
 
 
 def uplinks_text(fabric, uplink_bytes: Dict[str, Dict[str, int]], when: str) -> str:
-    spine_of = {l.a_intf: l.b for l in fabric.links if l.kind == "leaf_spine"}
+    spine_of = {l.a_intf: l.b for leaf in fabric.leaves for l in fabric.uplinks(leaf.name)}
     lines = [f"uplinks  bytes each leaf sent towards each spine {when}"]
     for leaf, counters in uplink_bytes.items():
         cells = "  ".join(f"{spine_of[i]}:{v / 1e6:7.2f} MB" for i, v in counters.items())

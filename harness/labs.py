@@ -18,17 +18,27 @@ OWNER_VARIABLE = "FABRIC_LAB_OWNER"
 LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec")
 
 
-def foreign_names(owner: str) -> set:
-    """The root-namespace names claimed by live labs that another owner
-    started (their process lacks FABRIC_LAB_OWNER=owner): theirs, not a leak
-    of ours. A lab claims its names in its record before it creates them."""
-    mark, names = f"{OWNER_VARIABLE}={owner}".encode(), set()
+def foreign_records(owner: str) -> list:
+    """The records of live labs that another owner started (their process
+    lacks FABRIC_LAB_OWNER=owner): theirs, not a leak of ours."""
+    mark, theirs = f"{OWNER_VARIABLE}={owner}".encode(), []
     for path in records.records():
         pid = records.record_owner(path)
         try:
-            if not records.pid_alive(pid) or \
-                    mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-                continue
+            if records.pid_alive(pid) and \
+                    mark not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                theirs.append(path)
+        except OSError:
+            continue
+    return theirs
+
+
+def foreign_names(owner: str) -> set:
+    """The root-namespace names claimed by live labs of another owner. A lab
+    claims its names in its record before it creates them."""
+    names = set()
+    for path in foreign_records(owner):
+        try:
             names.update(json.loads(path.read_text()).get("interfaces", []))
         except (OSError, ValueError):
             continue

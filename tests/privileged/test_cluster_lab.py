@@ -6,6 +6,7 @@ reaches every other; run_topology.py runs across them, a training step too; tear
 SIGTERM and a SIGKILLed head leave nothing on either machine or here."""
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from lab.reachability import all_pairs_reachability
 from lab.records import RECORDS
 from harness import TOPOLOGIES
 from harness.commands import run, start
-from harness.labs import ensure_no_testbed, host_state
+from harness.labs import OWNER_VARIABLE, ensure_no_testbed, foreign_records, our_state
 from topologies.fabric import load_fabric, parse_fabric
 from topologies.placement import cluster_of, place
 from collectives import schedules as S
@@ -60,7 +61,8 @@ def clean_everywhere(timeout=0):
     while True:
         left = {ip: {k: v for k, v in machine_state(ip).items() if v} for ip in MACHINES}
         left = {ip: v for ip, v in left.items() if v}
-        here = [p for p in RECORDS.glob("*-*.json")] if RECORDS.is_dir() else []
+        theirs = set(foreign_records(os.environ[OWNER_VARIABLE]))
+        here = [p for p in RECORDS.glob("*-*.json") if p not in theirs] if RECORDS.is_dir() else []
         if here:
             left["head records"] = [p.name for p in here]
         if not left or time.monotonic() > deadline:
@@ -109,7 +111,7 @@ def every_collective(lab, tmp_path, cases):
 
 def test_default_fabric_across_two_machines(bed, tmp_path):
     fabric = load_fabric(TOPOLOGIES / "default.yaml")
-    before = host_state()
+    before = our_state()
     with cluster_lab(fabric, tmp_path) as lab:
         assert {m.built["tag"] for m in lab.machines} and len(lab.tunnels) == 2
         for ip in MACHINES:                            # each machine holds its half
@@ -130,7 +132,7 @@ def test_default_fabric_across_two_machines(bed, tmp_path):
         lab.wait_programmed(timeout=10, until=lambda s: s["down_ports"] == [])
         assert all_pairs_reachability(lab).complete
     assert clean_everywhere() == {}
-    assert host_state() == before
+    assert our_state() == before
 
 
 def test_rail_optimized_multi_gpu_across_two_machines(bed, tmp_path):
@@ -190,7 +192,7 @@ def test_a_link_between_the_machines_fails_mid_collective(bed, tmp_path):
 @pytest.mark.parametrize("how,when", [(signal.SIGINT, "building"), (signal.SIGINT, "reach"),
                                       (signal.SIGTERM, "# Collective test")])
 def test_an_interruption_leaves_nothing_anywhere(bed, tmp_path, how, when):
-    before = host_state()
+    before = our_state()
     proc = start("--cluster", ",".join(MACHINES), "-b", "1M", "-e", "4M",
                  "--results", str(tmp_path))
     if when == "building":                 # as soon as a machine has begun building
@@ -206,7 +208,7 @@ def test_an_interruption_leaves_nothing_anywhere(bed, tmp_path, how, when):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "the lab was torn down" in err
     assert clean_everywhere() == {}
-    assert host_state() == before
+    assert our_state() == before
 
 
 def test_a_killed_head_leaves_nothing_on_the_machines(bed, tmp_path):
@@ -228,14 +230,14 @@ def test_a_killed_head_leaves_nothing_on_the_machines(bed, tmp_path):
 
 
 def test_a_machine_that_cannot_take_part_stops_the_run_before_anything_starts(bed, tmp_path):
-    before = host_state()
+    before = our_state()
     proc = run("--cluster", "10.77.0.11,10.77.0.19", "--results", str(tmp_path), timeout=120)
     assert proc.returncode == 1
     lines = proc.stderr.splitlines()
     assert lines[0] == "error: not every machine can take part:"
     assert len(lines) == 2 and lines[1].startswith(
         "  10.77.0.19: cannot log in with ssh as root without a password")
-    assert clean_everywhere() == {} and host_state() == before
+    assert clean_everywhere() == {} and our_state() == before
 
 
 def test_the_head_can_be_one_of_the_machines(bed, tmp_path):

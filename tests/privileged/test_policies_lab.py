@@ -127,7 +127,10 @@ def test_adaptive_moves_elephants_off_a_link_made_hot(tmp_path_factory):
             spread = until(lambda: (lambda p: p if len(set(p.values())) == 4 else None)(
                 placed(leaf1)), 8)
             assert spread, placed(leaf1)
-            assert lab.controller_status()["adaptive"]["placed"] >= 4
+            # four flows on one uplink reach four spines only if at least three move:
+            # the controller placed them (a flow too slow to count as an elephant
+            # when the link was hot may be left to the group's hash)
+            assert lab.controller_status()["adaptive"]["placed"] >= 3
             # from here every uplink carries a flow: each sends a second's worth of it at the
             # link rate while the streams last (stray traffic, a flow's ACKs or probes, is
             # far less; an uplink the flows were not placed on would never get there)

@@ -54,6 +54,7 @@ import struct
 import sys
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -346,6 +347,32 @@ class ScaleUp:
             dst.arrived(it, src, seq, data, tag)
 
 
+@dataclass(frozen=True)
+class Transport:
+    """How the hosted ranks move a collective's data, as a setup message says
+    it (a sweep's "setup" and a training step's "step_setup" alike): the
+    data's type and reduction, `channels` connections per peer, the GPUs
+    per server (`local`: the hierarchical algorithm's node size), NVLink in
+    memory at `scale_up_bps` (0: as packets), and the policy that spreads a
+    peer's pieces over its connections (`spread`, "" for none; flowlets end
+    after `gap_s`)."""
+    channels: int = 1
+    local: int = 1
+    scale_up_bps: float = 0.0
+    spread: str = ""
+    gap_s: float = 0.0
+    dtype: str = "float"
+    op: str = "sum"
+
+    @classmethod
+    def of(cls, message: dict) -> "Transport":
+        """The transport a setup message names; what it leaves out, the defaults."""
+        return cls(message["channels"], message.get("local", 1),
+                   message.get("scale_up_bps", 0.0), message.get("spread", ""),
+                   message.get("gap_s", 0.0), message.get("dtype", "float"),
+                   message.get("op", "sum"))
+
+
 class Agents:
     def __init__(self, ranks, namespaces, addresses, port: int, nvlink=(), servers=(),
                  windows=(0, 0)):
@@ -395,25 +422,27 @@ class Agents:
         while self.timers and self.timers[0][0] <= time.monotonic():
             heapq.heappop(self.timers)[2]()
 
-    def setup(self, collective, algorithm, count, root, piece, channels, local=1,
-              scale_up_bps=0.0, spread="", gap_s=0.0, dtype="float", op="sum"):
-        sched = schedules.build(collective, algorithm, self.n, count, root, piece, local)
-        data = self.prepare(channels, scale_up_bps, dtype, op)
+    def setup(self, collective, algorithm, count, root, piece, transport: Transport) -> list:
+        """Every hosted rank's schedule and executor for one collective, split
+        into pieces of `piece` elements, and the connections it needs."""
+        sched = schedules.build(collective, algorithm, self.n, count, root, piece, transport.local)
+        data = self.prepare(transport)
         for r in self.ranks:
             r.step = None
             r.executor = RankExecutor(r.rank, self.n, sched[r.rank], collective, count, root,
                                       data)
-        return self.wire({r.rank: sched[r.rank] for r in self.ranks}, channels, spread, gap_s)
+        return self.wire({r.rank: sched[r.rank] for r in self.ranks}, transport)
 
-    def prepare(self, channels, scale_up_bps, dtype, op) -> Data:
-        data = Data(dtype, op, self.n)
-        self.channels, self.storage = channels, data.storage
-        self.scale_up = ScaleUp(scale_up_bps) if scale_up_bps else None
+    def prepare(self, transport: Transport) -> Data:
+        data = Data(transport.dtype, transport.op, self.n)
+        self.channels, self.storage = transport.channels, data.storage
+        self.scale_up = ScaleUp(transport.scale_up_bps) if transport.scale_up_bps else None
         return data
 
-    def wire(self, ops_of: dict, channels: int, spread: str, gap_s: float) -> list:
+    def wire(self, ops_of: dict, transport: Transport) -> list:
         """Connect each hosted rank to the peers its operations (`ops_of`:
         rank -> ops) send to, and wait for those that send to it."""
+        channels, spread = transport.channels, transport.spread
         wanted = {}
         for r in self.ranks:
             ops = ops_of[r.rank]
@@ -430,7 +459,8 @@ class Agents:
             r.connections = (len(to) + len(frm)) * channels
             r.spreaders = {peer: Spreader(self, spread, [r.senders[(peer, ch)]
                                                          for ch in range(channels)],
-                                          gap_s, time.monotonic, seed=r.rank * self.n + peer)
+                                          transport.gap_s, time.monotonic,
+                                          seed=r.rank * self.n + peer)
                            for peer in to} if spread else {}
         deadline = time.monotonic() + CONNECT_WAIT_S
         while not all(wanted[r.rank] <= r.incoming for r in self.ranks):
@@ -496,11 +526,11 @@ def main(argv=None) -> int:
                                        split(a.nvlink), split(a.servers),
                                        tuple(int(w) for w in a.windows.split(","))), {
         "setup": lambda agents, m: agents.setup(
-            m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], m["channels"],
-            m.get("local", 1), m.get("scale_up_bps", 0.0), m.get("spread", ""),
-            m.get("gap_s", 0.0), m.get("dtype", "float"), m.get("op", "sum")),
+            m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], Transport.of(m)),
         "go": lambda agents, m: agents.run(m["iter"], m.get("at", 0.0), m.get("timeline", False)),
-        "step_setup": lambda agents, m: stepper.step_setup(agents, **m["step"]),
+        "step_setup": lambda agents, m: stepper.step_setup(
+            agents, m["step"]["collectives"], m["step"]["tasks"], m["step"]["initial"],
+            m["step"]["in_flight"], Transport.of(m["step"])),
         "step": lambda agents, m: stepper.run_step(agents, m["iter"], m.get("at", 0.0)),
     })
 

@@ -129,17 +129,17 @@ class RankStep:
                 "scale_up_bytes": r.scale_up_bytes}
 
 
-def step_setup(agents, collectives, tasks, initial, in_flight, channels, local=1,
-               scale_up_bps=0.0, spread="", gap_s=0.0, dtype="float", op="sum") -> list:
+def step_setup(agents, collectives, tasks, initial, in_flight, transport) -> list:
     """Schedules and executors of every collective of the step, for every
-    hosted rank, and the connections they need."""
-    data = agents.prepare(channels, scale_up_bps, dtype, op)
+    hosted rank, and the connections they need; `transport` (programs/
+    agent.py's Transport) says how the ranks move the data."""
+    data = agents.prepare(transport)
     built: Dict[tuple, dict] = {}
     for c in collectives:
         key = (c["collective"], c["algorithm"], c["count"], c["piece"])
         if key not in built:
             built[key] = schedules.build(c["collective"], c["algorithm"], agents.n, c["count"], 0,
-                                 c["piece"], local)
+                                         c["piece"], transport.local)
     ops_of = {r.rank: [op for sched in built.values() for op in sched[r.rank]]
               for r in agents.ranks}
     for r in agents.ranks:
@@ -150,7 +150,7 @@ def step_setup(agents, collectives, tasks, initial, in_flight, channels, local=1
                                               c["count"], 0, data)
         r.executor = None
         r.step = RankStep(r, tasks, executors, initial, in_flight)
-    return agents.wire(ops_of, channels, spread, gap_s)
+    return agents.wire(ops_of, transport)
 
 
 def run_step(agents, iteration: int, start_at: float = 0.0) -> list:

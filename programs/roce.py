@@ -34,6 +34,7 @@ import struct
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 from programs.jsonlines import serve
 
@@ -54,10 +55,22 @@ def source_port(src: int, dst: int, channel: int) -> int:
     return 0xC000 | (((src * 131 + dst * 31 + channel * 7) * 2654435761) >> 8 & 0x3FFF)
 
 
-def build_frames(src_mac, dst_mac, src_ip, dst_ip, sport, qpn, nbytes, mtu=MTU_PAYLOAD,
-                 spray=0):
-    """The frames of one RDMA SEND of `nbytes` on one QP, as bytes; `spray`
-    > 0: packet k leaves from source port sport + k mod spray."""
+@dataclass(frozen=True)
+class QueuePair:
+    """One queue pair as its packets carry it: the MAC and IP addresses of its
+    two ends, the UDP source port (its ECMP entropy) and the destination QP
+    number."""
+    src_mac: str
+    dst_mac: str
+    src_ip: str
+    dst_ip: str
+    sport: int
+    qpn: int
+
+
+def build_frames(qp: QueuePair, nbytes, mtu=MTU_PAYLOAD, spray=0):
+    """The frames of one RDMA SEND of `nbytes` on `qp`, as bytes; `spray`
+    > 0: packet k leaves from source port qp.sport + k mod spray."""
     from scapy.contrib.roce import BTH
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
@@ -71,10 +84,11 @@ def build_frames(src_mac, dst_mac, src_ip, dst_ip, sport, qpn, nbytes, mtu=MTU_P
             op = OP_SEND_ONLY
         else:
             op = OP_SEND_FIRST if psn == 0 else OP_SEND_LAST if psn == count - 1 else OP_SEND_MIDDLE
-        pkt = (Ether(src=src_mac, dst=dst_mac) / IP(src=src_ip, dst=dst_ip, flags="DF") /
-               UDP(sport=0xC000 | (sport + psn % spray) & 0x3FFF if spray else sport,
+        pkt = (Ether(src=qp.src_mac, dst=qp.dst_mac) /
+               IP(src=qp.src_ip, dst=qp.dst_ip, flags="DF") /
+               UDP(sport=0xC000 | (qp.sport + psn % spray) & 0x3FFF if spray else qp.sport,
                    dport=ROCE_PORT) /
-               BTH(opcode=op, dqpn=qpn, psn=psn & 0xFFFFFF,
+               BTH(opcode=op, dqpn=qp.qpn, psn=psn & 0xFFFFFF,
                                                        ackreq=int(psn == count - 1)) /
                Raw(b"\0" * size))
         frames.append(bytes(pkt))
@@ -135,9 +149,9 @@ class RoceRank:
                     continue
                 qpn = qp_number(src, step, ch)
                 if src == self.rank:
-                    self.frames.setdefault(step, []).append(build_frames(
-                        self.macs[src], self.macs[dst], self.addresses[src], self.addresses[dst],
-                        source_port(src, dst, ch), qpn, share, spray=spray))
+                    qp = QueuePair(self.macs[src], self.macs[dst], self.addresses[src],
+                                   self.addresses[dst], source_port(src, dst, ch), qpn)
+                    self.frames.setdefault(step, []).append(build_frames(qp, share, spray=spray))
                 if dst == self.rank:
                     self.expected.setdefault(step, {})[qpn] = max(1, -(-share // MTU_PAYLOAD))
         return sum(len(f) for fl in self.frames.values() for f in fl)

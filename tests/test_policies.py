@@ -249,16 +249,15 @@ def test_the_simulator_places_adaptive_connections_on_the_least_loaded_spine():
 
 
 def test_the_roce_engine_sprays_a_queue_pairs_packets_over_source_ports():
-    from programs.roce import build_frames, parse_qpn
+    from programs.roce import QueuePair, build_frames, parse_qpn
     ip = "10.0.2.1"
-    frames = build_frames("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", ip, 50000,
-                          0x1234, 5 * 1024, spray=4)
+    qp = QueuePair("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", ip, 50000, 0x1234)
+    frames = build_frames(qp, 5 * 1024, spray=4)
     sports = [int.from_bytes(f[34:36], "big") for f in frames]
     assert sports == [50000, 50001, 50002, 50003, 50000]
     me = bytes(int(x) for x in ip.split("."))
     assert [parse_qpn(f, me) for f in frames] == [(0x1234, psn) for psn in range(5)]
-    plain = build_frames("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", ip, 50000,
-                         0x1234, 3 * 1024)
+    plain = build_frames(qp, 3 * 1024)
     assert {int.from_bytes(f[34:36], "big") for f in plain} == {50000}
 
 

@@ -20,8 +20,8 @@ from programs import failprobe
 from topologies.fabric import FabricError, load_fabric, parse_fabric
 from runs.experiment import experiment_from
 from traffic.measure.failures import (BASE_SPORT, FLOWS, INTERVAL_S, PROBE_FRAME, PROBE_SHARE,
-                                      analyse, missing_runs, parse, probe_interval, probe_pair,
-                                      slowdown)
+                                      ProbeSend, analyse, missing_runs, parse, probe_interval,
+                                      probe_pair, slowdown)
 
 DEFAULT = load_fabric(TOPOLOGIES / "default.yaml")
 FAT = load_fabric(TOPOLOGIES / "fat-tree-k4.yaml")
@@ -138,16 +138,16 @@ def test_a_failure_is_the_run_of_packets_lost_from_it_on():
     # the link goes down at seq 250 (0.5 s): flows 0 and 3 lose 6 and 15 packets in a row
     # flows 0, 3 and 6 lose 6, 15 and 2 packets in a row; 5 lost 4 long before
     lost = {0: range(250, 256), 3: range(251, 266), 5: {100, 101, 102, 103}, 6: {252, 253}}
-    out = analyse(arrivals(lost), 500, start=0.0, t_down=0.5)
+    out = analyse(arrivals(lost), ProbeSend(500, 0.0), 0.5)
     assert out == {"flows": FLOWS, "flows_hit": 3, "lost_packets": 23,
                    "stopped_ms": pytest.approx(30.0), "interval_ms": 2.0}
     # a flow that had lost as many in a row before was not hit by the failure
     lost[3] = list(range(251, 257)) + list(range(10, 20))
-    assert analyse(arrivals(lost), 500, 0.0, 0.5)["flows_hit"] == 2
+    assert analyse(arrivals(lost), ProbeSend(500, 0.0), 0.5)["flows_hit"] == 2
     # a loss long after the failure is not the failure's
-    assert analyse(arrivals({1: {900}}, 1000), 1000, 0.0, 0.5)["flows_hit"] == 0
+    assert analyse(arrivals({1: {900}}, 1000), ProbeSend(1000, 0.0), 0.5)["flows_hit"] == 0
     # nothing lost: nothing stopped
-    assert analyse(arrivals({}), 500, 0.0, 0.5)["stopped_ms"] == 0
+    assert analyse(arrivals({}), ProbeSend(500, 0.0), 0.5)["stopped_ms"] == 0
     assert missing_runs({0, 1, 4}, 7) == [(2, 2), (5, 2)]
 
 
@@ -158,19 +158,19 @@ def test_the_probe_starting_is_not_a_stop():
     single-path, `assert (0 >= 1)`)."""
     startup = set(range(8))
     lost = {f: startup | set(range(250, 256)) for f in range(FLOWS)}
-    out = analyse(arrivals(lost), 500, start=0.0, t_down=0.5)
+    out = analyse(arrivals(lost), ProbeSend(500, 0.0), 0.5)
     assert out["flows_hit"] == FLOWS and out["lost_packets"] == 6 * FLOWS
     assert out["stopped_ms"] == pytest.approx(12.0)
     # the probe still fails a failure it did not see: the start alone is no hit
-    assert analyse(arrivals({f: startup for f in range(FLOWS)}), 500, 0.0, 0.5)[
+    assert analyse(arrivals({f: startup for f in range(FLOWS)}), ProbeSend(500, 0.0), 0.5)[
         "flows_hit"] == 0
     # a loss before the failure, once the flow has begun, still outweighs a shorter stop
     lost[2] = lost[2] | set(range(100, 110))
-    assert analyse(arrivals(lost), 500, 0.0, 0.5)["flows_hit"] == FLOWS - 1
+    assert analyse(arrivals(lost), ProbeSend(500, 0.0), 0.5)["flows_hit"] == FLOWS - 1
     # a flow that never arrived tells nothing: not hit, its packets not counted
     flows = arrivals(lost)
     flows[str(BASE_SPORT + 4)] = []
-    out = analyse(flows, 500, 0.0, 0.5)
+    out = analyse(flows, ProbeSend(500, 0.0), 0.5)
     assert out["flows_hit"] == FLOWS - 2 and out["lost_packets"] == 6 * (FLOWS - 2)
 
 
@@ -180,17 +180,27 @@ def test_ticks_the_sender_skipped_are_not_losses():
     no run of losses; during a stop the run lasts through them."""
     stall = [[100, 20]]                                       # 40 ms without a tick
     lost = {f: set(range(100, 120)) | set(range(250, 256)) for f in range(FLOWS)}
-    out = analyse(arrivals(lost), 500, 0.0, 0.5, skipped=stall)
+    out = analyse(arrivals(lost), ProbeSend(500, 0.0, skipped=stall), 0.5)
     assert out["flows_hit"] == FLOWS and out["stopped_ms"] == pytest.approx(12.0)
     assert missing_runs(set(range(500)) - set(range(100, 120)), 500,
                         frozenset(range(100, 120))) == []
     # stalled mid-stop: lost 250-253, never sent 254-263, lost 264-265: stopped 16 ticks
     during = [[254, 10]]
     lost = {0: set(range(250, 266))}
-    out = analyse(arrivals(lost), 500, 0.0, 0.5, skipped=during)
+    out = analyse(arrivals(lost), ProbeSend(500, 0.0, skipped=during), 0.5)
     assert (out["flows_hit"], out["lost_packets"]) == (1, 16)
     assert missing_runs(set(range(500)) - set(range(250, 266)), 500,
                         frozenset(range(254, 264))) == [(250, 16)]
+
+
+def test_a_probe_send_is_read_from_the_senders_reply():
+    """What the sender reported, with the interval and ports it was given;
+    a reply that names no skipped ticks or stagger means none."""
+    assert ProbeSend.of({"sent": 5, "start": 1.5}, 0.008, BASE_SPORT + FLOWS) == ProbeSend(
+        5, 1.5, 0.008, BASE_SPORT + FLOWS, (), 0.0)
+    got = ProbeSend.of({"sent": 5, "start": 1.5, "skipped": [[2, 1]], "stagger": 0.001},
+                       0.008, BASE_SPORT)
+    assert (got.skipped, got.stagger) == ([[2, 1]], 0.001)
 
 
 def test_flows_taking_turns_see_a_stop_shorter_than_an_interval():
@@ -201,8 +211,8 @@ def test_flows_taking_turns_see_a_stop_shorter_than_an_interval():
     2009.5 ms, flow f sends seq 250 at 2000 + f ms and 251 at 2008 + f ms."""
     interval, stagger = 0.008, 0.001
     lost = {f: {250} for f in range(3, FLOWS)} | {0: {251}, 1: {251}}
-    out = analyse(arrivals(lost, 500, interval, stagger), 500, 0.0, 2.0025, interval,
-                  stagger=stagger)
+    out = analyse(arrivals(lost, 500, interval, stagger),
+                  ProbeSend(500, 0.0, interval, stagger=stagger), 2.0025)
     assert out == {"flows": FLOWS, "flows_hit": FLOWS - 1, "lost_packets": FLOWS - 1,
                    "stopped_ms": 8.0, "interval_ms": 8.0}
 

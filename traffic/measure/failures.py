@@ -173,9 +173,27 @@ def missing_runs(received: set, sent: int, skipped=frozenset()):
     return runs
 
 
-def analyse(arrivals: Dict[str, list], sent: int, start: float, t_down: float,
-            interval: float = INTERVAL_S, base_sport: int = BASE_SPORT,
-            skipped: Sequence = (), stagger: float = 0.0) -> dict:
+@dataclass(frozen=True)
+class ProbeSend:
+    """What a probe's sender did: `sent` packets on each of its FLOWS flows,
+    one every `interval` from `start`, flow k from source port `base_sport`
+    + k and k x `stagger` late (the flows take turns); `skipped`: [first,
+    count] ranges of the seqs it never sent."""
+    sent: int
+    start: float
+    interval: float = INTERVAL_S
+    base_sport: int = BASE_SPORT
+    skipped: Sequence = ()
+    stagger: float = 0.0
+
+    @classmethod
+    def of(cls, reply: dict, interval: float, base_sport: int) -> "ProbeSend":
+        """From the sender's reply (programs/failprobe.py) and what it was told."""
+        return cls(reply["sent"], reply["start"], interval, base_sport,
+                   reply.get("skipped", ()), reply.get("stagger", 0.0))
+
+
+def analyse(arrivals: Dict[str, list], send: ProbeSend, t_down: float) -> dict:
     """What the probe flows saw of a failure at `t_down`. A flow was hit when
     it lost packets sent from the failure on (within half a second) in a run
     longer than any it lost before; that run, as time, is how long its
@@ -188,16 +206,18 @@ def analyse(arrivals: Dict[str, list], sent: int, start: float, t_down: float,
     failure run read as no longer than one before it. A flow that never
     arrived tells nothing, and is not counted hit.
 
-    Packets are placed in time by when they were sent (`start` + seq x
-    `interval` + the flow's place x `stagger`: the flows take turns), so
+    Packets are placed in time by when they were sent (`send`'s start + seq x
+    interval + the flow's place x stagger: the flows take turns), so
     queueing delay does not count as a stop; the sender skips the ticks it
-    was too late for rather than send them in a burst, and `skipped`
-    ([first, count] ranges) are the seqs it never sent."""
-    gaps = frozenset(s for first, count in skipped for s in range(first, first + count))
+    was too late for rather than send them in a burst, and `send.skipped`
+    are the seqs it never sent."""
+    sent, interval = send.sent, send.interval
+    gaps = frozenset(s for first, count in send.skipped for s in range(first, first + count))
     stopped, hit, lost = 0, 0, 0
     for sport in range(FLOWS):
-        down = (t_down - start - sport * stagger) / interval   # its seq sent as it went down
-        received = {seq for seq, _t in arrivals.get(str(base_sport + sport), ())}
+        # its seq sent as it went down
+        down = (t_down - send.start - sport * send.stagger) / interval
+        received = {seq for seq, _t in arrivals.get(str(send.base_sport + sport), ())}
         begun = min(received, default=sent)       # before it: the probe starting
         before, after = 0, 0
         for first, length in missing_runs(received, sent, gaps):
@@ -314,10 +334,9 @@ class Failures:
             sender = _reply(send)
             arrivals = _reply(recv).get("arrivals", {})
             if "t_down" in event and "start" in sender:
-                event["probe"] = {"src": src, "dst": dst, **analyse(
-                    arrivals, sender["sent"], sender["start"], event["t_down"], interval,
-                    BASE_SPORT + FLOWS * k, sender.get("skipped", ()),
-                    sender.get("stagger", 0.0))}
+                probe = ProbeSend.of(sender, interval, BASE_SPORT + FLOWS * k)
+                event["probe"] = {"src": src, "dst": dst,
+                                  **analyse(arrivals, probe, event["t_down"])}
         report = []
         for event in self.events:
             if "t_down" not in event:

@@ -13,7 +13,7 @@ The modules, each with one job:
 - inputs: PlanError, the ranges of the inputs and their validators, parse_bytes.
 - designs: full mesh, single switch, 2- and 3-tier Clos; plan() and min_radix()
   (the formulas are in its docstring).
-- training: the training arithmetic.
+- compute: the training arithmetic.
 - costmodel: ring and hierarchical AllReduce seconds, predict_allreduce,
   fit_alpha_beta.
 - calibration: the AllReduce model read off a fabric's schedule, calibrated
@@ -24,18 +24,19 @@ The modules, each with one job:
 
 from planner.calibration import calibrate_from_run, fabric_model, fabric_predictions
 from planner.cli import main
-from planner.costmodel import (NVLINK_GBPS, fit_alpha_beta, hierarchical_allreduce_seconds,
-                               predict_allreduce, ring_allreduce_seconds)
+from planner.costmodel import (NVLINK_GBPS, Links, fit_alpha_beta,
+                               hierarchical_allreduce_seconds, predict_allreduce,
+                               ring_allreduce_seconds)
 from planner.designs import DESIGNS, MAX_HOPS, Design, min_radix, plan
 from planner.inputs import (MAX_GPUS, MAX_GPUS_PER_SERVER, MAX_RADIX, MIN_GPUS, MIN_RADIX,
                             PlanError, parse_bytes)
 from planner.report import format_fabric, format_plan
-from planner.compute import DAYS_PER_YEAR, SECONDS_PER_DAY, training_arithmetic
+from planner.compute import DAYS_PER_YEAR, SECONDS_PER_DAY, TrainingRun, training_arithmetic
 
 __all__ = [
     "DAYS_PER_YEAR", "DESIGNS", "MAX_GPUS", "MAX_GPUS_PER_SERVER", "MAX_HOPS", "MAX_RADIX",
-    "MIN_GPUS", "MIN_RADIX", "NVLINK_GBPS", "SECONDS_PER_DAY", "Design", "PlanError",
-    "calibrate_from_run", "fabric_model", "fabric_predictions", "fit_alpha_beta",
+    "MIN_GPUS", "MIN_RADIX", "NVLINK_GBPS", "SECONDS_PER_DAY", "Design", "Links", "PlanError",
+    "TrainingRun", "calibrate_from_run", "fabric_model", "fabric_predictions", "fit_alpha_beta",
     "format_fabric", "format_plan", "hierarchical_allreduce_seconds", "main", "min_radix",
     "parse_bytes", "plan", "predict_allreduce", "ring_allreduce_seconds", "training_arithmetic",
 ]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from planner import inputs as check
 from planner.calibration import calibrate_from_run, fabric_predictions
-from planner.costmodel import NVLINK_GBPS, predict_allreduce
+from planner.compute import TrainingRun
+from planner.costmodel import NVLINK_GBPS, Links, predict_allreduce
 from planner.designs import plan
 from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
@@ -252,12 +253,12 @@ def _plan(args, fabric) -> dict:
             raise PlanError(f"{'--fabric' if args.fabric else '--results'}: {fabric.name} has "
                             f"{args.gpus} GPU, and a plan needs at least {check.MIN_GPUS}: "
                             "give --gpus")
+    training = TrainingRun(total_flops=args.flops, gpu_flops=args.gpu_pflops * 1e15,
+                           utilisation=args.utilisation)
     result = plan(args.gpus, args.radix, args.gpus_per_server, args.nics_per_server,
-                  args.link_gbps, args.oversubscription, gpu_flops=args.gpu_pflops * 1e15,
-                  total_flops=args.flops, utilisation=args.utilisation)
-    result["allreduce"] = predict_allreduce(result, parse_bytes(args.gradient_bytes),
-                                            alpha_s=args.alpha_us * 1e-6,
-                                            intra_gbps=args.intra_gbps)
+                  args.link_gbps, args.oversubscription, training=training)
+    result["allreduce"] = predict_allreduce(result, parse_bytes(args.gradient_bytes), Links(
+        alpha_s=args.alpha_us * 1e-6, intra_gbps=args.intra_gbps))
     return result
 
 

@@ -9,10 +9,21 @@ ideal linear scaling derated by ``utilisation``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner import inputs as check
 
 SECONDS_PER_DAY = 86400.0
 DAYS_PER_YEAR = 365.25
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """The training run a plan is for: its FLOPs, one GPU's FLOP/s, and the
+    share of them the run reaches (`utilisation`)."""
+    total_flops: float = 1e24
+    gpu_flops: float = 2e15
+    utilisation: float = 1.0
 
 
 def training_arithmetic(total_flops=1e24, gpu_flops=2e15, gpus=1, utilisation=1.0) -> dict:

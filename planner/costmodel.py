@@ -25,6 +25,8 @@ by g/nics.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Optional
 
 from planner import inputs as check
 from planner.inputs import PlanError
@@ -115,17 +117,30 @@ def fit_alpha_beta(points) -> tuple:
     return best
 
 
-def predict_allreduce(plan_or_gpus, gradient_bytes, alpha_s=5e-6, link_gbps=None, intra_gbps=None,
-                      efficiency=1.0, *, gpus_per_server=None, nics_per_server=None,
-                      intra_alpha_s=None) -> dict:
+@dataclass(frozen=True)
+class Links:
+    """What `predict_allreduce` prices an AllReduce at: the latency of a step
+    (`alpha_s`; `intra_alpha_s` inside a server, alpha_s when None), the rate
+    of the scale-out link (`link_gbps`; None: the plan's, 400 without one) and
+    of NVLink inside a server (`intra_gbps`; None: NVLINK_GBPS), and the share
+    of those rates a transfer reaches (`efficiency`)."""
+    alpha_s: float = 5e-6
+    link_gbps: Optional[float] = None
+    intra_gbps: Optional[float] = None
+    efficiency: float = 1.0
+    intra_alpha_s: Optional[float] = None
+
+
+def predict_allreduce(plan_or_gpus, gradient_bytes, links: Links = Links(), *,
+                      gpus_per_server=None, nics_per_server=None) -> dict:
     """Flat-ring and hierarchical AllReduce times of `gradient_bytes` over the GPUs
-    of a plan (the dict `plan` returns) or over a GPU count.
+    of a plan (the dict `plan` returns) or over a GPU count, on `links`.
 
     beta = 8 / (link_gbps * 1e9 * efficiency) for the scale-out link and
-    8 / (intra_gbps * 1e9 * efficiency) inside a server (NVLINK_GBPS when not
-    given); intra_alpha_s defaults to alpha_s. Arguments given explicitly win
-    over the plan's inputs; without a plan, 8 GPUs and 8 NICs per server at
-    400 Gbit/s."""
+    8 / (intra_gbps * 1e9 * efficiency) inside a server. A server's GPUs and
+    NICs and the link rate given explicitly win over the plan's inputs;
+    without a plan, 8 GPUs and 8 NICs per server at 400 Gbit/s."""
+    link_gbps = links.link_gbps
     if isinstance(plan_or_gpus, dict):
         inputs = plan_or_gpus.get("inputs", plan_or_gpus)
         gpus = inputs.get("gpus")
@@ -142,12 +157,13 @@ def predict_allreduce(plan_or_gpus, gradient_bytes, alpha_s=5e-6, link_gbps=None
                     1, check.MAX_GPUS_PER_SERVER)
     nics = check.nics_per_server(g if nics_per_server is None else nics_per_server, g)
     link_gbps = check.positive("link_gbps", 400.0 if link_gbps is None else link_gbps)
-    intra_gbps = check.positive("intra_gbps", NVLINK_GBPS if intra_gbps is None else intra_gbps)
-    efficiency = check.fraction("efficiency", efficiency)
+    intra_gbps = check.positive("intra_gbps", NVLINK_GBPS if links.intra_gbps is None
+                                else links.intra_gbps)
+    efficiency = check.fraction("efficiency", links.efficiency)
     S = check.non_negative("gradient_bytes", gradient_bytes)
-    alpha = float(check.non_negative("alpha_s", alpha_s))
-    intra_alpha = float(check.non_negative("intra_alpha_s",
-                                           alpha if intra_alpha_s is None else intra_alpha_s))
+    alpha = float(check.non_negative("alpha_s", links.alpha_s))
+    intra_alpha = float(check.non_negative("intra_alpha_s", alpha if links.intra_alpha_s is None
+                                           else links.intra_alpha_s))
 
     nodes = math.ceil(gpus / g)
     per_node = min(g, gpus)

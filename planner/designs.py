@@ -65,7 +65,7 @@ from typing import Callable, Optional
 from planner import inputs as check
 from planner.inputs import MAX_RADIX, MIN_RADIX, PlanError
 from planner.report import ratio_text
-from planner.compute import training_arithmetic
+from planner.compute import TrainingRun, training_arithmetic
 
 
 @dataclass
@@ -214,9 +214,10 @@ def _clos(name, E, R, r, o):
 
 
 def plan(gpus, radix=64, gpus_per_server=8, nics_per_server=8, link_gbps=400.0,
-         oversubscription=1.0, *, gpu_flops=2e15, total_flops=1e24, utilisation=1.0) -> dict:
+         oversubscription=1.0, *, training: TrainingRun = TrainingRun()) -> dict:
     """Switches, ports and cables of each design for `gpus`, and the training
-    arithmetic. Raises PlanError on an input it cannot use."""
+    arithmetic of `training` on them. Raises PlanError on an input it cannot
+    use."""
     gpus = check.whole("gpus", gpus, check.MIN_GPUS, check.MAX_GPUS)
     even = f"an even whole number from {MIN_RADIX} to {MAX_RADIX:,} (ports per switch)"
     radix = check.whole("radix", radix, MIN_RADIX, MAX_RADIX, even)
@@ -226,7 +227,8 @@ def plan(gpus, radix=64, gpus_per_server=8, nics_per_server=8, link_gbps=400.0,
     nics_per_server = check.nics_per_server(nics_per_server, gpus_per_server)
     link_gbps = check.positive("link_gbps", link_gbps)
     oversubscription = check.at_least_one("oversubscription", oversubscription)
-    training = training_arithmetic(total_flops, gpu_flops, gpus, utilisation)
+    arithmetic = training_arithmetic(training.total_flops, training.gpu_flops, gpus,
+                                     training.utilisation)
 
     servers = math.ceil(gpus / gpus_per_server)
     E = servers * nics_per_server
@@ -234,12 +236,13 @@ def plan(gpus, radix=64, gpus_per_server=8, nics_per_server=8, link_gbps=400.0,
     return {
         "inputs": {"gpus": gpus, "radix": radix, "gpus_per_server": gpus_per_server,
                    "nics_per_server": nics_per_server, "link_gbps": link_gbps,
-                   "oversubscription": oversubscription, "gpu_flops": training["gpu_flops"],
-                   "total_flops": training["total_flops"], "utilisation": training["utilisation"]},
+                   "oversubscription": oversubscription, "gpu_flops": arithmetic["gpu_flops"],
+                   "total_flops": arithmetic["total_flops"],
+                   "utilisation": arithmetic["utilisation"]},
         "servers": servers,
         "endpoints": E,
         "designs": designs,
-        "training": training,
+        "training": arithmetic,
     }
 
 

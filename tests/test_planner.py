@@ -278,7 +278,7 @@ def test_fit_alpha_beta_rejects_unusable_points(points):
 
 def test_predict_allreduce_from_a_plan():
     result = P.plan(64, link_gbps=400)
-    ar = P.predict_allreduce(result, 1 << 30, alpha_s=5e-6, intra_gbps=3600)
+    ar = P.predict_allreduce(result, 1 << 30, P.Links(alpha_s=5e-6, intra_gbps=3600))
     beta = 8 / 400e9
     assert ar["beta_s_per_byte"] == pytest.approx(beta)
     assert ar["nodes"] == 8 and ar["gpus_per_node"] == 8
@@ -289,10 +289,10 @@ def test_predict_allreduce_from_a_plan():
 
 
 def test_predict_allreduce_efficiency_and_shared_nics():
-    full = P.predict_allreduce(64, 1e9, alpha_s=0, link_gbps=100)
-    half = P.predict_allreduce(64, 1e9, alpha_s=0, link_gbps=100, efficiency=0.5)
+    full = P.predict_allreduce(64, 1e9, P.Links(alpha_s=0, link_gbps=100))
+    half = P.predict_allreduce(64, 1e9, P.Links(alpha_s=0, link_gbps=100, efficiency=0.5))
     assert half["ring_seconds"] == pytest.approx(2 * full["ring_seconds"])
-    shared = P.predict_allreduce(64, 1e9, alpha_s=0, link_gbps=100, nics_per_server=1)
+    shared = P.predict_allreduce(64, 1e9, P.Links(alpha_s=0, link_gbps=100), nics_per_server=1)
     assert shared["inter_beta_s_per_byte"] == pytest.approx(8 * full["inter_beta_s_per_byte"])
 
 

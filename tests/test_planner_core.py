@@ -284,15 +284,17 @@ def test_plan_refusals():
     refused(D.plan, 16, link_gbps=0, message="link_gbps must be a number greater than 0, got 0")
     refused(D.plan, 16, oversubscription=0.99,
             message="oversubscription must be a number of at least 1, got 0.99")
-    refused(D.plan, 16, gpu_flops=0, message="gpu_flops must be a number greater than 0, got 0")
-    refused(D.plan, 16, total_flops=-1, message="total_flops must be a number greater than 0, got -1")
-    refused(D.plan, 16, utilisation=1.5,
+    refused(D.plan, 16, training=TR.TrainingRun(gpu_flops=0),
+            message="gpu_flops must be a number greater than 0, got 0")
+    refused(D.plan, 16, training=TR.TrainingRun(total_flops=-1),
+            message="total_flops must be a number greater than 0, got -1")
+    refused(D.plan, 16, training=TR.TrainingRun(utilisation=1.5),
             message="utilisation must be a number greater than 0 and at most 1, got 1.5")
 
 
 def test_plan_passes_its_training_arguments_through():
-    r = D.plan(1000, gpus_per_server=1, nics_per_server=1, gpu_flops=1e15, total_flops=1e21,
-               utilisation=0.5)
+    r = D.plan(1000, gpus_per_server=1, nics_per_server=1,
+               training=TR.TrainingRun(total_flops=1e21, gpu_flops=1e15, utilisation=0.5))
     assert r["inputs"]["gpu_flops"] == 1e15 and r["inputs"]["total_flops"] == 1e21
     assert r["inputs"]["utilisation"] == 0.5
     assert r["training"]["seconds_all_gpus"] == approx(2000.0)   # 1e21 / (1e15*1000*0.5) = 1e21 / 5e17
@@ -452,9 +454,9 @@ def test_predict_allreduce_shared_nics_efficiency_and_intra_alpha():
     Hier: intra 7e-6 + 7/8*8e6*2e-11 = 7e-6 + 1.4e-4 = 1.47e-4 each;
     inter 2*2e-6 + 1e6*6.4e-10 = 4e-6 + 6.4e-4 = 6.44e-4. Ring: 30*2e-6 +
     30/16*8e6*1.6e-10 = 6e-5 + 2.4e-3."""
-    p = C.predict_allreduce(16, 8e6, alpha_s=2e-6, link_gbps=100, intra_gbps=800,
-                            efficiency=0.5, gpus_per_server=8, nics_per_server=2,
-                            intra_alpha_s=1e-6)
+    links = C.Links(alpha_s=2e-6, link_gbps=100, intra_gbps=800, efficiency=0.5,
+                    intra_alpha_s=1e-6)
+    p = C.predict_allreduce(16, 8e6, links, gpus_per_server=8, nics_per_server=2)
     assert p["nics_per_node"] == 2 and p["intra_alpha_s"] == 1e-6 and p["alpha_s"] == 2e-6
     assert p["beta_s_per_byte"] == approx(1.6e-10, rel=1e-12)
     assert p["intra_beta_s_per_byte"] == approx(2e-11, rel=1e-12)
@@ -478,7 +480,7 @@ def test_predict_allreduce_fewer_gpus_than_a_server():
 
 
 def test_predict_allreduce_zero_time_speedup_is_one():
-    p = C.predict_allreduce(16, 0, alpha_s=0)
+    p = C.predict_allreduce(16, 0, C.Links(alpha_s=0))
     assert p["ring_seconds"] == 0 and p["hierarchical_seconds"] == 0 and p["speedup"] == 1.0
 
 
@@ -494,7 +496,8 @@ def test_predict_allreduce_from_a_plan_and_explicit_arguments_win():
     q = C.predict_allreduce(plan["inputs"], 1e6)
     assert q["nodes"] == 4 and q["nics_per_node"] == 2 and q["link_gbps"] == 100.0
     # explicit arguments win
-    r = C.predict_allreduce(plan, 1e6, link_gbps=200, gpus_per_server=2, nics_per_server=1)
+    r = C.predict_allreduce(plan, 1e6, C.Links(link_gbps=200), gpus_per_server=2,
+                            nics_per_server=1)
     assert r["nodes"] == 8 and r["gpus_per_node"] == 2 and r["nics_per_node"] == 1
     assert r["link_gbps"] == 200.0 and r["beta_s_per_byte"] == approx(4e-11)
 
@@ -518,17 +521,17 @@ def test_predict_allreduce_refusals():
             message="gpus_per_server must be a whole number from 1 to 72, got 0")
     refused(C.predict_allreduce, 8, 1, nics_per_server=9,
             message="nics_per_server must be a whole number from 1 to gpus_per_server (8), got 9")
-    refused(C.predict_allreduce, 8, 1, link_gbps=0,
+    refused(C.predict_allreduce, 8, 1, C.Links(link_gbps=0),
             message="link_gbps must be a number greater than 0, got 0")
-    refused(C.predict_allreduce, 8, 1, intra_gbps=-1,
+    refused(C.predict_allreduce, 8, 1, C.Links(intra_gbps=-1),
             message="intra_gbps must be a number greater than 0, got -1")
-    refused(C.predict_allreduce, 8, 1, efficiency=0,
+    refused(C.predict_allreduce, 8, 1, C.Links(efficiency=0),
             message="efficiency must be a number greater than 0 and at most 1, got 0")
     refused(C.predict_allreduce, 8, -1,
             message="gradient_bytes must be a number of at least 0, got -1")
-    refused(C.predict_allreduce, 8, 1, alpha_s=-1,
+    refused(C.predict_allreduce, 8, 1, C.Links(alpha_s=-1),
             message="alpha_s must be a number of at least 0, got -1")
-    refused(C.predict_allreduce, 8, 1, intra_alpha_s=-1,
+    refused(C.predict_allreduce, 8, 1, C.Links(intra_alpha_s=-1),
             message="intra_alpha_s must be a number of at least 0, got -1")
     assert C.predict_allreduce(10_000_000, 1, gpus_per_server=72)["gpus"] == 10_000_000
 
@@ -1038,7 +1041,7 @@ def test_training_with_comm_hierarchical_by_hand():
     step; 1e24 / (6e6 x 16) steps; per bucket 1e-3 s (1 MiB) and 5e-4 s (the rest);
     bandwidth time of a 1 MiB bucket: 2 x 131,072 B a rail at 5e10 B/s."""
     args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=1, bucket=1048576)
-    result = D.plan(16, utilisation=0.5)
+    result = D.plan(16, training=TR.TrainingRun(utilisation=0.5))
     rows = (_sim_rows("clos-2", "server", "ring", {1048576: 9.0, 951424: 9.0})
             + _sim_rows("clos-2", "server", "hierarchical", BUCKETS)
             + _sim_rows("clos-3", "rail", "hierarchical", {1048576: 2e-3, 951424: 1e-3}, 128))
@@ -1222,7 +1225,8 @@ def test_step_compute_time_is_exact():
     (a TFLOP/s is exactly 1e12 FLOP/s)."""
     args = SimpleNamespace(params=1e6, layers=2, tokens_per_gpu=1, bucket=1048576)
     rows = _sim_rows("clos-2", "server", "hierarchical", BUCKETS)
-    t = ST.training_with_comm(args, D.plan(16, utilisation=0.5), {"gpus": 16, "rows": rows})
+    half_used = D.plan(16, training=TR.TrainingRun(utilisation=0.5))
+    t = ST.training_with_comm(args, half_used, {"gpus": 16, "rows": rows})
     assert t["compute_s"] == approx(6e-9, rel=1e-14)
 
 

@@ -28,8 +28,8 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     intra = fabric.spec["links"].get("intra_node")
     beta_intra = metrics.beta_for_rate(intra["rate_mbit"], fabric.mtu) if intra else None
     nic = {rank: (e.leaf, e.port) for rank, e in enumerate(fabric.endpoints)}   # rank -> its NIC
-    seconds = alphabeta.predict_seconds("allreduce", algorithm, n, count, 0.0, beta, 0, local,
-                                beta_intra, nic.__getitem__)
+    costs = alphabeta.Costs(0.0, beta, beta_intra, nic.__getitem__)
+    seconds = alphabeta.predict("allreduce", algorithm, n, count, costs, 0, local)
     steps = alphabeta.schedule_cost(schedules.build("allreduce", algorithm, n, count, local=local))["steps"]
     return {"steps": steps, "bandwidth_s": seconds}
 

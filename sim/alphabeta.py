@@ -13,6 +13,7 @@ equal answers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from collectives import schedules
@@ -49,20 +50,31 @@ def serial_phase(algorithm: str, sched: schedules.Schedule) -> Callable[[int], i
     return lambda step: 0 if step == 0 else 2 if step == last else 1
 
 
-def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: float,
-                    beta: float, root: int = 0, local: int = 1,
-                    beta_intra: Optional[float] = None,
-                    nic_of: Optional[Callable[[int], object]] = None) -> float:
+@dataclass(frozen=True)
+class Costs:
+    """What the model charges: `alpha` seconds a dependent step, `beta`
+    seconds a byte on a rank's NIC, `beta_intra` a byte to a peer in the
+    same server (None: every byte at beta), and the NIC each rank sends and
+    receives by (`nic_of(rank)`; None: a NIC of its own)."""
+    alpha: float
+    beta: float
+    beta_intra: Optional[float] = None
+    nic_of: Optional[Callable[[int], object]] = None
+
+
+def predict(collective: str, algorithm: str, n: int, count: int, costs: Costs,
+            root: int = 0, local: int = 1) -> float:
     """alpha x steps + beta x bytes. With multi-GPU servers (`local` > 1) and
-    `beta_intra` given, a rank's bytes to peers in its own server cost
+    `costs.beta_intra` given, a rank's bytes to peers in its own server cost
     beta_intra each, and its bytes to other servers cost beta on its NIC,
-    counting every rank that shares the NIC (`nic_of(rank)`); the phases of a
-    rank add up, and the slowest rank sets the time."""
+    counting every rank that shares the NIC (`costs.nic_of`); the phases of
+    a rank add up, and the slowest rank sets the time."""
+    alpha, beta, beta_intra = costs.alpha, costs.beta, costs.beta_intra
     sched = schedules.build(collective, algorithm, n, count, root, local=local)
     cost = schedule_cost(sched, algorithm)
     if local == 1 or beta_intra is None:
         return alpha * cost["steps"] + beta * cost["max_rank_elements"] * TYPE_SIZE
-    nic_of = nic_of or (lambda r: r)
+    nic_of = costs.nic_of or (lambda r: r)
     intra: Dict[int, List[int]] = {r: [0, 0] for r in sched}
     nic: Dict[object, List[int]] = {}
     for rank, ops in sched.items():
@@ -77,3 +89,13 @@ def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: 
     worst = max(max(intra[r]) * beta_intra + max(nic.get(nic_of(r), [0, 0])) * beta
                 for r in sched)
     return alpha * cost["steps"] + worst
+
+
+def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: float,
+                    beta: float, root: int = 0, local: int = 1,
+                    beta_intra: Optional[float] = None,
+                    nic_of: Optional[Callable[[int], object]] = None) -> float:
+    """`predict` with its Costs given one by one, as runs/sweep.py and
+    tests/test_schedules.py still call it."""
+    return predict(collective, algorithm, n, count, Costs(alpha, beta, beta_intra, nic_of),
+                   root, local)

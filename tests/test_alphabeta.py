@@ -6,7 +6,7 @@ for ring and hierarchical AllReduce."""
 import pytest
 
 from planner.costmodel import hierarchical_allreduce_seconds, ring_allreduce_seconds
-from sim.alphabeta import predict_seconds
+from sim.alphabeta import Costs, predict
 
 ALPHA, BETA, BETA_INTRA = 5e-6, 8 / 50e9, 1 / 450e9
 
@@ -15,13 +15,13 @@ ALPHA, BETA, BETA_INTRA = 5e-6, 8 / 50e9, 1 / 450e9
 def test_the_closed_form_ring_is_the_schedules_cost(n):
     size = n * 4 * 1000
     assert ring_allreduce_seconds(n, size, ALPHA, BETA) == pytest.approx(
-        predict_seconds("allreduce", "ring", n, size // 4, ALPHA, BETA), rel=1e-12)
+        predict("allreduce", "ring", n, size // 4, Costs(ALPHA, BETA)), rel=1e-12)
 
 
 @pytest.mark.parametrize("nodes, gpus", [(2, 2), (2, 4), (3, 4), (4, 8), (5, 2)])
 def test_the_closed_form_hierarchical_is_the_schedules_cost(nodes, gpus):
     size = nodes * gpus * 4 * 100
     closed = hierarchical_allreduce_seconds(nodes, gpus, size, ALPHA, BETA_INTRA, ALPHA, BETA)
-    assert closed == pytest.approx(predict_seconds(
-        "allreduce", "hierarchical", nodes * gpus, size // 4, ALPHA, BETA, 0, gpus,
-        BETA_INTRA), rel=1e-12)
+    assert closed == pytest.approx(predict(
+        "allreduce", "hierarchical", nodes * gpus, size // 4, Costs(ALPHA, BETA, BETA_INTRA), 0,
+        gpus), rel=1e-12)

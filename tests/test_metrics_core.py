@@ -17,6 +17,7 @@ from harness.fabrics import leaf_spine
 from topologies.fabric import parse_fabric
 from collectives import metrics as M
 from sim import alphabeta
+from sim.alphabeta import Costs
 from collectives import schedules as S
 
 ALPHA, BETA, BETA_INTRA = 1e-5, 1e-8, 1e-9      # s per step, s per network byte, s per NVLink byte
@@ -62,18 +63,18 @@ def test_prediction_is_each_algorithms_closed_form(collective, algorithm, n, cou
     """alpha x steps + beta x bytes with the steps and bytes of the closed
     form above, for every algorithm the schedules build."""
     want = ALPHA * steps + BETA * nbytes
-    assert alphabeta.predict_seconds(collective, algorithm, n, count, ALPHA, BETA) == pytest.approx(
+    assert alphabeta.predict(collective, algorithm, n, count, Costs(ALPHA, BETA)) == pytest.approx(
         want, **EXACT)
     cost = alphabeta.schedule_cost(S.build(collective, algorithm, n, count), algorithm)
     assert cost == {"steps": steps, "max_rank_elements": nbytes / 4}
 
 
 def test_rhd_prediction_prices_the_fold_in_sequence_without_being_told_separately():
-    """predict_seconds passes the algorithm on: rhd over 6 ranks costs the
+    """predict passes the algorithm on: rhd over 6 ranks costs the
     folding rank S + 1.5 S + S = 3.5 S, not the 2.5 S it would if the fold
     overlapped the exchange."""
     count, size = 4000, 16000
-    assert alphabeta.predict_seconds("allreduce", "rhd", 6, count, 0.0, BETA) == pytest.approx(
+    assert alphabeta.predict("allreduce", "rhd", 6, count, Costs(0.0, BETA)) == pytest.approx(
         3.5 * size * BETA, **EXACT)
 
 
@@ -81,10 +82,10 @@ def test_without_intra_rates_every_byte_is_priced_at_the_network_rate():
     """GPUs per server with no intra-node rate (or an intra rate with one GPU
     per server) leave the one-rate model: 2(n-1)a + 2(n-1)/n S b."""
     ring = 6 * ALPHA + 24000 * BETA                    # n=4, S=16000 B
-    assert alphabeta.predict_seconds("allreduce", "ring", 4, 4000, ALPHA, BETA, 0, 2) == pytest.approx(
+    assert alphabeta.predict("allreduce", "ring", 4, 4000, Costs(ALPHA, BETA), 0, 2) == pytest.approx(
         ring, **EXACT)
-    assert alphabeta.predict_seconds("allreduce", "ring", 4, 4000, ALPHA, BETA,
-                             beta_intra=BETA_INTRA) == pytest.approx(ring, **EXACT)
+    assert alphabeta.predict("allreduce", "ring", 4, 4000,
+                             Costs(ALPHA, BETA, BETA_INTRA)) == pytest.approx(ring, **EXACT)
 
 
 # --- the prediction with multi-GPU servers -------------------------------------------------
@@ -98,7 +99,7 @@ def test_ring_over_two_gpu_servers_pays_both_links_at_every_rank():
     sends 6 blocks of 4000 B one way and receives 6 the other, one of the two
     inside its server and the other across the network: 6a + 24000(bi + b)."""
     want = 6 * ALPHA + 24000 * (BETA_INTRA + BETA)
-    got = alphabeta.predict_seconds("allreduce", "ring", 4, 4000, ALPHA, BETA, 0, 2, BETA_INTRA)
+    got = alphabeta.predict("allreduce", "ring", 4, 4000, Costs(ALPHA, BETA, BETA_INTRA), 0, 2)
     assert got == pytest.approx(want, **EXACT)
 
 
@@ -108,15 +109,16 @@ def test_ranks_sharing_a_nic_add_up_on_it():
     so the NIC still carries 24000 B each way; in hierarchical AllReduce both
     send and receive across, and the shared NIC carries twice one GPU's bytes."""
     server = lambda r: r // 2                                    # noqa: E731
-    got = alphabeta.predict_seconds("allreduce", "ring", 4, 4000, ALPHA, BETA, 0, 2, BETA_INTRA, server)
+    shared_nic = Costs(ALPHA, BETA, BETA_INTRA, server)
+    got = alphabeta.predict("allreduce", "ring", 4, 4000, shared_nic, 0, 2)
     assert got == pytest.approx(6 * ALPHA + 24000 * (BETA_INTRA + BETA), **EXACT)
     # hierarchical, n=4, 2 GPUs per server, S = 16000 B: steps 1 (intra RS)
     # + 2 (ring AllReduce of 2 servers) + 1 (intra AG) = 4; per GPU inside its
     # server 2(l-1)/l S = 16000 B each way, across 2(m-1)/m S/l = 8000 B each way
-    own = alphabeta.predict_seconds("allreduce", "hierarchical", 4, 4000, ALPHA, BETA, 0, 2, BETA_INTRA)
+    own = alphabeta.predict("allreduce", "hierarchical", 4, 4000, Costs(ALPHA, BETA, BETA_INTRA),
+                            0, 2)
     assert own == pytest.approx(4 * ALPHA + 16000 * BETA_INTRA + 8000 * BETA, **EXACT)
-    shared = alphabeta.predict_seconds("allreduce", "hierarchical", 4, 4000, ALPHA, BETA, 0, 2,
-                               BETA_INTRA, server)
+    shared = alphabeta.predict("allreduce", "hierarchical", 4, 4000, shared_nic, 0, 2)
     assert shared == pytest.approx(4 * ALPHA + 16000 * BETA_INTRA + 16000 * BETA, **EXACT)
 
 
@@ -125,7 +127,7 @@ def test_alltoall_over_two_gpu_servers_counts_both_directions_of_each_link():
     its server mate and two across, and receives the same: 3a + 4000 bi +
     8000 b. (The rank's own block is a copy: no link.)"""
     want = 3 * ALPHA + 4000 * BETA_INTRA + 8000 * BETA
-    got = alphabeta.predict_seconds("alltoall", "pairwise", 4, 4000, ALPHA, BETA, 0, 2, BETA_INTRA)
+    got = alphabeta.predict("alltoall", "pairwise", 4, 4000, Costs(ALPHA, BETA, BETA_INTRA), 0, 2)
     assert got == pytest.approx(want, **EXACT)
 
 
@@ -134,7 +136,7 @@ def test_a_chain_prices_ranks_that_never_touch_the_network():
     ranks 1 and 2 each move S inside and S across: 3a + 4000(bi + b); ranks
     0 and 3 never use their NIC."""
     want = 3 * ALPHA + 4000 * (BETA_INTRA + BETA)
-    got = alphabeta.predict_seconds("broadcast", "ring", 4, 1000, ALPHA, BETA, 0, 2, BETA_INTRA)
+    got = alphabeta.predict("broadcast", "ring", 4, 1000, Costs(ALPHA, BETA, BETA_INTRA), 0, 2)
     assert got == pytest.approx(want, **EXACT)
 
 
@@ -142,8 +144,16 @@ def test_one_server_costs_only_its_intra_links():
     """Two GPUs of one server, ring AllReduce of S = 8000 B: each sends 2
     blocks of 4000 B to the other and receives 2: 2a + 8000 bi, nothing on
     the NIC."""
-    got = alphabeta.predict_seconds("allreduce", "ring", 2, 2000, ALPHA, BETA, 0, 2, BETA_INTRA)
+    got = alphabeta.predict("allreduce", "ring", 2, 2000, Costs(ALPHA, BETA, BETA_INTRA), 0, 2)
     assert got == pytest.approx(2 * ALPHA + 8000 * BETA_INTRA, **EXACT)
+
+
+def test_predict_seconds_is_predict_with_its_costs_given_one_by_one():
+    server = lambda r: r // 2                                    # noqa: E731
+    for collective, algorithm in (("allreduce", "hierarchical"), ("broadcast", "ring")):
+        assert alphabeta.predict_seconds(collective, algorithm, 4, 4000, ALPHA, BETA, 1, 2,
+                                         BETA_INTRA, server) == alphabeta.predict(
+            collective, algorithm, 4, 4000, Costs(ALPHA, BETA, BETA_INTRA, server), 1, 2)
 
 
 def test_the_root_decides_which_hop_of_the_chain_is_left_out():
@@ -153,10 +163,11 @@ def test_the_root_decides_which_hop_of_the_chain_is_left_out():
     twice and never uses the link inside: 2a + 4000 b. The default root is 0."""
     root0 = 2 * ALPHA + 4000 * (BETA_INTRA + BETA)
     root1 = 2 * ALPHA + 4000 * BETA
-    assert alphabeta.predict_seconds("broadcast", "ring", 3, 1000, ALPHA, BETA, local=2,
-                             beta_intra=BETA_INTRA) == pytest.approx(root0, **EXACT)
-    assert alphabeta.predict_seconds("broadcast", "ring", 3, 1000, ALPHA, BETA, 1, 2,
-                             BETA_INTRA) == pytest.approx(root1, **EXACT)
+    costs = Costs(ALPHA, BETA, BETA_INTRA)
+    assert alphabeta.predict("broadcast", "ring", 3, 1000, costs, local=2) == pytest.approx(
+        root0, **EXACT)
+    assert alphabeta.predict("broadcast", "ring", 3, 1000, costs, 1, 2) == pytest.approx(
+        root1, **EXACT)
 
 
 # --- schedule_cost and serial_phase ----------------------------------------------------------

@@ -4,6 +4,7 @@ messages handed over in the order they were sent; and a stored value read
 back as a float."""
 
 from collections import deque
+from dataclasses import dataclass
 from typing import List
 
 import numpy as np
@@ -13,13 +14,30 @@ from collectives.datatypes import Data, DataType, to_arith
 from collectives.executor import RankExecutor
 
 
-def simulate(collective: str, algorithm: str, n: int, count: int, root: int = 0,
-             piece_elements: int = 0, local: int = 1, dtype: str = "float",
-             op: str = "sum") -> List[RankExecutor]:
+@dataclass(frozen=True)
+class Layout:
+    """How a schedule is laid out besides its size: the root rank, the
+    pieces its messages are cut into (0: whole) and the GPUs per server."""
+    root: int = 0
+    piece_elements: int = 0
+    local: int = 1
+
+
+@dataclass(frozen=True)
+class Values:
+    """What the buffers hold and how they combine: nccl-tests' type and op."""
+    dtype: str = "float"
+    op: str = "sum"
+
+
+def simulate(collective: str, algorithm: str, n: int, count: int,
+             layout: Layout = Layout(), values: Values = Values()) -> List[RankExecutor]:
     """Run a schedule in-process, messages delivered in order of sending."""
-    sched = schedules.build(collective, algorithm, n, count, root, piece_elements, local)
-    data = Data(dtype, op, n)
-    ranks = [RankExecutor(r, n, sched[r], collective, count, root, data) for r in range(n)]
+    sched = schedules.build(collective, algorithm, n, count, layout.root,
+                            layout.piece_elements, layout.local)
+    data = Data(values.dtype, values.op, n)
+    ranks = [RankExecutor(r, n, sched[r], collective, count, layout.root, data)
+             for r in range(n)]
     wire: deque = deque()
     while not all(x.finished for x in ranks):
         for x in ranks:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from collectives import datatypes as D
 from collectives import schedules as S
-from harness.collectives import as_floats, simulate
+from harness.collectives import Layout, Values, as_floats, simulate
 from collectives.registry import REDUCING
 
 CASES = [(c, a) for c in REDUCING for a in S.ALGORITHMS[c]]
@@ -72,7 +72,7 @@ def test_every_type_and_op_matches_numpy(dtype, op, collective, algorithm):
             continue
         count = S.round_count(collective, n, 96)
         want = numpy_reference(dtype, op, n, count)
-        ranks = simulate(collective, algorithm, n, count, 0, 7, local, dtype, op)
+        ranks = simulate(collective, algorithm, n, count, Layout(0, 7, local), Values(dtype, op))
         assert [r.wrong() for r in ranks] == [0] * n, (n, [r.wrong() for r in ranks])
         assert sum(r.bad_chunk_elements for r in ranks) == 0
         for r in ranks:
@@ -121,7 +121,7 @@ def test_float32_sum_inputs_are_those_of_before():
 
 def test_a_wrong_element_is_counted_in_every_type():
     for dtype in TYPES:
-        ranks = simulate("allreduce", "ring", 4, 16, dtype=dtype, op="max")
+        ranks = simulate("allreduce", "ring", 4, 16, values=Values(dtype, "max"))
         ranks[1].buf[3] = ranks[1].buf[2] if ranks[1].buf[3] != ranks[1].buf[2] else 0
         assert [r.wrong() for r in ranks] == [0, 1, 0, 0], dtype
 

@@ -8,7 +8,7 @@ from collectives import metrics as M
 from sim import alphabeta
 from collectives import schedules as S
 from collectives.executor import RankExecutor
-from harness.collectives import expected_sum, simulate
+from harness.collectives import Layout, expected_sum, simulate
 
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]
 
@@ -20,7 +20,7 @@ def test_every_rank_ends_with_the_right_data(collective, algorithm, piece):
         count = S.round_count(collective, n, 100)
         roots = (0, n - 1) if collective in S.ROOTED else (0,)
         for root in roots:
-            ranks = simulate(collective, algorithm, n, count, root, piece)
+            ranks = simulate(collective, algorithm, n, count, Layout(root, piece))
             assert all(r.finished for r in ranks)
             assert [r.wrong() for r in ranks] == [0] * n, (n, root)
             assert sum(r.bad_chunk_elements for r in ranks) == 0, (n, root)
@@ -78,7 +78,7 @@ def test_unknown_algorithm_is_refused():
 
 
 def test_an_executor_can_run_again_from_scratch():
-    ranks = simulate("reduce", "ring", 3, 9, root=2)
+    ranks = simulate("reduce", "ring", 3, 9, Layout(root=2))
     x: RankExecutor = ranks[2]
     x.reset()
     assert not x.finished and x.wrong() > 0
@@ -87,7 +87,8 @@ def test_an_executor_can_run_again_from_scratch():
 @pytest.mark.parametrize("n,local", [(4, 2), (8, 4), (16, 4), (16, 8), (24, 8), (12, 3), (8, 8)])
 @pytest.mark.parametrize("count,piece", [(1000, 0), (1000, 64), (5, 0)])
 def test_hierarchical_allreduce_is_right_on_multi_gpu_servers(n, local, count, piece):
-    ranks = simulate("allreduce", "hierarchical", n, count, piece_elements=piece, local=local)
+    ranks = simulate("allreduce", "hierarchical", n, count,
+                     Layout(piece_elements=piece, local=local))
     assert [r.wrong() for r in ranks] == [0] * n
     assert sum(r.bad_chunk_elements for r in ranks) == 0
 

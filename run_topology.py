@@ -229,15 +229,14 @@ def _run(fabric, exp, args, cluster=None) -> int:
     summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)
     if "cluster" in summary:                       # each machine's teardown, now known
         summary["cluster"] = lab.summary()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    if args.json:
-        print(json.dumps(summary, indent=1))
-    else:
+    from report.write import write_summary
+    write_summary(summary, run_dir, args.json)
+    if not args.json:
         print(f"teardown {summary['timings']['teardown_s']:.1f} s; results in {run_dir}")
     ok = summary["reachability"]["ok"] == summary["reachability"]["total"]
-    results = [summary.get("collectives", {})] + list(summary.get("compared", {}).values())
-    wrong = [r["wrong"] for result in results for r in result.get("runs", [])]
+    records = ([summary["collectives"]] if "collectives" in summary else []) + list(
+        summary.get("compared", {}).values())
+    wrong = [r["wrong"] for record in records for r in record.runs]
     wrong.append(summary.get("step", {}).get("wrong"))
     return 0 if ok and not any(wrong) else 1
 
@@ -270,7 +269,7 @@ def _reachability(lab, summary, say) -> bool:
 
 def _traffic(lab, exp, run_dir, args, summary, say) -> None:
     """The sweep, the algorithms to compare, the figures, the iperf3 check."""
-    from report.write import sweep_collectives
+    from report.write import Outputs, sweep_collectives
     from runs.measured import run_experiment
     from traffic.measure.iperf3_check import cross_leaf_pairs, iperf3_check
     if exp.step is not None:              # a training step instead of a sweep
@@ -281,8 +280,9 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
     results, figures, failed = sweep_collectives(
         lab.fabric, exp, args.compare,
         lambda e, folder: run_experiment(lab, e, folder, progress=_progress(args.json)),
-        run_dir, args.csv, say, machines=lab.hosts() if lab.spread else None,
-        announce=lambda algorithm: say(f"compare  the same sweep with algorithm {algorithm}"))
+        Outputs(run_dir, args.csv, say, machines=lab.hosts() if lab.spread else None,
+                announce=lambda algorithm: say(f"compare  the same sweep with algorithm "
+                                               f"{algorithm}")))
     summary["collectives"] = results[exp.algorithm]
     if args.compare:
         summary["compared"] = {a: r for a, r in results.items() if a != exp.algorithm}

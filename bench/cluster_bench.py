@@ -69,15 +69,15 @@ def one_layout(layout: str, fabric, sizes, workdir: Path) -> dict:
         before, ctrl0 = usage(lab), process_cpu_seconds(lab.controller.pid)
         result = run_experiment(lab, exp, workdir / "run")
         after, ctrl1 = usage(lab), process_cpu_seconds(lab.controller.pid)
-    runs = result["runs"]
+    runs = result.runs
     row = {"timings": {k: round(v, 2) for k, v in lab.timings.items()},
            "sizes": [{"size": r["size_bytes"], "time_s": round(r["time_s"], 3),
                       "meas_sim": r["measured_over_simulated"] and round(
                           r["measured_over_simulated"], 3),
                       "cpu_pct": round(r["cpu_busy_pct"]), "ovs_pct": round(r["ovs_core_pct"]),
                       "wrong": r["wrong"]} for r in runs],
-           "trustworthy": result["fidelity"]["trustworthy"],
-           "host_bound": bool(result["fidelity"].get("host_bound")),
+           "trustworthy": result.fidelity["trustworthy"],
+           "host_bound": bool(result.fidelity.get("host_bound")),
            "controller_cpu_s": round(ctrl1 - ctrl0, 2)}
     busy = sum(r["time_s"] * r["iterations"] for r in runs)
     row["forwarded_mbit_s"] = round(sum(l["tx_bytes"] for r in runs for l in r["links"].values())
@@ -129,7 +129,7 @@ def demand_mbit(fabric, exp) -> float:
     switches = {s.name for s in fabric.switches}
     ports = {intf for l in fabric.links if l.kind != "intra_node" or exp.scale_up == "packets"
              for node, intf in ((l.a, l.a_intf), (l.b, l.b_intf)) if node in switches}
-    run = simulate_experiment(fabric, exp)["runs"][-1]
+    run = simulate_experiment(fabric, exp).runs[-1]
     sent = sum(v["tx_bytes"] for intf, v in run["links"].items() if intf in ports)
     return sent * 8 / 1e6 / run["time_s"]
 

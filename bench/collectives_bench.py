@@ -61,22 +61,22 @@ def part_nonblocking(args, size, workdir, out) -> None:
     base = with_rate(load_fabric(), args.rate)
     r = run(base, Experiment(minbytes=size, maxbytes=size, iters=args.iters, idle_seconds=3),
             workdir, "nonblocking")
-    x = r["runs"][0]
+    x = r.runs[0]
     out["nonblocking"] = {"busbw_over_link": x["busbw_over_link"], "measured_over_predicted":
                           x["measured_over_predicted"], "time_s": x["time_s"],
-                          "predicted_s": x["predicted_s"], "idle": r["idle_latency"],
-                          "loaded": x["latency"], "fidelity": r["fidelity"], "wrong": x["wrong"],
+                          "predicted_s": x["predicted_s"], "idle": r.idle_latency,
+                          "loaded": x["latency"], "fidelity": r.fidelity, "wrong": x["wrong"],
                           "cpu_busy_pct": x["cpu_busy_pct"], "ovs_core_pct": x["ovs_core_pct"]}
     print(f"1. ring AllReduce {size} B, 4 ranks on {base.shape()}, {args.rate:g} Mbit/s, MTU {base.mtu}")
     print(f"   busbw / link rate          {x['busbw_over_link']:.3f}   (#wrong {x['wrong']})")
     print(f"   measured / predicted time  {x['measured_over_predicted']:.3f}   "
-          f"({x['time_s']:.2f} s vs {x['predicted_s']:.2f} s; alpha {r['alpha_s'] * 1e6:.0f} us)")
+          f"({x['time_s']:.2f} s vs {x['predicted_s']:.2f} s; alpha {r.alpha_s * 1e6:.0f} us)")
     print(f"   probe p99 latency          {x['latency']['p99_us'] / 1e3:.1f} ms under load vs "
-          f"{r['idle_latency']['p99_us'] / 1e3:.2f} ms idle = "
-          f"{x['latency']['p99_us'] / r['idle_latency']['p99_us']:.0f}x "
-          f"(p50 {x['latency']['p50_us'] / 1e3:.1f} vs {r['idle_latency']['p50_us'] / 1e3:.2f} ms)")
+          f"{r.idle_latency['p99_us'] / 1e3:.2f} ms idle = "
+          f"{x['latency']['p99_us'] / r.idle_latency['p99_us']:.0f}x "
+          f"(p50 {x['latency']['p50_us'] / 1e3:.1f} vs {r.idle_latency['p50_us'] / 1e3:.2f} ms)")
     print(f"   host: CPU {x['cpu_busy_pct']:.0f}%, ovs-vswitchd {x['ovs_core_pct']:.0f}% of a core; "
-          f"fidelity {'trustworthy' if r['fidelity']['trustworthy'] else 'UNTRUSTWORTHY'}")
+          f"fidelity {'trustworthy' if r.fidelity['trustworthy'] else 'UNTRUSTWORTHY'}")
 
 
 def part_crossing(args, size, workdir, out) -> None:
@@ -87,11 +87,11 @@ def part_crossing(args, size, workdir, out) -> None:
         res = run(cross.with_policy(policy), Experiment(minbytes=size // 2, maxbytes=size // 2,
                                                          iters=args.iters, channels=4, ranks=ranks,
                                                          idle_seconds=0.5), workdir, policy)
-        y = res["runs"][0]
+        y = res.runs[0]
         times[policy] = y
         out[f"crossing_{policy}"] = {"time_s": y["time_s"], "busbw_over_link": y["busbw_over_link"],
                                      "ecmp_imbalance": y["ecmp_imbalance"], "wrong": y["wrong"],
-                                     "trustworthy": res["fidelity"]["trustworthy"]}
+                                     "trustworthy": res.fidelity["trustworthy"]}
     print(f"\n2. ring AllReduce {size // 2} B over {len(ranks)} ranks placed {' '.join(ranks)} "
           f"(every hop crosses the spines), 4 connections per peer")
     for policy, y in times.items():
@@ -110,7 +110,7 @@ def part_imbalance(args, size, workdir, out) -> None:
         res = run(wide, Experiment(minbytes=size // 4, maxbytes=size // 4, iters=args.iters,
                                    channels=channels, ranks=interleaved(wide), idle_seconds=0.5),
                   workdir, f"channels{channels}")
-        z = res["runs"][0]
+        z = res.runs[0]
         imb = z["ecmp_imbalance"]
         out["imbalance"][channels] = {"per_leaf": imb, "busbw_over_link": z["busbw_over_link"],
                                       "time_s": z["time_s"]}

@@ -139,14 +139,14 @@ def part_ring(args, work: Path, out: dict) -> None:
             r = run_experiment(lab, Experiment(minbytes=2 << 20, maxbytes=2 << 20, iters=3,
                                                ranks=ranks, idle_seconds=0.5),
                                work / f"ring-{policy}")
-        x = r["runs"][0]
+        x = r.runs[0]
         res[policy] = {k: x.get(k) for k in ("time_s", "busbw_over_link", "ecmp_imbalance",
                                              "wrong", "reordered", "pieces", "cpu_busy_pct")}
-        res[policy]["trustworthy"] = r["fidelity"]["trustworthy"]
+        res[policy]["trustworthy"] = r.fidelity["trustworthy"]
         print(f"   {policy:<12} {x['time_s']:5.2f} s  busbw/link {x['busbw_over_link']:.2f}  "
               f"uplink max/mean {max(x['ecmp_imbalance'].values()):.2f}  reordered "
               f"{x.get('reordered', 0)}/{x.get('pieces', 0)}  #wrong {x['wrong']}  CPU "
-              f"{x['cpu_busy_pct']:.0f}%  {'' if r['fidelity']['trustworthy'] else 'UNTRUSTWORTHY'}")
+              f"{x['cpu_busy_pct']:.0f}%  {'' if r.fidelity['trustworthy'] else 'UNTRUSTWORTHY'}")
 
 
 LINKS = {"local": "leaf1-spine1", "remote": "spine1-leaf2"}

@@ -109,7 +109,7 @@ def rate_verdict(workdir: Path, fabric, scale_up: str, size: int) -> dict:
                      idle_seconds=1.0, scale_up=scale_up)
     with Lab(fabric, workdir) as lab:
         r = run_experiment(lab, exp, workdir)
-    run, verdict = r["runs"][0], r["fidelity"]
+    run, verdict = r.runs[0], r.fidelity
     ratio = run.get("measured_over_simulated")
     ok = (verdict["trustworthy"] and not verdict.get("host_bound") and not run["flags"]
           and ratio is not None and abs(ratio - 1) <= MATCH and run["wrong"] == 0)

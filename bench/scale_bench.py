@@ -48,7 +48,7 @@ def experiment(sizes, algorithm, iters=2, warmup=1):
 
 
 def spine_bytes(result):
-    return sum(v for leaf in result["uplink_tx_bytes"].values() for v in leaf.values())
+    return sum(v for leaf in result.uplink_tx_bytes.values() for v in leaf.values())
 
 
 def dgx_like(servers=4):
@@ -74,7 +74,7 @@ def part_hier(workdir, out):
             results[algorithm] = run_experiment(lab, experiment(sizes, algorithm),
                                                 workdir / "hier" / algorithm)
     rows = []
-    for flat, hier in zip(results["ring"]["runs"], results["hierarchical"]["runs"]):
+    for flat, hier in zip(results["ring"].runs, results["hierarchical"].runs):
         rows.append({"size_bytes": flat["size_bytes"], "ring_s": flat["time_s"],
                      "hierarchical_s": hier["time_s"],
                      "ring_over_hierarchical": flat["time_s"] / hier["time_s"],
@@ -82,12 +82,12 @@ def part_hier(workdir, out):
                                        "hierarchical": hier["wire_bytes"]["network_to_servers"]},
                      "wrong": flat["wrong"] + hier["wrong"],
                      "cpu_pct": max(flat["cpu_busy_pct"], hier["cpu_busy_pct"])})
-    plot = plot_busbw({f"{a} AllReduce": [(r["size_bytes"], r["busbw_gbps"]) for r in res["runs"]]
+    plot = plot_busbw({f"{a} AllReduce": [(r["size_bytes"], r["busbw_gbps"]) for r in res.runs]
                        for a, res in results.items()}, workdir / "hier" / "busbw.png",
                       title=f"{fabric.name}: 4 servers x 8 GPUs, flat ring vs hierarchical",
                       link_gbps=1 / 8e3)
     out["hier"] = {"fabric": fabric.shape(), "rows": rows, "plot": str(plot),
-                   "fidelity": {a: r["fidelity"] for a, r in results.items()}}
+                   "fidelity": {a: r.fidelity for a, r in results.items()}}
     print(f"\n1. hierarchical vs flat ring AllReduce, {fabric.shape()}")
     print(f"   {'size':>9}  {'ring s':>8}  {'hier s':>8}  {'ring/hier':>9}  "
           f"{'network MB ring/hier':>21}  #wrong  CPU")
@@ -113,12 +113,12 @@ def part_rail(workdir, out):
             tag = f"{name}-{spine_share}to1"
             with Lab(fabric, workdir / tag) as lab:
                 r = run_experiment(lab, experiment([size], "hierarchical", iters=3), workdir / tag)
-            run = r["runs"][0]
+            run = r.runs[0]
             rows[tag] = {"time_s": run["time_s"], "spine_bytes": spine_bytes(r),
                          "oversubscription": fabric.oversubscription(),
                          "network_bytes": run["wire_bytes"]["network_to_servers"],
                          "wrong": run["wrong"], "cpu_pct": run["cpu_busy_pct"],
-                         "fidelity": r["fidelity"]}
+                         "fidelity": r.fidelity}
     ratios = {f"{k}to1": rows[f"leaf-spine-4gpu-{k}to1"]["time_s"]
               / rows[f"rail-optimized-{k}to1"]["time_s"] for k in (1, 4)}
     out["rail"] = {"size_bytes": size, "rows": rows, "server_per_leaf_over_rail": ratios}
@@ -148,12 +148,12 @@ def part_largest(workdir, out):
     t.update(build_s=lab.timings["build_s"], ready_s=lab.timings["start_s"],
              teardown_s=lab.timings["teardown_s"])
     left = host_state() != before
-    run = r["runs"][0]
+    run = r.runs[0]
     out["largest"] = {"fabric": fabric.shape(), "endpoints": len(fabric.endpoints),
                       "switches": len(fabric.switches), "links": len(fabric.links),
                       "pairs_ok": reach.ok, "pairs": reach.total, "allreduce_s": run["time_s"],
                       "wrong": run["wrong"], "cpu_pct": run["cpu_busy_pct"],
-                      "fidelity": r["fidelity"], "left_behind": left,
+                      "fidelity": r.fidelity, "left_behind": left,
                       **{k: round(v, 2) for k, v in t.items()}}
     print(f"\n3. the largest fabric: {fabric.shape()}")
     print(f"   build {t['build_s']:.1f} s, ready {t['ready_s']:.1f} s, "
@@ -185,7 +185,7 @@ def part_predict(workdir, out):
     with Lab(fabric, workdir / "predict") as lab:
         for algorithm in ("ring", "hierarchical"):
             r = run_experiment(lab, experiment(sizes, algorithm), workdir / "predict" / algorithm)
-            runs += r["runs"]
+            runs += r.runs
     held_out = [r for r in runs if r["size_bytes"] == sizes[-1]]
     cal = planner.calibrate_from_run(fabric, [r for r in runs if r["size_bytes"] != sizes[-1]])
     rows = []

@@ -89,7 +89,7 @@ def one(name, fabric, exp, ranks, workdir):
     with Lab(fabric, workdir / tag) as lab:
         result = run_experiment(lab, exp, workdir / tag)
     rows = []
-    for r in result["runs"]:
+    for r in result.runs:
         measured = {i: l["tx_bytes"] / exp.iters for i, l in r["links"].items()}
         busy = [i for i, b in measured.items() if b > 0.05 * max(measured.values())]
         link_err = max((abs(r["simulated_link_bytes"][i] / measured[i] - 1) for i in busy),
@@ -101,8 +101,8 @@ def one(name, fabric, exp, ranks, workdir):
                      "meas_over_ab": r["measured_over_predicted"],
                      "worst_link_bytes_error": link_err})
     return {"case": name, "seconds": round(time.monotonic() - t0, 1),
-            "distrust": ("host did not keep up" if not result["fidelity"]["host_kept_up"] else
-                         "host-bound" if result["fidelity"].get("host_bound") else None),
+            "distrust": ("host did not keep up" if not result.fidelity["host_kept_up"] else
+                         "host-bound" if result.fidelity.get("host_bound") else None),
             "rows": rows}
 
 

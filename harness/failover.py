@@ -24,8 +24,8 @@ def loaded_case(lab, link: str, workdir: Path, kind: str = "down") -> dict:
     exp = Experiment(minbytes=1 << 20, maxbytes=1 << 20, iters=10, warmup=1, idle_seconds=0.5,
                      fail=[f"{link}@{FAIL_AT}+{FAIL_FOR}:{kind}"])
     result = run_experiment(lab, exp, workdir)
-    event = result["failures"][0]
-    event["wrong"] = result["runs"][0]["wrong"]
+    event = result.failures[0]
+    event["wrong"] = result.runs[0]["wrong"]
     return event
 
 

@@ -9,6 +9,7 @@ from typing import Dict, List, Sequence, Tuple
 from topologies.fabric import describe_links
 from collectives.metrics import imbalance
 from collectives.registry import REDUCING
+from runs.record import RunRecord
 
 
 def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
@@ -58,18 +59,18 @@ def uplinks_text(fabric, uplink_bytes: Dict[str, Dict[str, int]], when: str) -> 
     return "\n".join(lines)
 
 
-def split_text(result: dict) -> str:
+def split_text(result: RunRecord) -> str:
     """Intra-node (NVLink-class) against inter-node (network) traffic; ""
     for one-GPU servers that sent nothing over NVLink-class links."""
-    if result.get("gpus_per_server", 1) == 1 and not any(
-            r["wire_bytes"]["intra_node"] for r in result["runs"]):
+    if result.gpus_per_server == 1 and not any(
+            r["wire_bytes"]["intra_node"] for r in result.runs):
         return ""
-    memory = any("intra_node_in_memory" in r["wire_bytes"] for r in result["runs"])
+    memory = any("intra_node_in_memory" in r["wire_bytes"] for r in result.runs)
     lines = ["traffic  per size: payload the schedule sends inside servers / between servers; "
              + ("bytes handed over in memory at the NVLink rate (--scale-up memory) / put on "
                 "links into servers" if memory else
                 "bytes put on NVLink-class links / on links into servers")]
-    for r in result["runs"]:
+    for r in result.runs:
         p, w = r["payload_bytes"], r["wire_bytes"]
         intra = w["intra_node_in_memory"] if memory else w["intra_node"]
         lines.append(f"         {r['size_bytes']:>10}  payload {p['intra'] / 1e6:8.2f} / "
@@ -164,10 +165,10 @@ def tiers_text(tiers: dict, when: str) -> str:
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
-def routing_text(result: dict, when: str) -> str:
+def routing_text(result: RunRecord, when: str) -> str:
     """ECMP's spread per tier, and what the policy did ('' when nothing to say)."""
-    lines = [tiers_text(result["tiers"], when)]
-    routing = result.get("routing") or {}
+    lines = [tiers_text(result.tiers, when)]
+    routing = result.routing or {}
     if routing.get("pieces"):
         lines.append(f"routing  {routing['policy']}: {routing['reordered']:,} of "
                      f"{routing['pieces']:,} pieces arrived after a later one of their sender")

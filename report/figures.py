@@ -15,6 +15,7 @@ from report.busbw_plot import busbw_figure
 from report.canvas import save
 from report.fabric_plot import fabric_figure
 from report.timeline_plot import timeline_figure
+from runs.record import RunRecord
 
 TIER = {"node": 1, "nvswitch": 1, "leaf": 2, "spine": 3, "agg": 3, "core": 4}
 
@@ -34,17 +35,17 @@ def link_utilisation(fabric: Fabric, links: Dict[str, dict]) -> List[Tuple[str, 
     return edges
 
 
-def figures(fabric: Fabric, result: dict,
+def figures(fabric: Fabric, result: RunRecord,
             curves: Dict[str, Sequence[Tuple[int, float]]] = None) -> Iterator[Tuple[str, Figure]]:
     """(file name, figure) of each figure of a run, one at a time: fabric.png
     (links during the largest size), busbw.png (its sizes the verdict does
     not quote ringed with their flags) and, when the rank agents recorded
     one, timeline.png. Nothing when the run has no sizes."""
-    runs = result["runs"]
+    runs = result.runs
     if not runs:
         return
     largest = runs[-1]
-    exp = result["experiment"]
+    exp = result.experiment
     label = f"{exp['collective']} ({exp['algorithm']})"
     yield "fabric.png", fabric_figure(
         fabric_nodes(fabric), link_utilisation(fabric, largest["links"]),
@@ -58,17 +59,17 @@ def figures(fabric: Fabric, result: dict,
     flagged = {r["size_bytes"]: r["flags"] for r in runs if r.get("flags")}
     yield "busbw.png", busbw_figure(
         curves, title=f"{exp['collective']}: bus bandwidth by message size",
-        link_gbps=result["link_rate_mbit"] / 8e3,
+        link_gbps=result.link_rate_mbit / 8e3,
         flagged={own: flagged} if flagged and own in curves else None)
-    timeline = result.get("timeline")
+    timeline = result.timeline
     if timeline and timeline["events"]:
         yield "timeline.png", timeline_figure(
             timeline["events"],
             title=f"{label}, {plots.size_label(timeline['size_bytes'])}B, "
-                  f"{len(result['ranks'])} ranks: the last iteration, step by step")
+                  f"{len(result.ranks)} ranks: the last iteration, step by step")
 
 
-def write_figures(fabric: Fabric, result: dict, folder: Path,
+def write_figures(fabric: Fabric, result: RunRecord, folder: Path,
                   curves: Dict[str, Sequence[Tuple[int, float]]] = None) -> List[Path]:
     """Each of `figures` as a PNG in `folder`, drawn and written one at a
     time. Returns the files written."""

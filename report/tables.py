@@ -6,6 +6,8 @@ import csv
 import io
 import math
 
+from runs.record import RunRecord
+
 NAN = float("nan")
 
 NCCL_HEADER = (
@@ -18,13 +20,13 @@ def _num(value, fmt):
         else format(value, fmt)
 
 
-def nccl_table(result: dict, link_rate_mbit: float) -> str:
-    exp, runs = result["experiment"], result["runs"]
+def nccl_table(result: RunRecord, link_rate_mbit: float) -> str:
+    exp, runs = result.experiment, result.runs
     lines = [f"# Collective test: {exp['collective']} ({exp['algorithm']}), engine {exp['engine']}, "
-             f"{len(result['ranks'])} ranks, {exp['channels']} connection(s) per peer, "
+             f"{len(result.ranks)} ranks, {exp['channels']} connection(s) per peer, "
              f"{exp['iters']} iterations after {exp['warmup']} warm-up"
              + (", NVLink in memory" if exp.get("scale_up") == "memory" else ""),
-             f"# Ranks: {' '.join(result['ranks'])}; links {link_rate_mbit:g} Mbit/s "
+             f"# Ranks: {' '.join(result.ranks)}; links {link_rate_mbit:g} Mbit/s "
              f"= {link_rate_mbit / 8e3:.6f} GB/s",
              "#", NCCL_HEADER]
     for r in runs:
@@ -39,13 +41,13 @@ def nccl_table(result: dict, link_rate_mbit: float) -> str:
     return "\n".join(lines)
 
 
-def fabric_table(result: dict, link_rate_mbit: float) -> str:
-    idle = result["idle_latency"]
-    lines = [f"# Fabric during each size (latency probe {result['probe'][0]} -> {result['probe'][1]}; "
+def fabric_table(result: RunRecord, link_rate_mbit: float) -> str:
+    idle, probe = result.idle_latency, result.probe
+    lines = [f"# Fabric during each size (latency probe {probe[0]} -> {probe[1]}; "
              f"idle p50 {_num(idle['p50_us'], '.0f')} us, p99 {_num(idle['p99_us'], '.0f')} us)",
              "#       size  busbw/link  meas/pred  meas/sim  peak util  max queue  drops  ECMP max/mean"
              "  lat p50  lat p99  lat max   CPU  note"]
-    for r in result["runs"]:
+    for r in result.runs:
         links = r["links"].values()
         peak = max((l["peak_util"] for l in links), default=0)
         queue = max((l["peak_backlog_bytes"] for l in links), default=0)
@@ -59,7 +61,7 @@ def fabric_table(result: dict, link_rate_mbit: float) -> str:
                      f"{_num(lat['p50_us'], '7.0f')}  {_num(lat['p99_us'], '7.0f')}  "
                      f"{_num(lat['max_us'], '7.0f')}  {r['cpu_busy_pct']:3.0f}%  "
                      f"{_note(r.get('flags', []))}".rstrip())
-    lines.append(_verdict_line(result["fidelity"]))
+    lines.append(_verdict_line(result.fidelity))
     return "\n".join(lines)
 
 
@@ -93,11 +95,11 @@ CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count
               "wire_intra_node_bytes", "wire_network_to_servers_bytes", "flags"]
 
 
-def csv_text(result: dict) -> str:
+def csv_text(result: RunRecord) -> str:
     out = io.StringIO()
     w = csv.DictWriter(out, fieldnames=CSV_FIELDS)
     w.writeheader()
-    for r in result["runs"]:
+    for r in result.runs:
         links = r["links"].values()
         w.writerow({**{k: r[k] for k in CSV_FIELDS if k in r},
                     "lat_p50_us": r["latency"]["p50_us"], "lat_p99_us": r["latency"]["p99_us"],
@@ -114,14 +116,14 @@ def csv_text(result: dict) -> str:
     return out.getvalue()
 
 
-def sim_table(result: dict) -> str:
+def sim_table(result: RunRecord) -> str:
     """What the simulated fabric did per size: the figures an emulated run's
     fabric table gives where a simulation has them."""
-    sim = result["simulated"]
+    sim = result.simulated
     lines = [f"# Simulated fabric (flow-level, max-min fair sharing; ECMP seed {sim['seed']}, "
              f"{sim['hop_latency_s'] * 1e6:g} us per hop)",
              "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"]
-    for r in result["runs"]:
+    for r in result.runs:
         busiest = max((l["mean_util"] for l in r["links"].values()), default=0.0)
         imb = max(r["ecmp_imbalance"].values(), default=NAN)
         lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "

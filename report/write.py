@@ -6,74 +6,85 @@ summary as JSON on stdout when asked for."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from report import console
 from report.tables import csv_text, fabric_table, nccl_table, sim_table
+from runs.record import ABSENT, RunRecord
 
 
-def sweep_collectives(fabric, exp, compare, replay: Callable, run_dir: Path,
-                      csv_path: Optional[Path], say: Callable[[str], None],
-                      machines: Optional[List[str]] = None,
-                      announce: Callable[[str], None] = lambda algorithm: None
-                      ) -> Tuple[Dict[str, dict], List[str], Optional[str]]:
+@dataclass
+class Outputs:
+    """Where a run's sweeps write and how they talk: the run's folder and
+    --csv's file; the console (`say`), a line before each compared algorithm
+    (`announce`), and a cluster's machines for the per-machine table."""
+    run_dir: Path
+    csv_path: Optional[Path] = None
+    say: Callable[[str], None] = print
+    machines: Optional[List[str]] = None
+    announce: Callable[[str], None] = lambda algorithm: None
+
+
+def sweep_collectives(fabric, exp, compare, replay: Callable, out: Outputs
+                      ) -> Tuple[Dict[str, RunRecord], List[str], Optional[str]]:
     """`exp`'s sweep, then one per algorithm in `compare`, each replayed by
     `replay(exp, folder)` (a run record) and its tables said as it ends;
-    then results.csv (and `csv_path`) with every algorithm's rows and the
-    figures in `run_dir`. Returns the records by algorithm, the figures'
-    names, and why none were drawn (None when they were)."""
+    then results.csv (and --csv) with every algorithm's rows and the
+    figures in the run's folder. Returns the records by algorithm, the
+    figures' names, and why none were drawn (None when they were)."""
     results = {}
+    run_dir = out.run_dir
     for algorithm in (exp.algorithm, *compare):
         if algorithm != exp.algorithm:
-            announce(algorithm)
+            out.announce(algorithm)
         folder = run_dir if algorithm == exp.algorithm else run_dir / algorithm
         results[algorithm] = replay(replace(exp, algorithm=algorithm), folder)
-        say(sweep_text(fabric, results[algorithm], machines))
+        out.say(sweep_text(fabric, results[algorithm], out.machines))
     run_dir.mkdir(parents=True, exist_ok=True)
     rows = "".join(csv_text(r) if i == 0 else csv_text(r).split("\n", 1)[1]
                    for i, r in enumerate(results.values()))
     (run_dir / "results.csv").write_text(rows)
-    if csv_path:
-        csv_path.write_text(rows)
+    if out.csv_path:
+        out.csv_path.write_text(rows)
     figures, failed = write_sweep_figures(fabric, results, run_dir)
-    results[exp.algorithm]["figures"] = figures
+    results[exp.algorithm].figures = figures
     return results, figures, failed
 
 
-def sweep_text(fabric, result: dict, machines: Optional[List[str]] = None) -> str:
+def sweep_text(fabric, result: RunRecord, machines: Optional[List[str]] = None) -> str:
     """One sweep's tables: nccl-tests' and what the fabric did; for a
     simulated sweep, what the simulated fabric did instead."""
-    rate = result["link_rate_mbit"]
-    if "simulated" in result:
+    rate = result.link_rate_mbit
+    if result.simulated is not ABSENT:
         parts = [nccl_table(result, rate), sim_table(result)]
-        if console.tiers_text(result["tiers"], ""):
-            parts.append(console.tiers_text(result["tiers"],
+        if console.tiers_text(result.tiers, ""):
+            parts.append(console.tiers_text(result.tiers,
                                             "in the simulation (its seed's ECMP draw)"))
         return "\n".join(parts)
     parts = [nccl_table(result, rate), fabric_table(result, rate)]
-    if result["cross_traffic"]:
-        parts.append(console.cross_text(result["cross_traffic"]))
-    if result.get("failures"):
-        parts.append(console.failures_text(result["failures"]))
+    if result.cross_traffic:
+        parts.append(console.cross_text(result.cross_traffic))
+    if result.failures:
+        parts.append(console.failures_text(result.failures))
     if machines:
-        parts.append(console.machines_text(result["runs"], machines))
+        parts.append(console.machines_text(result.runs, machines))
     parts.extend(filter(None, [
-        console.uplinks_text(fabric, result["uplink_tx_bytes"], "during the collectives"),
+        console.uplinks_text(fabric, result.uplink_tx_bytes, "during the collectives"),
         console.routing_text(result, "during the collectives"), console.split_text(result)]))
     return "\n".join(parts)
 
 
-def write_sweep_figures(fabric, results: Dict[str, dict], run_dir: Path):
+def write_sweep_figures(fabric, results: Dict[str, RunRecord], run_dir: Path):
     """The PNGs of a run (busbw.png with a curve per algorithm when several
     were swept): their names, and why none were drawn (a picture is never
     worth the run)."""
     from report.figures import write_figures
     first = next(iter(results.values()))
     curves = None if len(results) == 1 else {
-        f"{r['experiment']['collective']} ({alg})": [(x["size_bytes"], x["busbw_gbps"])
-                                                    for x in r["runs"]]
+        f"{r.experiment['collective']} ({alg})": [(x["size_bytes"], x["busbw_gbps"])
+                                                  for x in r.runs]
         for alg, r in results.items()}
     try:
         return [p.name for p in write_figures(fabric, first, run_dir, curves)], None
@@ -89,11 +100,20 @@ def fabric_summary(fabric, run_dir: Path) -> dict:
 
 
 def write_summary(summary: dict, run_dir: Path, as_json: bool) -> None:
-    """summary.json in `run_dir`; on stdout too with --json."""
+    """summary.json in `run_dir`; on stdout too with --json. Every run
+    record in it is written as its `to_dict()`."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    text = json.dumps(summary, indent=1, default=_record_dict)
+    (run_dir / "summary.json").write_text(text)
     if as_json:
-        print(json.dumps(summary, indent=1))
+        print(text)
+
+
+def _record_dict(value) -> dict:
+    """What json cannot write by itself: a run record, as its dict."""
+    if isinstance(value, RunRecord):
+        return value.to_dict()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def simulated_run(fabric, exp, run_dir: Path, as_json: bool, csv_path, progress,
@@ -114,7 +134,7 @@ def simulated_run(fabric, exp, run_dir: Path, as_json: bool, csv_path, progress,
         results, figures, _failed = sweep_collectives(
             fabric, exp, compare, lambda e, _folder: simulate_experiment(fabric, e,
                                                                          progress=progress),
-            run_dir, csv_path, say)
+            Outputs(run_dir, csv_path, say))
         summary["collectives"] = results[exp.algorithm]
         if compare:
             summary["compared"] = {a: r for a, r in results.items() if a != exp.algorithm}

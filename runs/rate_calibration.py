@@ -63,7 +63,7 @@ def _at(fabric: Fabric, rate: float, run_dir: Path, datapath: str) -> dict:
     exp = Experiment(minbytes=size, maxbytes=size, iters=2, warmup=1)
     with Lab(at_rate(fabric, rate), run_dir / f"{rate:g}mbit", datapath=datapath) as lab:
         result = run_experiment(lab, exp, run_dir / f"{rate:g}mbit")
-    run, verdict = result["runs"][0], result["fidelity"]
+    run, verdict = result.runs[0], result.fidelity
     held_back = not verdict.get("host_kept_up", verdict["trustworthy"]) or verdict.get("host_bound")
     return {"past": bool(held_back) or run["busbw_over_link"] < GOOD_BUSBW / 2,
             "rate_mbit": rate, "size_bytes": run["size_bytes"],

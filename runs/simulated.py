@@ -16,6 +16,7 @@ from typing import Callable, Dict
 
 from collectives import metrics
 from runs.experiment import Experiment
+from runs.record import RunRecord
 from runs.sweep import Size, sweep
 from traffic.engines import make_engine
 
@@ -23,7 +24,7 @@ NAN = float("nan")
 
 
 def simulate_experiment(fabric, exp: Experiment, seed: int = 0, hop_latency_s: float = 0.0,
-                        progress: Callable[[str], None] = lambda msg: None) -> dict:
+                        progress: Callable[[str], None] = lambda msg: None) -> RunRecord:
     """Simulate `exp` on `fabric` size by size; a run record as an emulated
     run's (docs/output.md), with `simulated` set."""
     return sweep(SimBackend(fabric, seed, hop_latency_s), exp, progress)

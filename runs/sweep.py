@@ -13,9 +13,11 @@ keeps its system layer apart from its network backends the same way):
 
 A backend offers the engine, the iterations it runs, and three hooks: `begin`
 (the latency alpha), `measure` (what it knows of one size besides its time)
-and `finish` (the run's own parts of the record); `close` always runs.
+and `finish` (the run's own parts of the record, by RunRecord's field names);
+`close` always runs. The loop makes the record (runs/record.py): its own
+parts, then the backend's.
 
-    result = sweep(backend, exp, progress)      # the run record (docs/output.md)
+    record = sweep(backend, exp, progress)      # a RunRecord (runs/record.py)
 """
 
 from __future__ import annotations
@@ -28,12 +30,7 @@ from collectives import metrics
 from sim import alphabeta
 from collectives import schedules
 from runs.experiment import Experiment
-
-
-# the run record's keys in the order summary.json shows them (docs/output.md)
-RECORD_ORDER = ("experiment", "ranks", "gpus_per_server", "probe", "idle_latency", "alpha_s",
-                "beta_s_per_byte", "link_rate_mbit", "runs", "simulated", "fidelity",
-                "uplink_tx_bytes", "tiers", "cross_traffic", "timeline", "failures", "routing")
+from runs.record import RunRecord, SizeRecord
 
 
 @dataclass
@@ -85,15 +82,15 @@ class Backend(Protocol):
     def measure(self, exp: Experiment, model: Model, size: Size, record: dict) -> dict:
         """What it knows of one size besides the nccl-tests columns in `record`."""
 
-    def finish(self, exp: Experiment, model: Model, runs: List[dict]) -> dict:
-        """Its own parts of the run record."""
+    def finish(self, exp: Experiment, model: Model, runs: List[SizeRecord]) -> dict:
+        """Its own parts of the run record: RunRecord's fields by name."""
 
     def close(self) -> None:
         """Stops whatever it started; always called."""
 
 
 def sweep(backend: Backend, exp: Experiment,
-          progress: Callable[[str], None] = lambda msg: None) -> dict:
+          progress: Callable[[str], None] = lambda msg: None) -> RunRecord:
     """Replay `exp` size by size on `backend`; the run record (docs/output.md)."""
     fabric = backend.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
@@ -102,37 +99,47 @@ def sweep(backend: Backend, exp: Experiment,
     # build an Experiment themselves (benchmarks) to the same contract, on the
     # ranks actually chosen, before anything starts
     exp.check(model.n, model.local)
-    runs, timeline = [], None
+    runs: List[SizeRecord] = []
+    timeline = None
     try:
-        alpha = backend.begin(exp, model, ranks, progress)
+        loop = _Loop(backend, exp, model, backend.begin(exp, model, ranks, progress), progress)
         sizes = metrics.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
         for k, size in enumerate(sizes):
-            label = f"[{k + 1}/{len(sizes)}] {exp.collective}"
-            record, timeline_ = _one_size(backend, exp, model, alpha, size, label,
-                                          k == len(sizes) - 1, progress)
-            runs.append(record)
+            one, timeline_ = _one_size(loop, size, f"[{k + 1}/{len(sizes)}] {exp.collective}",
+                                       k == len(sizes) - 1)
+            runs.append(one)
             timeline = timeline_ or timeline
     finally:
         backend.close()
-    result = {"experiment": asdict(exp), "ranks": ranks, "gpus_per_server": model.local,
-              "alpha_s": alpha, "beta_s_per_byte": model.beta, "link_rate_mbit": model.rate,
-              "runs": runs, "timeline": timeline}
-    result.update(backend.finish(exp, model, runs))
+    common = {"experiment": asdict(exp), "ranks": ranks, "gpus_per_server": model.local,
+              "alpha_s": loop.alpha, "beta_s_per_byte": model.beta,
+              "link_rate_mbit": model.rate, "runs": runs, "timeline": timeline}
+    record = RunRecord.from_parts(common, backend.finish(exp, model, runs))
     progress("done")
-    order = {key: i for i, key in enumerate(RECORD_ORDER)}
-    return dict(sorted(result.items(), key=lambda kv: order.get(kv[0], len(order))))
+    return record
 
 
-def _one_size(backend: Backend, exp: Experiment, model: Model, alpha: float, size: int,
-              label: str, last_size: bool, progress) -> tuple:
+@dataclass(frozen=True)
+class _Loop:
+    """What every size of one sweep shares."""
+    backend: Backend
+    exp: Experiment
+    model: Model
+    alpha: float                          # the model's latency, from the backend's `begin`
+    progress: Callable[[str], None]
+
+
+def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     """Prepare, run warm-up and timed iterations, and make the size's record."""
+    backend, exp, model, progress = loop.backend, loop.exp, loop.model, loop.progress
     n, engine = model.n, backend.engine
     count = schedules.round_count(exp.collective, n, size // metrics.TYPE_SIZE)
-    predicted = alphabeta.predict_seconds(exp.collective, exp.algorithm, n, count, alpha, model.beta,
-                                  exp.root, model.local, model.beta_intra,
-                                  model.nic_of.__getitem__)
+    predicted = alphabeta.predict(exp.collective, exp.algorithm, n, count,
+                                  alphabeta.Costs(loop.alpha, model.beta, model.beta_intra,
+                                                  model.nic_of.__getitem__),
+                                  exp.root, model.local)
     sched = schedules.build(exp.collective, exp.algorithm, n, count, exp.root, local=model.local,
-                    data=False)
+                            data=False)
     steps = alphabeta.schedule_cost(sched, exp.algorithm)["steps"]
     label = f"{label} {count * metrics.TYPE_SIZE} B"
     progress(f"{label}: setting up")
@@ -156,7 +163,8 @@ def _one_size(backend: Backend, exp: Experiment, model: Model, alpha: float, siz
     return record, timeline
 
 
-def size_record(exp: Experiment, model: Model, count: int, iters, predicted: float) -> dict:
+def size_record(exp: Experiment, model: Model, count: int, iters,
+                predicted: float) -> SizeRecord:
     """The columns every size has, whatever ran it: nccl-tests' (size, count,
     type, redop, root, time, algbw, busbw, #wrong) and the alpha-beta
     prediction, from the timed iterations."""

@@ -4,6 +4,7 @@ verdicts and #wrong on both sides of each threshold (the rule)."""
 
 from harness.fabrics import leaf_spine
 from runs.rate_calibration import RATES, calibration_table, recommended
+from runs.record import RunRecord
 
 FABRIC = leaf_spine(2, 2, 2, rate=20)
 
@@ -71,11 +72,13 @@ def measured_rows(monkeypatch, tmp_path, measured, rates=RATES):
         rate = lab.fabric.spec["links"]["server_leaf"]["rate_mbit"]
         asked.append((rate, exp.minbytes, exp.maxbytes))
         busbw, kept_up, bound, wrong = measured[rate]
-        return {"runs": [{"size_bytes": exp.maxbytes, "busbw_over_link": busbw, "wrong": wrong,
-                          "cpu_busy_pct": 97.04 if bound else 41.26, "ovs_core_pct": 12.5,
-                          "latency": {"p99_us": 812.0}}],
-                "fidelity": {"trustworthy": kept_up, "host_kept_up": kept_up,
-                             "host_bound": bound}}
+        return RunRecord(
+            experiment={}, ranks=[], gpus_per_server=1, alpha_s=1e-4, beta_s_per_byte=1e-6,
+            link_rate_mbit=rate,
+            runs=[{"size_bytes": exp.maxbytes, "busbw_over_link": busbw, "wrong": wrong,
+                   "cpu_busy_pct": 97.04 if bound else 41.26, "ovs_core_pct": 12.5,
+                   "latency": {"p99_us": 812.0}}],
+            fidelity={"trustworthy": kept_up, "host_kept_up": kept_up, "host_bound": bound})
     monkeypatch.setattr(R, "Lab", _NoLab)
     monkeypatch.setattr(R, "run_experiment", run)
     return R.calibrate_rates(FABRIC, tmp_path, rates=rates), asked

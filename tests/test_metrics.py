@@ -12,6 +12,7 @@ from collectives import metrics as M
 from sim import alphabeta
 from collectives import schedules as S
 from report.tables import csv_text, nccl_table
+from runs.record import RunRecord
 
 
 # nccl-tests' doc/PERFORMANCE.md, written out by hand (not read from the code):
@@ -208,9 +209,10 @@ def fake_result():
            "links": {"leaf1-eth3": {"tx_bytes": 1, "drops": 2, "peak_util": 0.97,
                                     "peak_backlog_bytes": 9000}},
            "ecmp_imbalance": {"leaf1": 1.2}, "cpu_busy_pct": 40.0}
-    return {"experiment": {"collective": "allreduce", "algorithm": "ring", "engine": "agents",
-                           "channels": 1, "iters": 5, "warmup": 1},
-            "ranks": ["h1", "h2", "h3", "h4"], "runs": [run]}
+    return RunRecord(experiment={"collective": "allreduce", "algorithm": "ring",
+                                 "engine": "agents", "channels": 1, "iters": 5, "warmup": 1},
+                     ranks=["h1", "h2", "h3", "h4"], gpus_per_server=1, alpha_s=4.5e-4,
+                     beta_s_per_byte=3.2e-7, link_rate_mbit=25, runs=[run])
 
 
 def test_the_table_has_nccl_tests_columns_and_footer():

@@ -477,18 +477,18 @@ def simulated_run(**flags_at):
     fabric = leaf_spine(2, 2, 2, rate=20)
     result = simulate_experiment(fabric, Experiment(engine="sim", minbytes=1 << 15,
                                                     maxbytes=1 << 17))
-    link = result["link_rate_mbit"] / 8e3
-    for run in result["runs"]:
+    link = result.link_rate_mbit / 8e3
+    for run in result.runs:
         share = flags_at.get(f"s{run['size_bytes']}")
         if share is not None:
             run["busbw_gbps"] = share * link
-            run.update(size_flags(share, 6, 1.0, result["link_rate_mbit"], fabric.mtu))
+            run.update(size_flags(share, 6, 1.0, result.link_rate_mbit, fabric.mtu))
     return fabric, result
 
 
 def test_a_runs_figures_ring_the_size_that_beat_the_link_and_no_other(tmp_path, written):
     fabric, result = simulated_run(s32768=1.2)
-    assert result["runs"][0]["flags"] == ["over-rate"]
+    assert result.runs[0]["flags"] == ["over-rate"]
     files = figures.write_figures(fabric, result, tmp_path)
     assert [p.name for p in files] == ["fabric.png", "busbw.png", "timeline.png"]
     for path in files:
@@ -497,7 +497,7 @@ def test_a_runs_figures_ring_the_size_that_beat_the_link_and_no_other(tmp_path, 
     assert fab.get_suptitle() == "t2x2: mean link utilisation during allreduce (ring), 128KB"
     colour, top, over = colour_scale(fab)
     links = drawn_links(fab)
-    largest = result["runs"][-1]["links"]
+    largest = result.runs[-1]["links"]
     for link in fabric.links:
         util = max(largest[i]["mean_util"] for i in (link.a_intf, link.b_intf) if i in largest)
         want = top if abs(util - 1) < 1e-9 else colour(util)
@@ -509,13 +509,13 @@ def test_a_runs_figures_ring_the_size_that_beat_the_link_and_no_other(tmp_path, 
     rate = link_rate(ax)
     assert rate == pytest.approx(20 / 8e3)
     assert curve(ax, "t2x2 allreduce (ring)") == (
-        [32768.0, 131072.0], [r["busbw_gbps"] for r in result["runs"]])
+        [32768.0, 131072.0], [r["busbw_gbps"] for r in result.runs])
     ringed, notes = flag_marks(ax)
     assert ringed == ([32768.0], [pytest.approx(1.2 * rate)]) and ringed[1][0] > rate
     assert list(notes.values()) == ["over-rate"]
 
     assert timeline.axes[0].get_title() == (
-        f"allreduce (ring), {P.size_label(result['timeline']['size_bytes'])}B, 4 ranks: "
+        f"allreduce (ring), {P.size_label(result.timeline['size_bytes'])}B, 4 ranks: "
         "the last iteration, step by step")
     assert lanes(timeline.axes[1]) == ([f"rank {r}" for r in range(4)], 4)
 
@@ -527,8 +527,8 @@ def test_a_clean_run_rings_nothing_and_compared_curves_carry_the_runs_flags(tmp_
     assert busbw_plot.FLAGGED_LABEL not in legend_texts(written[1].axes[0])
 
     fabric, result = simulated_run(s131072=1.05)
-    curves = {"allreduce (ring)": [(r["size_bytes"], r["busbw_gbps"]) for r in result["runs"]],
-              "allreduce (rhd)": [(r["size_bytes"], 0.5) for r in result["runs"]]}
+    curves = {"allreduce (ring)": [(r["size_bytes"], r["busbw_gbps"]) for r in result.runs],
+              "allreduce (rhd)": [(r["size_bytes"], 0.5) for r in result.runs]}
     names = dict(figures.figures(fabric, result, curves))
     ax = names["busbw.png"].axes[0]
     assert legend_texts(ax)[:2] == list(curves)

@@ -152,8 +152,8 @@ def test_the_same_seed_gives_the_same_figures_and_another_may_not():
                      maxbytes=1 << 18)
     a = simulate_experiment(fabric, exp, seed=1)
     b = simulate_experiment(fabric, exp, seed=1)
-    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-    others = {tuple(r["time_s"] for r in simulate_experiment(fabric, exp, seed=s)["runs"])
+    assert json.dumps(a.to_dict(), sort_keys=True) == json.dumps(b.to_dict(), sort_keys=True)
+    others = {tuple(r["time_s"] for r in simulate_experiment(fabric, exp, seed=s).runs)
               for s in range(8)}
     assert len(others) > 1                            # ECMP draws differ between seeds
 
@@ -163,7 +163,7 @@ def test_the_record_has_the_emulators_fields_and_per_link_bytes():
     fabric = leaf_spine(2, 2, 2, rate=20)
     exp = Experiment(engine="sim", minbytes=1 << 20, maxbytes=1 << 20)
     result = simulate_experiment(fabric, exp)
-    run = result["runs"][0]
+    run = result.runs[0]
     emulated_fields = {"collective", "algorithm", "engine", "ranks", "size_bytes", "count",
                        "type", "redop", "root", "time_s", "algbw_gbps", "busbw_gbps",
                        "busbw_over_link", "wrong", "predicted_s", "measured_over_predicted",

@@ -102,7 +102,7 @@ def every_collective(lab, tmp_path, cases):
         root = 1 if collective in S.ROOTED else 0
         result = run_experiment(lab, small(collective=collective, algorithm=algorithm, root=root),
                                 tmp_path / f"{collective}-{algorithm}")
-        r = result["runs"][0]
+        r = result.runs[0]
         if r["wrong"] != 0 or r["bad_chunk_elements"] != 0:
             bad.append((collective, algorithm, r["wrong"]))
         assert len(r["machines"]) == 2                 # each machine's CPU, reported

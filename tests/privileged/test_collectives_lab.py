@@ -33,14 +33,14 @@ def test_every_collective_is_right_through_the_rank_agents(lab6, tmp_path, colle
     root = 4 if collective in S.ROOTED else 0
     result = run_experiment(lab6, small(collective=collective, algorithm=algorithm, root=root,
                                         channels=2), tmp_path)
-    run = result["runs"][0]
+    run = result.runs[0]
     assert run["wrong"] == 0 and run["bad_chunk_elements"] == 0
     assert run["ranks"] == 6 and run["root"] == (4 if collective in S.ROOTED else -1)
     assert run["time_s"] > 0
     assert run["busbw_gbps"] == pytest.approx(run["algbw_gbps"] * M.bus_factor(collective, 6))
-    assert result["idle_latency"]["samples"] > 0                 # the probe ran
+    assert result.idle_latency["samples"] > 0                 # the probe ran
     # the verdict, and its advice, as this size's own figures decide it
-    assert_verdict_follows_from_runs(result["fidelity"], result["runs"])
+    assert_verdict_follows_from_runs(result.fidelity, result.runs)
 
 
 def test_the_agents_windows_keep_every_queue_from_overflowing(lab6, tmp_path):
@@ -49,7 +49,7 @@ def test_the_agents_windows_keep_every_queue_from_overflowing(lab6, tmp_path):
     would fill the 100-packet queue and drop; the clamped ones do not."""
     result = run_experiment(lab6, small(algorithm="tree", minbytes=2 << 20, maxbytes=2 << 20,
                                         piece_bytes=64 * 1024), tmp_path)
-    run = result["runs"][0]
+    run = result.runs[0]
     assert run["wrong"] == 0
     queued = max(l["peak_backlog_bytes"] or 0 for l in run["links"].values())
     assert queued > 0                                    # the queues were used
@@ -59,7 +59,7 @@ def test_the_agents_windows_keep_every_queue_from_overflowing(lab6, tmp_path):
 def test_iperf3_engine_replays_the_schedule_and_reports(lab6, tmp_path):
     result = run_experiment(lab6, small(collective="allgather", engine="iperf3",
                                         minbytes=256 * 1024, maxbytes=256 * 1024), tmp_path)
-    run = result["runs"][0]
+    run = result.runs[0]
     assert run["engine"] == "iperf3" and run["wrong"] is None and run["time_s"] > 0
     assert isinstance(run["retransmits"], int) and run["retransmits"] >= 0
     # AllGather moves (n-1)/n of the buffer out of every rank: it crossed the fabric
@@ -84,7 +84,7 @@ def test_scapy_engine_sends_rocev2_that_a_fabric_link_captures_as_bth(lab6, tmp_
     finally:
         if tcpdump.poll() is None:
             tcpdump.kill()
-    run = result["runs"][0]
+    run = result.runs[0]
     assert run["engine"] == "scapy" and run["frames_sent"] == 6 * 64 and run["frames_lost"] == 0
     packets = rdpcap(str(pcap))
     assert len(packets) == 8

@@ -55,8 +55,8 @@ def test_allreduce_is_right_and_traffic_is_split(lab16, tmp_path, algorithm):
     exp = Experiment(algorithm=algorithm, minbytes=64 * 1024, maxbytes=64 * 1024, iters=1,
                      warmup=0, piece_bytes=8192, idle_seconds=0.2)
     result = run_experiment(lab16, exp, tmp_path)
-    run_ = result["runs"][0]
-    assert result["gpus_per_server"] == 4
+    run_ = result.runs[0]
+    assert result.gpus_per_server == 4
     assert run_["wrong"] == 0 and run_["bad_chunk_elements"] == 0 and run_["ranks"] == 16
     payload, wire = run_["payload_bytes"], run_["wire_bytes"]
     size, n, local, m = 64 * 1024, 16, 4, 4
@@ -67,7 +67,7 @@ def test_allreduce_is_right_and_traffic_is_split(lab16, tmp_path, algorithm):
         assert payload["inter"] == 4 * 2 * (n - 1) * size // n
     assert wire["intra_node"] >= payload["intra"]           # and headers on top
     assert wire["network_to_servers"] >= payload["inter"]
-    events = result["timeline"]["events"]
+    events = result.timeline["events"]
     assert {e["rank"] for e in events} == set(range(16))
     if algorithm == "hierarchical":
         assert {e["phase"] for e in events} == {"intra-node reduce-scatter",

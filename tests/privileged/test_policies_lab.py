@@ -32,7 +32,7 @@ def allreduce(lab, tmp_path, size, iters, piece):
         (h.name for h in f.endpoints if h.leaf == f.leaves[1].name)
     exp = Experiment(minbytes=size, maxbytes=size, iters=iters, warmup=0, piece_bytes=piece,
                      ranks=[next(a), next(b)], idle_seconds=0.2)
-    [record] = run_experiment(lab, exp, tmp_path)["runs"]
+    [record] = run_experiment(lab, exp, tmp_path).runs
     assert record["wrong"] == 0 and record["bad_chunk_elements"] == 0
     return record
 
@@ -162,7 +162,7 @@ def test_the_roce_engine_sprays_each_queue_pairs_packets_over_every_spine(
         per_spine = uplink_bytes(lab, f.leaves[0].name, lambda: holder.update(r=run_experiment(
             lab, Experiment(collective="sendrecv", engine="scapy", minbytes=256 << 10,
                             maxbytes=256 << 10, iters=1, warmup=0, ranks=[a, b],
-                            idle_seconds=0.2), tmp_path)["runs"][0]))
+                            idle_seconds=0.2), tmp_path).runs[0]))
         run = holder["r"]
         assert run["frames_lost"] == 0 and run["pieces"] == run["frames_sent"]
         total = sum(per_spine.values())

@@ -22,6 +22,7 @@ from collectives import metrics
 from policies import policy
 from runs.experiment import Experiment
 from runs.lab_parts import LabRun, Part, check_parts, standard_parts
+from runs.record import RunRecord
 from runs.sweep import Model, Size, sweep
 from traffic.engines import make_engine
 from traffic.measure.fidelity import size_flags
@@ -33,7 +34,7 @@ ITERATION_EXTRAS = ("frames_sent", "frames_lost", "retransmits", "scale_up_bytes
 
 def run_experiment(lab, exp: Experiment, results: Path,
                    progress: Callable[[str], None] = lambda msg: None,
-                   parts: Optional[List[Part]] = None) -> dict:
+                   parts: Optional[List[Part]] = None) -> RunRecord:
     """Replay `exp` on `lab` size by size; the run record (see docs/output.md).
     `parts` run alongside (runs/lab_parts.py; by default `standard_parts`),
     and write their files (the monitor's samples, the probes) to `results`."""
@@ -85,7 +86,8 @@ class LabBackend:
         return out
 
     def finish(self, exp: Experiment, model: Model, runs: List[dict]) -> dict:
-        out = {"routing": self._routing(runs)}
+        # a lab run says when it had no cross traffic and no failures (null)
+        out = {"cross_traffic": None, "failures": None, "routing": self._routing(runs)}
         for part in self.parts:
             out.update(part.finish(runs))
         return out

@@ -348,13 +348,24 @@ def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
     return "intra-node allgather"
 
 
-def build(collective: str, algorithm: str, n: int, count: int, root: int = 0,
-          piece_elements: int = 0, local: int = 1, data: bool = True) -> Schedule:
-    """The schedule of a collective, its operations split into pieces of at
-    most `piece_elements` (0: unsplit). `local` is the GPUs per server (the
-    hierarchical algorithm's node size). With `data` False the receives carry
-    no contributors (for timing: the simulator). ValueError, one sentence, for
-    parameters no schedule can be built from (`check_params`)."""
+@dataclass(frozen=True)
+class Layout:
+    """How a schedule is laid out besides its size: the root rank, the
+    pieces its messages are cut into (0: whole) and the GPUs per server."""
+    root: int = 0
+    piece_elements: int = 0
+    local: int = 1
+
+
+def build(collective: str, algorithm: str, n: int, count: int,
+          layout: Layout = Layout(), data: bool = True) -> Schedule:
+    """The schedule of a collective from `layout.root`, its operations split
+    into pieces of at most `layout.piece_elements` (0: unsplit);
+    `layout.local` is the GPUs per server (the hierarchical algorithm's node
+    size). With `data` False the receives carry no contributors (for timing:
+    the simulator). ValueError, one sentence, for parameters no schedule can
+    be built from (`check_params`)."""
+    root, piece_elements, local = layout.root, layout.piece_elements, layout.local
     check_params(collective, algorithm, n, count, root, piece_elements, local)
     token = _WITH_DATA.set(data)
     try:

@@ -10,17 +10,9 @@ from typing import List
 import numpy as np
 
 from collectives import schedules
+from collectives.schedules import Layout
 from collectives.datatypes import Data, DataType, to_arith
 from collectives.executor import RankExecutor
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a schedule is laid out besides its size: the root rank, the
-    pieces its messages are cut into (0: whole) and the GPUs per server."""
-    root: int = 0
-    piece_elements: int = 0
-    local: int = 1
 
 
 @dataclass(frozen=True)
@@ -33,8 +25,7 @@ class Values:
 def simulate(collective: str, algorithm: str, n: int, count: int,
              layout: Layout = Layout(), values: Values = Values()) -> List[RankExecutor]:
     """Run a schedule in-process, messages delivered in order of sending."""
-    sched = schedules.build(collective, algorithm, n, count, layout.root,
-                            layout.piece_elements, layout.local)
+    sched = schedules.build(collective, algorithm, n, count, layout)
     data = Data(values.dtype, values.op, n)
     ranks = [RankExecutor(r, n, sched[r], collective, count, layout.root, data)
              for r in range(n)]

@@ -30,7 +30,8 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     nic = {rank: (e.leaf, e.port) for rank, e in enumerate(fabric.endpoints)}   # rank -> its NIC
     costs = alphabeta.Costs(0.0, beta, beta_intra, nic.__getitem__)
     seconds = alphabeta.predict("allreduce", algorithm, n, count, costs, 0, local)
-    steps = alphabeta.schedule_cost(schedules.build("allreduce", algorithm, n, count, local=local))["steps"]
+    sched = schedules.build("allreduce", algorithm, n, count, schedules.Layout(local=local))
+    steps = alphabeta.schedule_cost(sched)["steps"]
     return {"steps": steps, "bandwidth_s": seconds}
 
 

@@ -425,7 +425,8 @@ class Agents:
     def setup(self, collective, algorithm, count, root, piece, transport: Transport) -> list:
         """Every hosted rank's schedule and executor for one collective, split
         into pieces of `piece` elements, and the connections it needs."""
-        sched = schedules.build(collective, algorithm, self.n, count, root, piece, transport.local)
+        sched = schedules.build(collective, algorithm, self.n, count,
+                                schedules.Layout(root, piece, transport.local))
         data = self.prepare(transport)
         for r in self.ranks:
             r.step = None

@@ -138,8 +138,8 @@ def step_setup(agents, collectives, tasks, initial, in_flight, transport) -> lis
     for c in collectives:
         key = (c["collective"], c["algorithm"], c["count"], c["piece"])
         if key not in built:
-            built[key] = schedules.build(c["collective"], c["algorithm"], agents.n, c["count"], 0,
-                                         c["piece"], transport.local)
+            built[key] = schedules.build(c["collective"], c["algorithm"], agents.n, c["count"],
+                                         schedules.Layout(0, c["piece"], transport.local))
     ops_of = {r.rank: [op for sched in built.values() for op in sched[r.rank]]
               for r in agents.ranks}
     for r in agents.ranks:

@@ -54,8 +54,10 @@ class Twin:
 
     def beside(self, record: dict, job, iterations: int) -> None:
         """Fill `record` (one emulated size) with the simulation beside it."""
-        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
-                        max(1, job.piece_bytes // metrics.TYPE_SIZE), job.local, data=False)
+        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,
+                                schedules.Layout(job.root,
+                                                 max(1, job.piece_bytes // metrics.TYPE_SIZE),
+                                                 job.local), data=False)
         replay = Replay(self.network, self.ranks, sched, sim_channels(self.fabric, job.channels),
                         1 / metrics.payload_share(self.fabric.mtu), self.hop_latency_s)
         measured = {i: record["links"][i]["tx_bytes"] / iterations

@@ -138,8 +138,8 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
                                   alphabeta.Costs(loop.alpha, model.beta, model.beta_intra,
                                                   model.nic_of.__getitem__),
                                   exp.root, model.local)
-    sched = schedules.build(exp.collective, exp.algorithm, n, count, exp.root, local=model.local,
-                            data=False)
+    sched = schedules.build(exp.collective, exp.algorithm, n, count,
+                            schedules.Layout(exp.root, local=model.local), data=False)
     steps = alphabeta.schedule_cost(sched, exp.algorithm)["steps"]
     label = f"{label} {count * metrics.TYPE_SIZE} B"
     progress(f"{label}: setting up")

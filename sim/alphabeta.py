@@ -70,7 +70,7 @@ def predict(collective: str, algorithm: str, n: int, count: int, costs: Costs,
     counting every rank that shares the NIC (`costs.nic_of`); the phases of
     a rank add up, and the slowest rank sets the time."""
     alpha, beta, beta_intra = costs.alpha, costs.beta, costs.beta_intra
-    sched = schedules.build(collective, algorithm, n, count, root, local=local)
+    sched = schedules.build(collective, algorithm, n, count, schedules.Layout(root, local=local))
     cost = schedule_cost(sched, algorithm)
     if local == 1 or beta_intra is None:
         return alpha * cost["steps"] + beta * cost["max_rank_elements"] * TYPE_SIZE

@@ -65,7 +65,7 @@ BUILD = [
 @pytest.mark.parametrize("params,words", BUILD, ids=[str(p)[:50] for p, _ in BUILD])
 def test_the_builder_refuses_in_one_sentence(params, words):
     with pytest.raises(ValueError) as info:
-        S.build(*params)
+        S.build(*params[:4], S.Layout(*params[4:]))
     one_sentence(info, *words)
 
 
@@ -86,7 +86,7 @@ def test_hierarchical_called_directly_refuses_too(n, local, words):
 
 
 def test_a_good_root_and_pieces_still_build():
-    sched = S.build("broadcast", "ring", 4, 100, root=3, piece_elements=7)
+    sched = S.build("broadcast", "ring", 4, 100, S.Layout(root=3, piece_elements=7))
     assert sum(len(ops) for ops in sched.values()) > 0
     ranks = simulate("reduce", "ring", 4, 100, Layout(root=3, piece_elements=7))
     assert [r.wrong() for r in ranks] == [0] * 4

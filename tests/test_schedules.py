@@ -40,7 +40,7 @@ def test_a_wrong_byte_is_counted():
 
 
 def test_forwarding_waits_for_the_receive_and_pieces_pipeline():
-    sched = S.build("broadcast", "ring", 3, 30, root=0, piece_elements=10)
+    sched = S.build("broadcast", "ring", 3, 30, S.Layout(root=0, piece_elements=10))
     middle = sched[1]
     assert [(o.kind, o.offset) for o in middle] == [
         ("recv", 0), ("recv", 10), ("recv", 20), ("send", 0), ("send", 10), ("send", 20)]
@@ -96,7 +96,7 @@ def test_hierarchical_allreduce_is_right_on_multi_gpu_servers(n, local, count, p
 def test_hierarchical_allreduce_sends_across_servers_only_along_rails():
     n, local, count = 16, 4, 4000
     m = n // local
-    sched = S.build("allreduce", "hierarchical", n, count, local=local)
+    sched = S.build("allreduce", "hierarchical", n, count, S.Layout(local=local))
     split = M.traffic_split(sched, lambda r: r // local)
     # per GPU: 2(m-1)/m of its block (count/local) leaves the server ...
     assert split["inter"] == n * 2 * (m - 1) * count // (m * local) * M.TYPE_SIZE
@@ -120,7 +120,7 @@ def test_hierarchical_allreduce_sends_across_servers_only_along_rails():
 
 def test_hierarchical_needs_whole_servers():
     with pytest.raises(ValueError, match="not a multiple of 4 GPUs per server"):
-        S.build("allreduce", "hierarchical", 10, 100, local=4)
+        S.build("allreduce", "hierarchical", 10, 100, S.Layout(local=4))
 
 
 # levels of a binary tree over n ranks (floor(log2 n)), and the buffers the

@@ -42,8 +42,8 @@ class Iperf3Replay(Engine):
             wait_listening(lab, dst, BASE_PORT + src)
 
     def prepare(self, job: Job) -> None:
-        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
-                        local=job.local)
+        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,
+                                schedules.Layout(job.root, local=job.local))
         self.by_step: Dict[int, Dict[tuple, int]] = {}
         for step, src, dst, elements in schedules.transfers(sched):
             pair = self.by_step.setdefault(step, {})

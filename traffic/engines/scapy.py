@@ -26,8 +26,8 @@ class RoceAgents(AgentProcesses, Engine):
             fabric.endpoint(s).intf, "--addresses", ips, "--macs", macs])
 
     def prepare(self, job: Job) -> None:
-        sched = schedules.build(job.collective, job.algorithm, self.n, job.count, job.root,
-                        local=job.local)
+        sched = schedules.build(job.collective, job.algorithm, self.n, job.count,
+                                schedules.Layout(job.root, local=job.local))
         transfers = [(step, src, dst, n * TYPE_SIZE) for step, src, dst, n in schedules.transfers(sched)]
         self.steps = sorted({t[0] for t in transfers})
         rate = self.fabric.spec["links"]["server_leaf"]["rate_mbit"]

@@ -25,8 +25,10 @@ class SimEngine(Engine):
         self.last = None
 
     def prepare(self, job: Job) -> None:
-        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count, job.root,
-                        max(1, job.piece_bytes // metrics.TYPE_SIZE), job.local, data=False)
+        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,
+                                schedules.Layout(job.root,
+                                                 max(1, job.piece_bytes // metrics.TYPE_SIZE),
+                                                 job.local), data=False)
         self.replay = Replay(self.network, self.ranks, sched, sim_channels(self.fabric, job.channels),
                              1 / metrics.payload_share(self.fabric.mtu), self.hop_latency_s)
         self.last = None

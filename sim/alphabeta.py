@@ -89,13 +89,3 @@ def predict(collective: str, algorithm: str, n: int, count: int, costs: Costs,
     worst = max(max(intra[r]) * beta_intra + max(nic.get(nic_of(r), [0, 0])) * beta
                 for r in sched)
     return alpha * cost["steps"] + worst
-
-
-def predict_seconds(collective: str, algorithm: str, n: int, count: int, alpha: float,
-                    beta: float, root: int = 0, local: int = 1,
-                    beta_intra: Optional[float] = None,
-                    nic_of: Optional[Callable[[int], object]] = None) -> float:
-    """`predict` with its Costs given one by one, as runs/sweep.py and
-    tests/test_schedules.py still call it."""
-    return predict(collective, algorithm, n, count, Costs(alpha, beta, beta_intra, nic_of),
-                   root, local)

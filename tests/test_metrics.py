@@ -114,7 +114,8 @@ def test_ring_allreduce_prediction_is_the_textbook_formula():
     n, count, alpha, beta = 8, 8 * 1024, 5e-5, 1e-8
     size = count * 4
     textbook = 2 * 7 * alpha + 2 * 7 / 8 * size * beta       # 2(n-1)a + 2(n-1)/n S b
-    assert alphabeta.predict_seconds("allreduce", "ring", n, count, alpha, beta) == pytest.approx(textbook)
+    assert alphabeta.predict("allreduce", "ring", n, count,
+                             alphabeta.Costs(alpha, beta)) == pytest.approx(textbook)
     # the planner's closed form is the same formula
     assert ring_allreduce_seconds(n, size, alpha, beta) == pytest.approx(textbook)
 

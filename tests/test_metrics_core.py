@@ -148,14 +148,6 @@ def test_one_server_costs_only_its_intra_links():
     assert got == pytest.approx(2 * ALPHA + 8000 * BETA_INTRA, **EXACT)
 
 
-def test_predict_seconds_is_predict_with_its_costs_given_one_by_one():
-    server = lambda r: r // 2                                    # noqa: E731
-    for collective, algorithm in (("allreduce", "hierarchical"), ("broadcast", "ring")):
-        assert alphabeta.predict_seconds(collective, algorithm, 4, 4000, ALPHA, BETA, 1, 2,
-                                         BETA_INTRA, server) == alphabeta.predict(
-            collective, algorithm, 4, 4000, Costs(ALPHA, BETA, BETA_INTRA, server), 1, 2)
-
-
 def test_the_root_decides_which_hop_of_the_chain_is_left_out():
     """Three GPUs, the first two in one server, S = 4000 B. From root 0 the
     chain 0->1->2 takes one hop inside and one across: rank 1 pays both,

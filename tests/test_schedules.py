@@ -138,9 +138,9 @@ def test_a_tree_allreduce_costs_two_steps_a_level_and_three_buffers_at_an_inner_
     """A binary tree reduces up its levels, then broadcasts down them: 2
     floor(log2 n) dependent steps, not one more; by hand, not from the code."""
     count, alpha, beta = 1000, 1e-5, 1e-9
-    assert alphabeta.predict_seconds("allreduce", "tree", n, count, alpha, 0.0) == \
+    assert alphabeta.predict("allreduce", "tree", n, count, alphabeta.Costs(alpha, 0.0)) == \
         pytest.approx(2 * levels * alpha, rel=1e-12)
-    assert alphabeta.predict_seconds("allreduce", "tree", n, count, alpha, beta) == \
+    assert alphabeta.predict("allreduce", "tree", n, count, alphabeta.Costs(alpha, beta)) == \
         pytest.approx(2 * levels * alpha + buffers * count * 4 * beta, rel=1e-12)
     assert alphabeta.schedule_cost(S.build("allreduce", "tree", n, count), "tree") == {
         "steps": 2 * levels, "max_rank_elements": buffers * count}

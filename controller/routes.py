@@ -29,6 +29,7 @@ import networkx as nx
 
 from policies import policy
 from topologies.fabric import Fabric
+from topologies.roles import role
 
 Port = Tuple[str, int]          # (switch name, port number)
 
@@ -49,7 +50,7 @@ def fabric_graph(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> nx.Mult
     """The switches that carry traffic between servers (node switches never do),
     an edge per live link between them, with its ports."""
     graph = nx.MultiGraph()
-    inner = {s.name for s in fabric.switches if s.role not in ("node", "nvswitch")}
+    inner = {s.name for s in fabric.network_switches}
     graph.add_nodes_from(inner)
     for link in fabric.links:
         if link.a not in inner or link.b not in inner:
@@ -73,13 +74,13 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
     graph = fabric_graph(fabric, down)
     routing = policy(fabric.policy)
     leaf_index = {s.name: s.index for s in fabric.leaves}
-    plans = {s.name: SwitchPlan(arp_to_controller=(s.role in ("leaf", "node", "nvswitch")))
+    plans = {s.name: SwitchPlan(arp_to_controller=role(s.role).edge)
              for s in fabric.switches}
     nic_leaf = {}                 # (node, node port) -> (leaf, leaf port) of each NIC
     for link in fabric.links:
         if link.kind == "server_leaf" and link.a in plans:
             nic_leaf[(link.a, link.a_port)] = (link.b, link.b_port)
-    inner = [s for s in fabric.switches if s.role not in ("node", "nvswitch")]
+    inner = list(fabric.network_switches)
     dists = {}
     for server in fabric.endpoints:
         if server.nvswitch and (server.nvswitch, server.nv_port) not in down:

@@ -196,7 +196,7 @@ class Lab:
         return not (self.fabric.spec["routing"]["bfd_ms"] and status.get("down_ports"))
 
     def _bfd_interfaces(self) -> List[str]:
-        inner = {s.name for s in self.fabric.switches if s.role not in ("node", "nvswitch")}
+        inner = {s.name for s in self.fabric.network_switches}
         return [i for l in self.fabric.links if {l.a, l.b} <= inner for i in (l.a_intf, l.b_intf)]
 
     def _bfd(self) -> None:

@@ -18,6 +18,7 @@ from mininet.topo import Topo
 
 from lab.shaping import tc_commands
 from topologies.fabric import Fabric
+from topologies.roles import role
 
 OPENFLOW_VERSIONS = "OpenFlow13,OpenFlow15"
 
@@ -40,15 +41,12 @@ class FabricTopo(Topo):
             self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, **opts)
 
 
-STP_TOP = {"core": 0x2000, "spine": 0x4000, "agg": 0x6000}
-
-
 def stp_priority(sw) -> int:
     """The spanning-tree priority of a switch: the top tier's first switch is
     the root, as an operator would pin it, so the tree is the same in every
     run (left to Open vSwitch, the root is the bridge whose port happened to
     get the lowest random MAC address, and the tree changes from run to run)."""
-    return STP_TOP.get(sw.role, 0x8000) + sw.index
+    return role(sw.role).stp_priority + sw.index
 
 
 class FabricSwitch(OVSSwitch):

@@ -19,10 +19,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
 from report.canvas import MAX_WIDTH_IN, new_figure, number, plain, save
+from topologies.roles import tier_names
 
 LABEL_ALL_UP_TO = 32         # a tier with more nodes labels only its first and last
 
-TIER_NAMES = {0: "GPU / server", 1: "node", 2: "leaf", 3: "spine / agg", 4: "core"}
 TIER_COLOURS = {0: "#4c72b0", 1: "#55a868", 2: "#8172b2", 3: "#c44e52", 4: "#937860"}
 UTILISATION_LABEL = "link utilisation (busiest direction, share of rate)"
 NO_DATA_COLOUR = "#9e9e9e"
@@ -214,7 +214,7 @@ def _tier_axes(ax, levels: list, members: dict) -> None:
     ax.set_ylim(-0.75, len(levels) - 0.45)
     ax.set_xticks([])
     ax.set_yticks(range(len(levels)))
-    ax.set_yticklabels([f"{TIER_NAMES.get(t, f'tier {t}')} ({len(members[t])})" for t in levels])
+    ax.set_yticklabels([f"{tier_names().get(t, f'tier {t}')} ({len(members[t])})" for t in levels])
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
 

@@ -10,6 +10,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 from matplotlib.figure import Figure
 
 from topologies.fabric import Fabric
+from topologies.roles import role
 from report import plots
 from report.busbw_plot import busbw_figure
 from report.canvas import save
@@ -17,12 +18,9 @@ from report.fabric_plot import fabric_figure
 from report.timeline_plot import timeline_figure
 from runs.record import RunRecord
 
-TIER = {"node": 1, "nvswitch": 1, "leaf": 2, "spine": 3, "agg": 3, "core": 4}
-
-
 def fabric_nodes(fabric: Fabric) -> List[Tuple[str, int]]:
     return ([(h.name, 0) for h in fabric.endpoints]
-            + [(s.name, TIER[s.role]) for s in fabric.switches])
+            + [(s.name, role(s.role).tier) for s in fabric.switches])
 
 
 def link_utilisation(fabric: Fabric, links: Dict[str, dict]) -> List[Tuple[str, str, object]]:

@@ -338,7 +338,7 @@ def _check_failures(fabric, exp: Experiment, names: Namer) -> None:
     if exp.fail and exp.engine == "sim":
         detail = "the simulator has no links to take down; failures need a lab"
         raise ExperimentError("fail", detail, f"{names('fail')}: {detail}")
-    switches = {s.name for s in fabric.switches if s.role not in ("node", "nvswitch")}
+    switches = {s.name for s in fabric.network_switches}
     for item in exp.fail:
         link = split_failure(item)[0]
         if link == "random":

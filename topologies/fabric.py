@@ -51,14 +51,13 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 from topologies import kinds
+from topologies.roles import network_roles, role
 from topologies.sanity import (check_physics, check_policy, check_size,  # noqa: F401
                                check_whole, fabric_warnings)
 from topologies.schema import (FabricError, load_yaml, multi_gpu,  # noqa: F401
                                name_from_file, normalise_fabric, read_text)
 
 DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
-DPID_BASE = {"leaf": 0x100, "spine": 0x200, "agg": 0x300, "core": 0x400, "node": 0x1000,
-             "nvswitch": 0x2000}
 
 
 # --- the plain data -------------------------------------------------------------
@@ -78,8 +77,8 @@ class LinkSpec:
 @dataclass(frozen=True)
 class Switch:
     name: str
-    role: str            # "leaf", "spine", "agg", "core", "node" (a server's PCIe switch
-                         # to shared NICs) or "nvswitch" (a server's NVLink domain)
+    role: str            # topologies/roles.py: "leaf", "spine", "agg", "core", "node" (a
+                         # server's PCIe switch to shared NICs), "nvswitch" (its NVLink domain)
     index: int           # 1-based within its role
     dpid: int
 
@@ -180,7 +179,12 @@ class Fabric:
     @property
     def nodes(self) -> Tuple[Switch, ...]:
         """Switches inside servers: NVSwitches and PCIe switches."""
-        return tuple(s for s in self.switches if s.role in ("node", "nvswitch"))
+        return tuple(s for s in self.switches if role(s.role).in_server)
+
+    @property
+    def network_switches(self) -> Tuple[Switch, ...]:
+        """The network's switches: every switch but those inside servers."""
+        return tuple(s for s in self.switches if not role(s.role).in_server)
 
     def switch(self, name: str) -> Switch:
         return next(s for s in self.switches if s.name == name)
@@ -275,8 +279,7 @@ def fabric_from_spec(spec: dict, source: str = "<spec>") -> Fabric:
         build.links.append(Link(kind, a.name, build.port(a.name), b.name, build.port(b.name),
                                 build.spec_of(kind)))
     name = spec["name"] or name_from_file(source)
-    switches = tuple(sw for role in ("leaf", "spine", "agg", "core")
-                     for sw in build.by_role.get(role, ()))
+    switches = tuple(sw for name in network_roles() for sw in build.by_role.get(name, ()))
     return Fabric(name, source, spec, spec["routing"]["policy"], build.net.prefixlen,
                   switches + tuple(build.inside), tuple(build.endpoints), tuple(build.links))
 
@@ -293,8 +296,8 @@ class _Builder:
         link_spec = {k: LinkSpec(**v) for k, v in spec["links"].items() if v is not None}
         link_spec.setdefault("spine_core", link_spec.get("leaf_spine"))
         self.link_spec = link_spec
-        self.by_role = {role: [Switch(f"{self.names[role]}{i}", role, i, DPID_BASE[role] + i)
-                               for i in range(1, n + 1)] for role, n in counts.items()}
+        self.by_role = {r: [Switch(f"{self.names.get(r, r)}{i}", r, i, role(r).dpid_base + i)
+                            for i in range(1, n + 1)] for r, n in counts.items()}
         self.leaves = self.by_role["leaf"]
         self.next_port: Dict[str, int] = {}
         self.homed: Dict[int, int] = {}                 # leaf index -> endpoints so far
@@ -325,9 +328,9 @@ class _Builder:
         box = f"{self.names['server']}{s}"
         nv = pcie = None
         if self.gpus > 1:
-            nv = Switch(f"{box}nv", "nvswitch", s, DPID_BASE["nvswitch"] + s)
+            nv = Switch(f"{box}nv", "nvswitch", s, role("nvswitch").dpid_base + s)
         if self.n_nics < self.gpus or self.gpus == 1:      # GPUs share NICs over PCIe
-            pcie = Switch(box, "node", s, DPID_BASE["node"] + s)
+            pcie = Switch(box, "node", s, role("node").dpid_base + s)
             gpu_ports = [self.port(box) for _ in range(self.gpus)]
             nics = []                                      # (PCIe port, leaf, leaf port)
             for leaf_index in nic_leaves:

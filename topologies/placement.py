@@ -38,10 +38,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from topologies.errors import SOURCE_MAX, printable
 from topologies.fabric import Fabric
+from topologies.roles import role
 from topologies.schema import SCHEMA
 from policies import policy
 
-NETWORK_ROLES = ("leaf", "spine", "agg", "core")
 NAMES_SHOWN, PAIRS_SHOWN = 12, 15
 _NUMBERED = re.compile(r"(.*?)([0-9]+)")
 
@@ -220,7 +220,7 @@ def placement_text(fabric: Fabric, cluster: Cluster, placement: Placement) -> st
     for m, host in enumerate(cluster.machines):
         c = placement.counts[m]
         network = [s.name for s in fabric.switches
-                   if s.role in NETWORK_ROLES and placement.node[s.name] == m]
+                   if not role(s.role).in_server and placement.node[s.name] == m]
         servers = list(dict.fromkeys(h.server for h in fabric.endpoints
                                      if placement.node[h.name] == m))
         gpus = f" = {c['endpoints']} GPUs" if multi else ""

@@ -16,6 +16,7 @@ from typing import Dict, List, Tuple
 
 from topologies.errors import FabricError, shown
 from topologies.kinds import link_class
+from topologies.roles import role
 from topologies.schema import (IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES,
                                multi_gpu)
 from topologies.yaml_loader import quantity
@@ -93,18 +94,18 @@ def check_whole(fabric) -> None:
 
 
 def _check_interface_names(fabric) -> None:
-    role_of = {s.name: ("server" if s.role in ("node", "nvswitch") else s.role)
+    role_of = {s.name: ("server" if role(s.role).in_server else s.role)
                for s in fabric.switches}
     role_of.update((h.name, "server") for h in fabric.endpoints)
     longest = {}
     for link in fabric.links:
         for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf)):
-            role = role_of[node]
-            if len(intf) >= len(longest.get(role, "")):
-                longest[role] = intf
-    for role, intf in sorted(longest.items()):
+            key = role_of[node]
+            if len(intf) >= len(longest.get(key, "")):
+                longest[key] = intf
+    for key, intf in sorted(longest.items()):
         if len(intf) > IFNAME_MAX:
-            raise FabricError(fabric.source, f"names.{role}", (
+            raise FabricError(fabric.source, f"names.{key}", (
                 f"expected a shorter prefix: it makes interface names like {shown(intf)} "
                 f"({len(intf)} characters) and Linux allows {IFNAME_MAX}"))
 

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from topologies import kinds
 from topologies.errors import FabricError, kind_of, printable, shown, shown_key  # noqa: F401
+from topologies.roles import ROLES
 from topologies.limits import IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES  # noqa: F401
 from topologies.yaml_loader import load_yaml, looks_numeric, read_text  # noqa: F401
 from policies import all_policies
@@ -423,10 +424,9 @@ SCHEMA = {
     "experiment": (described("what run_topology.py replays (checked by the experiment: see "
                              "docs/fabric.md)", passed_on), {}),
     "names": (Section("name prefixes, lowercase letters and digits", {
-        role: (_prefix(what, default), default) for role, what, default in (
-            ("spine", "spine switches", "spine"), ("leaf", "leaf (edge) switches", "leaf"),
-            ("agg", "fat-tree aggregation switches", "agg"),
-            ("core", "fat-tree core switches", "core"), ("server", "servers", "h"))}), {}),
+        name: (_prefix(what, default), default) for name, what, default in (
+            *((r.name, r.names, r.name) for r in ROLES.values() if r.names),
+            ("server", "servers", "h"))}), {}),
     "cluster": (Section("the machines a cluster run spreads the fabric over (docs/fabric.md)", {
         "machines": (described("ssh destinations, host names or IPv4 addresses", machines),
                      REQUIRED),

@@ -2,11 +2,14 @@
 sequence-numbered packet on each every `interval` seconds; the receiver
 records when each arrived.
 
-    python -m programs.failprobe recv --port P --seconds T
+    python -m programs.failprobe recv --port P --seconds T [--until-eof]
     python -m programs.failprobe send --dst IP --port P --sports A:B --interval S --seconds T
 
 The receiver prints {"ready": true} once it listens, and one JSON line at
-the end: {"arrivals": {sport: [[seq, t], ...]}}; the sender {"sent": seqs
+the end (after T seconds or, with --until-eof, once its stdin closes and the
+socket has been quiet for a moment, whichever comes first: the lab closes it
+when the sender is done, so a sender the host started late still has every
+packet counted): {"arrivals": {sport: [[seq, t], ...]}}; the sender {"sent": seqs
 per flow, "start": t, "stagger": s, "skipped": [[first seq, count], ...]}.
 Seq k of the i-th flow is due at start + k x interval + i x stagger. A
 sender the host kept from running past a whole tick skips the ticks it
@@ -28,10 +31,13 @@ import json
 import socket
 import struct
 import sys
+import threading
 import time
+from typing import Optional
 
 PACKET = struct.Struct("!I")
 PAYLOAD = 8                  # the seq and padding: a 50-byte frame
+QUIET_S = 0.2                # told to stop, the receiver ends after this long without a packet
 
 
 def send(dst: str, port: int, sports, interval: float, seconds: float) -> dict:
@@ -69,11 +75,13 @@ def send(dst: str, port: int, sports, interval: float, seconds: float) -> dict:
     return {"sent": seq, "start": start, "stagger": stagger, "skipped": skipped}
 
 
-def receive(port: int, seconds: float) -> dict:
+def receive(port: int, seconds: float, stop: Optional[threading.Event] = None) -> dict:
+    """Every packet's seq and arrival per flow, for `seconds` or until `stop`
+    is set and then no packet came for QUIET_S (the last ones are in)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     s.bind(("0.0.0.0", port))
-    s.settimeout(0.2)
+    s.settimeout(QUIET_S)
     print(json.dumps({"ready": True}), flush=True)    # the sender may start
     arrivals: dict = {}
     end = time.monotonic() + seconds
@@ -81,6 +89,8 @@ def receive(port: int, seconds: float) -> dict:
         try:
             data, (_ip, sport) = s.recvfrom(2048)
         except socket.timeout:
+            if stop is not None and stop.is_set():
+                break
             continue
         now = time.monotonic()
         if len(data) >= PACKET.size:
@@ -96,12 +106,17 @@ def main(argv=None) -> int:
     p.add_argument("--sports", default="42000:42007")
     p.add_argument("--interval", type=float, default=0.002)
     p.add_argument("--seconds", type=float, required=True)
+    p.add_argument("--until-eof", action="store_true",
+                   help="recv: stop once stdin closes (and the socket is quiet), at most --seconds")
     a = p.parse_args(argv)
     if a.mode == "send":
         lo, _, hi = a.sports.partition(":")
         out = send(a.dst, a.port, range(int(lo), int(hi or lo) + 1), a.interval, a.seconds)
     else:
-        out = receive(a.port, a.seconds)
+        stop = threading.Event()
+        if a.until_eof:
+            threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+        out = receive(a.port, a.seconds, stop)
     print(json.dumps(out), flush=True)
     return 0
 

@@ -8,11 +8,14 @@ the iteration a failure slowed."""
 
 import json
 import random
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
-from harness import TOPOLOGIES
+from harness import REPO, TOPOLOGIES
 from harness.commands import run
 from harness.fabrics import with_rate
 from lab.shaping import ACK_CLASS_SHARE
@@ -219,13 +222,15 @@ def test_flows_taking_turns_see_a_stop_shorter_than_an_interval():
 
 def test_the_probe_programs_over_loopback(capsys):
     """The receiver says when it listens; the sender's flows take turns,
-    and every packet it sent arrives with its seq."""
-    box = {}
-    receiver = threading.Thread(target=lambda: box.update(failprobe.receive(47211, 1.0)))
+    and every packet it sent arrives with its seq. The receiver stops when
+    told (after the sender is done), however late the sender started."""
+    box, stop = {}, threading.Event()
+    receiver = threading.Thread(target=lambda: box.update(failprobe.receive(47211, 600, stop)))
     receiver.start()
     while "ready" not in capsys.readouterr().out and receiver.is_alive():
-        pass
+        time.sleep(0.01)
     sent = failprobe.send("127.0.0.1", 47211, range(47300, 47304), 0.02, 0.2)
+    stop.set()
     receiver.join()
     assert sent["stagger"] == pytest.approx(0.005) and sent["start"] > 0
     never = {s for first, count in sent["skipped"] for s in range(first, first + count)}
@@ -233,6 +238,20 @@ def test_the_probe_programs_over_loopback(capsys):
     for got in box["arrivals"].values():
         assert sorted(seq for seq, _t in got) == sorted(set(range(sent["sent"])) - never)
     assert json.loads(json.dumps(sent)) == sent
+
+
+def test_the_receiver_program_ends_when_its_stdin_closes():
+    """The lab closes the receiver's stdin once the sender is done: it
+    ends then, not at its (here ten-minute) cap."""
+    proc = subprocess.Popen([sys.executable, "-m", "programs.failprobe", "recv", "--port",
+                             "47212", "--seconds", "600", "--until-eof"], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline()) == {"ready": True}
+        out, _ = proc.communicate(timeout=120)          # closes stdin
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and json.loads(out) == {"arrivals": {}}
 
 
 def test_the_slowdown_is_the_hit_iteration_against_its_size_untouched():

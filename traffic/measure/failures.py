@@ -48,6 +48,7 @@ import math
 import random
 import select
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -66,6 +67,7 @@ PROBE_FRAME = 60           # bytes a probe packet is on a link at most (Ethernet
                            # programs/failprobe.py sends 50)
 PROBE_SHARE = 0.5          # of the first-served class's guaranteed rate: the rest for TCP's
                            # ACKs and BFD, which share that class
+RECEIVE_CAP_S = 60.0       # a receiver whose stdin never closes ends the watch and this after
 READY_S = LEAD_S / 2       # longest wait for the receiver to listen before the sender starts
 BASE_PORT, BASE_SPORT = FAILPROBE_PORTS, 42000     # 16 events at most: 9296-9311
 PAUSE = 1                  # packets lost in a row from the failure on: a flow was hit
@@ -98,7 +100,7 @@ def parse(fabric, items: Sequence[str], rng: random.Random = None) -> List[Failu
     """The failures of `items` (checked by the experiment), `random` drawn
     from the links between switches."""
     rng = rng or random.Random()
-    switches = {s.name for s in fabric.switches if s.role not in ("node", "nvswitch")}
+    switches = {s.name for s in fabric.network_switches}
     inter = [l for l in fabric.links if {l.a, l.b} <= switches]
     out = []
     for item in items:
@@ -305,9 +307,12 @@ class Failures:
         interval = probe_interval(self.lab.fabric, src, dst)
         watch = LEAD_S + min(f.duration or MAX_WATCH_S, MAX_WATCH_S) + TAIL_S
         port, sport = BASE_PORT + k, BASE_SPORT + FLOWS * k
+        # the receiver listens until stop() has the sender's reply and closes its
+        # stdin (however late the host started the sender); the cap is a safety net
         recv = self.lab.popen(dst, [sys.executable, "-m", "programs.failprobe", "recv",
-                                    "--port", str(port), "--seconds", str(watch + 1.0)],
-                              text=True)
+                                    "--port", str(port), "--until-eof", "--seconds",
+                                    str(watch + RECEIVE_CAP_S)],
+                              stdin=subprocess.PIPE, text=True)
         # its first line says it listens; the sender's first packets would be lost
         # before (read with the rest at the end). Bounded: the failure stays on time
         select.select([recv.stdout], [], [], READY_S)

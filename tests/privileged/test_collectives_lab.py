@@ -10,6 +10,7 @@ from harness.verdicts import assert_verdict_follows_from_runs
 from collectives import metrics as M
 from collectives import schedules as S
 from runs.experiment import Experiment
+from runs.lab_parts import UNMEASURED_ALPHA_S, Latency
 from runs.measured import run_experiment
 
 # (hierarchical needs multi-GPU servers: tests/privileged/test_multi_gpu_lab.py)
@@ -41,6 +42,24 @@ def test_every_collective_is_right_through_the_rank_agents(lab6, tmp_path, colle
     assert result.idle_latency["samples"] > 0                 # the probe ran
     # the verdict, and its advice, as this size's own figures decide it
     assert_verdict_follows_from_runs(result.fidelity, result.runs)
+
+
+def test_a_sweep_runs_with_only_the_parts_it_is_given(lab6, tmp_path):
+    """The parts alongside a sweep are optional: with the latency probe
+    alone the collective is still replayed and checked, its latency measured
+    and probes.json written, and nothing of the parts it was not given is
+    there (no link windows, verdict, simulation beside or samples.json);
+    with none, the model's alpha is the stated default."""
+    result = run_experiment(lab6, small(), tmp_path / "latency", parts=[Latency()])
+    [run] = result.runs
+    assert run["wrong"] == 0 and run["time_s"] > 0 and "p50_us" in run["latency"]
+    assert not {"links", "wire_bytes", "simulated_s"} & set(run)
+    assert result.idle_latency["samples"] > 0 and result.alpha_s != UNMEASURED_ALPHA_S
+    assert "fidelity" not in result.to_dict() and "tiers" not in result.to_dict()
+    assert [p.name for p in (tmp_path / "latency").iterdir()] == ["probes.json"]
+    bare = run_experiment(lab6, small(), tmp_path / "bare", parts=[])
+    assert bare.runs[0]["wrong"] == 0 and bare.alpha_s == UNMEASURED_ALPHA_S
+    assert "latency" not in bare.runs[0] and not (tmp_path / "bare").exists()
 
 
 def test_the_agents_windows_keep_every_queue_from_overflowing(lab6, tmp_path):

@@ -88,10 +88,11 @@ def fabrics(out: Path) -> None:
     from topologies.fabric import load_fabric
     for yaml in EXAMPLES:
         fabric = load_fabric(yaml)
-        derived = {"shape": fabric.shape, "warnings": list(fabric.warnings),
-                   "oversubscription": fabric.oversubscription,
+        derived = {"shape": fabric.shape(), "warnings": list(fabric.warnings),
+                   "oversubscription": fabric.oversubscription(),
                    **{k: v for k, v in dataclasses.asdict(fabric).items() if k != "source"}}
-        (out / f"fabric.{yaml.stem}.json").write_text(json.dumps(derived, indent=1, default=str))
+        (out / f"fabric.{yaml.stem}.json").write_text(
+            json.dumps(derived, indent=1, default=str, sort_keys=True))
 
 
 def planner(out: Path) -> None:

@@ -20,7 +20,7 @@ stdout, one reply per hosted rank:
         -> {"event": "setup_done", "rank", "connections": K}
     {"cmd": "go", "iter": i, "at": t}
         -> {"event": "done", "rank", "iter", "t0", "t1", "wrong", "bad_chunk_elements",
-            "bytes_received", "scale_up_bytes", "pieces", "reordered"}
+            "bytes_received", "scale_up_bytes", "pieces", "reordered", "unsettled"}
     {"cmd": "quit"} (or end of input)
 
 A rank sends to each peer on `channels` TCP connections of its own (NCCL
@@ -28,7 +28,9 @@ channels / RoCE queue pairs: the flows ECMP can tell apart); the k-th message
 to a peer travels on connection k mod channels, or, under the flowlet and
 spray policies (`spread`), on the one a Spreader picks (programs/
 spread.py). A receiver counts the pieces that reached its host after a
-later piece of the same sender (`reordered`), by the kernel's arrival times. As NCCL's network transport,
+later piece of the same sender (`reordered`), by the kernel's arrival times;
+a sender, its spreaders' moves to another connection while the one left
+still had bytes unacknowledged (`unsettled`: a flowlet never makes one). As NCCL's network transport,
 a connection carries data one way: the sender connects, the receiver
 accepts, so what flows back is only ACKs, which the shaped links serve first
 (lab/shaping.py). Times are CLOCK_MONOTONIC, which all namespaces share, so
@@ -280,6 +282,8 @@ class Rank:
     def start(self) -> None:
         self.t0, self.t1, self.scale_up_bytes = time.monotonic(), None, 0
         self.landings, self.pieces = {}, 0
+        for spreader in self.spreaders.values():
+            spreader.switches = spreader.unsettled = 0
         self.executor.run(self.send)
         self._check_finished()
 
@@ -493,7 +497,8 @@ class Agents:
             reply = {"event": "done", "rank": r.rank, "iter": iteration, "t0": r.t0,
                      "t1": r.t1, "wrong": ex.wrong(), "bad_chunk_elements": ex.bad_chunk_elements,
                      "bytes_received": ex.received_bytes, "scale_up_bytes": r.scale_up_bytes,
-                     "pieces": r.pieces, "reordered": r.reordered}
+                     "pieces": r.pieces, "reordered": r.reordered,
+                     "unsettled": sum(s.unsettled for s in r.spreaders.values())}
             if timeline:
                 reply["timeline"] = ex.timeline(start_at or r.t0)
             out.append(reply)

@@ -60,6 +60,9 @@ class Spreader:
         self.watched: set = set()
         self.last = [float("-inf")] * len(conns)
         self.current = self.rng.randrange(len(conns))
+        # moves to another connection, and those made while the one left still
+        # had bytes unacknowledged (which could then arrive after the next piece)
+        self.switches = self.unsettled = 0
         for conn in conns:
             conn.sock.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, lowat)
             conn.spreader = self
@@ -80,6 +83,10 @@ class Spreader:
             if i is None:
                 break
             self._unwatch(i)
+            if i != self.current:
+                left = lanes[self.current]
+                self.switches += 1
+                self.unsettled += bool(left.waiting or left.in_flight)
             self.current, self.last[i] = i, now
             self.conns[i].send(*self.pending[head])
             head += 1

@@ -29,7 +29,7 @@ from traffic.measure.fidelity import size_flags
 
 # figures some engines count per iteration (their EXTRAS), summed over a size
 ITERATION_EXTRAS = ("frames_sent", "frames_lost", "retransmits", "scale_up_bytes", "pieces",
-                    "reordered")
+                    "reordered", "unsettled")
 
 
 def run_experiment(lab, exp: Experiment, results: Path,

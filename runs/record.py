@@ -77,6 +77,7 @@ class SizeRecord(TypedDict, total=False):
     scale_up_bytes: int
     pieces: int
     reordered: int
+    unsettled: int                        # agents: spreaders' moves with bytes unacknowledged
     # whether it is a figure to quote (traffic/measure/fidelity.py size_flags)
     flags: List[str]
     shaper_unpaid_bound_s: float

@@ -103,8 +103,12 @@ def test_spreading_senders_deliver_every_piece_and_count_what_overtook(agents_of
     """Under flowlet and spray a rank opens routing.entropy connections to a
     peer and picks one per piece: the data is still right, every piece is
     counted once, spray (every piece to the least-queued connection) has
-    pieces overtaking each other, and a flowlet never does (it changes
-    connection only when everything sent was acknowledged)."""
+    pieces overtaking each other, and a flowlet never moves to another
+    connection while the one it leaves has bytes unacknowledged (so nothing
+    of it can arrive after the next piece). On loopback the kernel stamps
+    few TCP reads with their arrival time, so the receivers' `reordered`
+    is judged here only for spray; the lab's veths judge it for both
+    (tests/privileged/test_policies_lab.py)."""
     engine = agents_of(4, 1, policy=policy, nic_mbit=20)
     engine.prepare(Job("allreduce", "ring", count=1 << 20, piece_bytes=16384))
     pieces = 4 * 2 * 3 * (4 << 20) // 4 // 16384     # each rank: 2(n-1) blocks of 1/n, cut
@@ -113,9 +117,11 @@ def test_spreading_senders_deliver_every_piece_and_count_what_overtook(agents_of
         assert out["wrong"] == 0 and out["bad_chunk_elements"] == 0
         assert out["pieces"] == pieces
         if policy == "spray":
-            assert out["reordered"] > 0
+            assert out["reordered"] > 0 and out["unsettled"] > 0
+        elif policy == "flowlet":
+            assert out["unsettled"] == 0
         else:
-            assert out["reordered"] == 0
+            assert out["reordered"] == out["unsettled"] == 0
 
 
 @pytest.mark.parametrize("algorithm", ["hierarchical", "ring"])

@@ -36,7 +36,7 @@ def by_server(hosts) -> list:
 
 
 class RankAgents(AgentProcesses, Engine):
-    EXTRAS = ("scale_up_bytes", "pieces", "reordered")
+    EXTRAS = ("scale_up_bytes", "pieces", "reordered", "unsettled")
 
     def __init__(self, fabric, ranks: Sequence[str], lab, port: int = AGENT_PORT,
                  per_rank: bool = False):
@@ -88,7 +88,8 @@ class RankAgents(AgentProcesses, Engine):
                "bad_chunk_elements": sum(r["bad_chunk_elements"] for r in ranks),
                "scale_up_bytes": sum(r["scale_up_bytes"] for r in ranks),
                "pieces": sum(r["pieces"] for r in ranks),
-               "reordered": sum(r["reordered"] for r in ranks)}
+               "reordered": sum(r["reordered"] for r in ranks),
+               "unsettled": sum(r["unsettled"] for r in ranks)}
         if timeline:
             out["timeline"] = [e for r in ranks for e in r.get("timeline", ())]
         return out

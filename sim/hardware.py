@@ -1,0 +1,81 @@
+"""GPU servers as they are sold, in the units NCCL's topology search counts
+them: what the NCCL model (sim/nccl/) derives its channels and bandwidths
+from.
+
+A GPU is its generation (which of NCCL's per-architecture tables apply), its
+NVLink (links to the NVSwitch and GB/s per link, as NCCL's topo.h counts a
+link: 20.6 GB/s for NVLink4, the share of the 25 GB/s wire NCCL reaches) and
+whether its NVSwitch can reduce (NVLink SHARP, NVSwitch 3 and later). A
+server is its GPUs (one NVLink domain), its scale-out NICs and their rate,
+the PCIe path from a GPU to its NIC, and the host CPU's vendor (NCCL's LL
+caps and per-message overhead on several nodes depend on it).
+
+Sources: NVIDIA's datasheets for the GPUs, NVLink and the DGX/HGX systems
+(DGX A100 and DGX H100 user guides: 8 GPUs, 8 single-port ConnectX NICs of
+200 and 400 Gbit/s, AMD EPYC and Intel Xeon hosts); NCCL 2.30's
+src/graph/topo.h for the per-link and PCIe figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ARCHS = ("volta", "ampere", "hopper", "blackwell")
+CPUS = ("intel", "amd", "arm")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    arch: str                 # one of ARCHS: which of NCCL's tables apply
+    nvlinks: int              # NVLink links to the NVSwitch
+    link_gbytes: float        # GB/s per link and direction, as NCCL counts one
+    nvls: bool                # the NVSwitch reduces (NVLink SHARP)
+
+    @property
+    def nvlink_gbytes(self) -> float:
+        """A GPU's NVLink bandwidth to its NVSwitch, per direction (GB/s)."""
+        return self.nvlinks * self.link_gbytes
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    gpu: Gpu
+    gpus: int                 # GPUs in one NVLink domain
+    nics: int                 # scale-out NICs
+    nic_gbps: float           # Gbit/s per NIC
+    pcie_gbytes: float        # GB/s from a GPU to its NIC (x16 Gen4 24, Gen5 48)
+    cpu: str                  # one of CPUS
+
+    @property
+    def nic_gbytes(self) -> float:
+        return self.nic_gbps / 8
+
+    def describe(self) -> str:
+        return (f"{self.name}: {self.gpus} x {self.gpu.name} "
+                f"(NVLink {self.gpu.nvlink_gbytes:g} GB/s per direction as NCCL counts it), "
+                f"{self.nics} x {self.nic_gbps:g} Gbit/s NICs")
+
+
+A100 = Gpu("A100", "ampere", 12, 20.0, False)
+H100 = Gpu("H100", "hopper", 18, 20.6, True)
+H200 = Gpu("H200", "hopper", 18, 20.6, True)
+B200 = Gpu("B200", "blackwell", 18, 40.1, True)
+
+SERVERS = {s.name: s for s in (
+    Server("dgx-a100", A100, 8, 8, 200, 24.0, "amd"),
+    Server("hgx-h100", H100, 8, 8, 400, 48.0, "intel"),
+    Server("hgx-h200", H200, 8, 8, 400, 48.0, "intel"),
+    Server("hgx-b200", B200, 8, 8, 400, 48.0, "intel"),
+    # one rack: 72 GPUs in one NVLink domain, a 400G NIC per GPU, Grace hosts
+    Server("gb200-nvl72", B200, 72, 72, 400, 48.0, "arm"),
+)}
+
+
+def server(name: str) -> Server:
+    """The server called `name`, or one sentence naming those there are."""
+    try:
+        return SERVERS[name]
+    except KeyError:
+        raise ValueError(f"no server called {name!r}; there are: {', '.join(SERVERS)}") from None

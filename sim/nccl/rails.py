@@ -1,0 +1,43 @@
+"""What a Clos delivers to NCCL's channels: the share of a NIC's rate its
+rail-matched rings get once ECMP has hashed their flows onto uplinks.
+
+NCCL's channels leave each server through the NIC of their rail and reach
+the same rail of the next server (graph.py), so the network carries one
+ring per rail; on a rail-optimized Clos those stay on their rail's leaf, on
+a Clos whose leaves take whole servers they cross the spines between
+leaves. Each ring's transfers are flows hashed per switch (ECMP), as many
+per NIC pair as `connections` (NCCL's channels on that NIC x queue pairs per
+connection, NCCL_IB_QPS_PER_CONNECTION; consecutive messages go round the
+connections). Where two flows share an uplink each runs at half the rate,
+and a ring runs at the pace of its slowest edge.
+
+`share` is the inter-server part of the hierarchical AllReduce (sim/phases.py)
+timed on the real Clos against the same Clos with unlimited switch-to-switch
+capacity, the median over `seeds` ECMP draws: 1 where nothing collides.
+The tuner (tuner.py, `Cluster.fabric_share`) caps each channel's NIC
+bandwidth by it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+from sim.clos import ClosNetwork, ClosShape
+from sim.phases import allreduce_phases, phase_seconds
+
+IDEAL_BPS = 1e30
+PROBE_ELEMENTS = 1 << 26          # any size: the share is a ratio of bandwidth-bound times
+
+
+def share(shape: ClosShape, connections: int = 1, seeds: int = 5) -> float:
+    """The median share of a NIC's rate the rail rings get (see the module
+    docstring); 1 on one server."""
+    if shape.servers < 2:
+        return 1.0
+    phases = [p for p in allreduce_phases("hierarchical", shape.n, PROBE_ELEMENTS, shape.gpus,
+                                          channels=connections)
+              if p.name.startswith("inter")]
+    ideal = phase_seconds(ClosNetwork(replace(shape, fabric_bps=IDEAL_BPS)), phases)
+    draws = [ideal / phase_seconds(ClosNetwork(shape, seed), phases) for seed in range(seeds)]
+    return min(1.0, statistics.median(draws))

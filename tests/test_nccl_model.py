@@ -1,0 +1,255 @@
+"""The NCCL model (sim/nccl/): its graphs, its tuner's figures worked out
+here by hand from NCCL's published formulas, its choice, its overrides, and
+its answers against published measurements of real clusters
+(bench/reality_bench.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench import reality_bench
+from sim import nccl
+from sim.clos import ClosShape
+from sim.hardware import SERVERS, server
+from sim.nccl import graph, overrides, rails, tuner
+
+H100, A100 = server("hgx-h100"), server("dgx-a100")
+GIB = 1 << 30
+
+
+def busbw(where, size, algo=None, proto=None):
+    e = nccl.predict(where, "allreduce", size, algo, proto).chosen
+    n = where.topo.ranks
+    return size / (e.time_us * 1e3) * 2 * (n - 1) / n
+
+
+# --- the published measurements -------------------------------------------------------------
+
+def test_the_model_meets_published_measurements_of_real_clusters():
+    out = reality_bench.run()
+    rows = out["rows"]
+    assert len(rows) >= 8
+    assert out["median_error"] <= 0.15, reality_bench.format_table(out)
+    assert out["worst_error"] <= 0.35, reality_bench.format_table(out)
+    assert all(abs(r["ratio"] - 1) <= 0.35 for r in rows if r["nodes"] > 1)
+    assert all(0.5 <= r["ratio"] <= 2 for r in rows if r["unit"] == "us")
+
+
+def test_the_bench_covers_what_the_issue_names():
+    rows = reality_bench.CASES
+    gens = {server(c.server).gpu.arch for c in rows}
+    assert {"ampere", "hopper"} <= gens
+    assert any(c.nodes == 1 and c.algo for c in rows) and any(c.nodes == 1 and not c.algo
+                                                              for c in rows)
+    for nodes in (2, 4):
+        assert any(c.nodes == nodes and c.algo and c.unit == "busbw" for c in rows)
+        assert any(c.nodes == nodes and not c.algo and c.unit == "busbw" for c in rows)
+    assert any(c.nodes * server(c.server).gpus >= 1000 for c in rows)
+    assert any(c.unit == "us" and c.size == 8 for c in rows)
+    assert any(c.unit == "speedup" for c in rows)
+    assert all(c.source.startswith("https://") for c in rows)
+
+
+# --- graphs: NCCL's channels ----------------------------------------------------------------
+
+def test_one_h100_server_rings_are_twelve_channels_of_30():
+    g = graph.ring(graph.Topology(H100, 1, 8))
+    assert (g.channels, g.bw_intra) == (12, 30)          # 6 x 60 found, then duplicated
+
+
+def test_across_servers_one_ring_channel_per_nic_at_the_nic_speed():
+    g = graph.ring(graph.Topology(H100, 4, 8))
+    assert (g.channels, g.bw_inter) == (8, 48)            # 400G NIC 50, PCIe Gen5 48
+    a = graph.ring(graph.Topology(A100, 4, 8))
+    assert (a.channels, a.bw_inter) == (8, 24)            # 200G NIC 25, PCIe Gen4 24
+    four = graph.ring(graph.Topology(replace(H100, nics=4), 4, 8))
+    # 4 channels at 48, then duplicated (4 is not more than 4): 8 at 24
+    assert (four.channels, four.bw_inter) == (8, 24)
+
+
+def test_execution_channels_double_the_search_and_honour_min_channels():
+    topo = graph.Topology(H100, 2, 8)
+    g = graph.ring(topo)
+    assert graph.execution_channels(topo, g) == 16
+    assert graph.execution_channels(topo, g, 24) == 24
+    assert graph.execution_channels(topo, g, 1000) == graph.MAX_CHANNELS
+
+
+# --- the tuner's figures, by hand --------------------------------------------------------------
+
+def test_tree_ll_latency_is_nccls_formula():
+    # base 6.8 + 2 x (chain of 7 NVLink hops at 0.6 + log2(servers) network hops at 5.0)
+    for nodes in (2, 4, 16):
+        where = nccl.cluster(H100, nodes)
+        expect = 6.8 + 2 * (7 * 0.6 + math.floor(math.log2(nodes)) * 5.0)
+        assert tuner.latency_us(where, "allreduce", "tree", "LL") == pytest.approx(expect)
+        choice = nccl.predict(where, "allreduce", 8).chosen
+        assert choice.name == "Tree/LL"
+        assert choice.time_us == pytest.approx(expect, rel=1e-3)
+
+
+def test_ring_latency_pays_the_network_overhead_on_every_step_inside_a_server():
+    where = nccl.cluster(H100, 2)
+    # 30 steps, 2 of them between servers (2.7 us), 28 at max(0.6 NVLink, 1.0 Intel overhead)
+    assert tuner.latency_us(where, "allreduce", "ring", "LL") == pytest.approx(
+        6.6 + 28 * 1.0 + 2 * 2.7)
+    amd = nccl.cluster(replace(H100, cpu="amd"), 2)
+    assert tuner.latency_us(amd, "allreduce", "ring", "LL") == pytest.approx(
+        6.6 + 28 * 2.0 + 2 * 2.7)
+
+
+def test_nvls_on_one_h100_server():
+    # 8 heads: 9 x speed within 370.8 GB/s of NVLink -> 40; x 0.85 x 7/8 x 2 for AllReduce,
+    # against the graph's inter figure 60; 8 channels
+    where = nccl.cluster(H100, 1)
+    expect_bus = 8 * min(40 * 0.85 * 7 / 8 * 2, 60)
+    assert tuner.bus_bandwidth(where, "allreduce", "nvls", "Simple") == pytest.approx(expect_bus)
+    assert tuner.algorithm_bandwidth(where, "allreduce", "nvls", "Simple") == pytest.approx(
+        expect_bus * 8 / 14)
+    assert nccl.predict(where, "allreduce", 4 * GIB).chosen.name == "NVLS/Simple"
+
+
+def test_nvlstree_hits_its_per_channel_cap_across_servers():
+    assert tuner.bus_bandwidth(nccl.cluster(H100, 2), "allreduce", "nvls_tree",
+                               "Simple") == pytest.approx(8 * 57.7)
+    assert tuner.bus_bandwidth(nccl.cluster(H100, 4), "allreduce", "nvls_tree",
+                               "Simple") == pytest.approx(8 * 45.5)
+
+
+def test_protocol_efficiencies():
+    where = nccl.cluster(H100, 4)
+    simple = tuner.bus_bandwidth(where, "allreduce", "ring", "Simple")
+    assert simple == pytest.approx(8 * 48)
+    assert tuner.bus_bandwidth(where, "allreduce", "ring", "LL") == pytest.approx(
+        min(20.4, 0.5 * simple))                     # Intel, more than two servers
+    assert tuner.bus_bandwidth(where, "allreduce", "ring", "LL128") == pytest.approx(
+        min(0.92 * simple, 8 * 36.7))
+    slow = nccl.cluster(replace(H100, nic_gbps=25), 4)   # 3.125 GB/s NICs: 8 channels at 3
+    assert tuner.bus_bandwidth(slow, "allreduce", "ring", "LL") == pytest.approx(0.5 * 8 * 3)
+
+
+def test_one_h100_server_switches_from_ring_ll_to_nvls_near_a_megabyte():
+    where = nccl.cluster(H100, 1)
+    assert nccl.predict(where, "allreduce", 512 << 10).chosen.name == "Ring/LL"
+    assert nccl.predict(where, "allreduce", 2 << 20).chosen.name == "NVLS/Simple"
+
+
+def test_a_ring_of_small_size_runs_on_fewer_channels():
+    where = nccl.cluster(H100, 1)
+    small = nccl.predict(where, "allreduce", 64 << 10, "ring", "Simple").chosen
+    big = nccl.predict(where, "allreduce", GIB, "ring", "Simple").chosen
+    assert small.channels < big.channels == 24
+
+
+# --- what NCCL allows ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("coll,algo,proto,where,ok", [
+    ("allreduce", "nvls", "Simple", nccl.cluster(A100, 1), False),       # no NVLink SHARP
+    ("allreduce", "nvls", "LL", nccl.cluster(H100, 1), False),           # Simple only
+    ("allreduce", "nvls_tree", "Simple", nccl.cluster(H100, 1), False),  # several servers
+    ("allreduce", "nvls", "Simple", nccl.cluster(H100, 2), False),       # needs CollNet
+    ("allreduce", "nvls", "Simple", nccl.cluster(H100, 2, collnet=True), True),
+    ("allreduce", "collnet_direct", "Simple", nccl.cluster(H100, 2), False),
+    ("allreduce", "collnet_chain", "Simple", nccl.cluster(H100, 2, collnet=True), True),
+    ("broadcast", "tree", "Simple", nccl.cluster(H100, 2), False),
+    ("allgather", "pat", "Simple", nccl.cluster(H100, 4), False),        # one GPU a server
+    ("allgather", "pat", "Simple", nccl.cluster(H100, 4, ppn=1), True),
+    ("allreduce", "pat", "Simple", nccl.cluster(H100, 4, ppn=1), False),
+])
+def test_what_nccl_allows(coll, algo, proto, where, ok):
+    assert tuner.allowed(where, coll, algo, proto) is ok
+
+
+def test_every_collective_has_a_choice_on_every_server():
+    for hw in SERVERS.values():
+        for nodes in (1, 2, 5):
+            where = nccl.cluster(hw, nodes)
+            for coll in tuner.COLLECTIVES:
+                assert nccl.predict(where, coll, 1 << 20).chosen.time_us > 0
+
+
+# --- overrides -------------------------------------------------------------------------------
+
+def test_overrides_narrow_the_choice():
+    where = nccl.cluster(H100, 2)
+    assert {e.algorithm for e in nccl.predict(where, "allreduce", GIB, "ring").table} == {"ring"}
+    table = nccl.predict(where, "allreduce", GIB, "^nvls,nvlstree", "^LL128").table
+    assert not any(e.algorithm.startswith("nvls") or e.protocol == "LL128" for e in table)
+    per = overrides.enabled("ring;allreduce:tree")
+    assert per["allreduce"]["algorithms"] == ["tree"]
+    assert per["broadcast"]["algorithms"] == ["ring"]
+    assert overrides.enabled(None, "LL128")["reduce"]["protocols"] == ["LL128"]
+
+
+@pytest.mark.parametrize("algo,proto,words", [
+    ("rign", None, "NCCL_ALGO: 'rign' is not one of"),
+    (None, "LL256", "NCCL_PROTO: 'LL256'"),
+    ("ring;tree", None, "needs a collective"),
+    ("alltoall:ring", None, "'alltoall' is not one of"),
+    ("", None, None),
+])
+def test_bad_overrides_are_one_sentence(algo, proto, words):
+    if words is None:
+        assert overrides.enabled(algo, proto)["allreduce"]["algorithms"] == list(tuner.ALGORITHMS)
+        return
+    with pytest.raises(overrides.OverrideError, match=words.replace("(", r"\(")):
+        overrides.enabled(algo, proto)
+
+
+def test_nothing_left_to_run_is_one_sentence():
+    with pytest.raises(ValueError, match="no algorithm/protocol available for broadcast"):
+        nccl.predict(nccl.cluster(H100, 2), "broadcast", GIB, "tree")
+
+
+# --- laws --------------------------------------------------------------------------------------
+
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(SERVERS)), nodes=st.integers(1, 4096),
+       coll=st.sampled_from(tuner.COLLECTIVES),
+       a=st.integers(0, 40), b=st.integers(0, 40))
+def test_the_choice_is_the_quickest_and_time_grows_with_size(name, nodes, coll, a, b):
+    where = nccl.cluster(SERVERS[name], nodes)
+    small, big = sorted((1 << a, 1 << b))
+    c1, c2 = (nccl.predict(where, coll, s) for s in (small, big))
+    assert c1.chosen.time_us == min(e.time_us for e in c1.table)
+    assert c2.chosen.time_us >= c1.chosen.time_us
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(SERVERS)), nodes=st.integers(2, 4096),
+       size=st.integers(1, 1 << 36), share=st.floats(0.05, 1.0))
+def test_a_ring_never_moves_more_than_the_nics_carry(name, nodes, size, share):
+    hw = SERVERS[name]
+    where = nccl.cluster(hw, nodes, fabric_share=share)
+    e = nccl.predict(where, "allreduce", size, "ring").chosen
+    n = where.topo.ranks
+    bus = size / (e.time_us * 1e3) * 2 * (n - 1) / n
+    # a ring's bus bandwidth is what each GPU sends; a server's GPUs send through its NICs
+    assert bus * hw.gpus <= hw.nics * hw.nic_gbytes * share * hw.gpus + 1e-6
+    assert bus <= hw.nics * min(hw.nic_gbytes, hw.pcie_gbytes) * share + 1e-6
+
+
+# --- the fabric ---------------------------------------------------------------------------------
+
+def test_rail_rings_on_a_rail_fabric_never_collide():
+    shape = ClosShape(servers=16, gpus=8, nics=8, down=16, up=16, wiring="rail")
+    assert rails.share(shape, 1, seeds=3) == 1.0
+
+
+def test_ecmp_collisions_cost_and_more_flows_recover_some():
+    shape = ClosShape(servers=64, gpus=8, nics=8, down=32, up=32, wiring="server")
+    one, eight = rails.share(shape, 1), rails.share(shape, 8)
+    assert one < eight < 1.0
+    slow = nccl.cluster(H100, 64, fabric_share=one)
+    assert busbw(slow, 16 * GIB, "ring") < busbw(nccl.cluster(H100, 64), 16 * GIB, "ring")
+
+
+def test_one_server_needs_no_fabric():
+    assert rails.share(ClosShape(servers=1, gpus=8, nics=8, down=8, up=8)) == 1.0

@@ -21,6 +21,8 @@ from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
 from planner import steptime
 from planner.simulate import format_simulation, simulate_plan
+from planner.nccl_plan import DEFAULT_SERVER, format_nccl, nccl_plan, stderr_progress
+from sim.hardware import SERVERS
 from topologies.errors import OneLineParser
 from topologies.schema import shown
 
@@ -30,7 +32,8 @@ HOP_LATENCY_US = 1.0        # --simulate: per link crossed (a switch's cut-throu
 MAX_SIZES, MAX_SEEDS = 16, 64
 MAX_SIMULATED_GPUS = 262_144      # about 40 s and 0.5 GB a size and draw on 2 cores
 MAX_SIMULATED_WORK = 4_000_000    # GPUs x sizes x (draws + 1): about 10 minutes
-SIMULATE_ONLY = ("hop_latency_us", "sizes", "seeds")
+SIMULATE_ONLY = ("hop_latency_us", "sizes", "seeds", "server")
+TEXTBOOK_MAX_GPUS = 16_384        # the lab's schedules simulated beside NCCL's up to this
 FROM_FABRIC = {"gpus_per_server": "its GPUs per server", "nics_per_server": "its NICs per server",
                "link_gbps": "its NIC link rate", "intra_gbps": "its NVLink-class rate"}
 DEFAULTS = {"radix": 64, "gpus_per_server": 8, "link_gbps": 400.0, "oversubscription": 1.0,
@@ -108,6 +111,10 @@ def _parser():
                                    f"(at most {MAX_SIZES}; default --gradient-bytes)")
     p.add_argument("--seeds", type=whole, help=f"with --simulate: ECMP draws, 1 to {MAX_SEEDS} "
                                                "(the median is shown, with the range; default 1)")
+    p.add_argument("--server", help=f"with --simulate: the servers as sold, for NCCL's model "
+                                    f"(GPU generation, NVLink, PCIe, host CPU), with the plan's "
+                                    f"GPUs, NICs and link rate: {', '.join(SERVERS)} "
+                                    f"(default {DEFAULT_SERVER})")
     steptime.add_flags(p, whole, number)
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
     return p
@@ -147,11 +154,10 @@ def _main(argv) -> int:
         return 2
     text = format_plan(result)
     if args.simulate:
-        result["simulated"] = simulate_plan(result, sizes, args.hop_latency_us * 1e-6,
-                                            args.intra_gbps, args.seeds)
-        text += "\n\n" + format_simulation(result["simulated"], result["inputs"])
+        text += _simulate(args, result, sizes)
     if args.params:
-        result["training_step"] = steptime.training_with_comm(args, result, result["simulated"])
+        result["training_step"] = steptime.training_with_comm(args, result, result["nccl"],
+                                                              "nccl")
         text += "\n\n" + steptime.format_training(result["training_step"], result["inputs"])
     if fabric is not None:
         sizes = _fabric_sizes(fabric, calibration, args)
@@ -162,6 +168,23 @@ def _main(argv) -> int:
         text += "\n\n" + format_fabric(fabric, rows, calibration, source)
     print(json.dumps(_jsonable(result), indent=2) if args.json else text)
     return 0
+
+
+def _simulate(args, result, sizes) -> str:
+    """What NCCL would run on the plan's designs, and (up to TEXTBOOK_MAX_GPUS)
+    the lab's own schedules simulated beside it; progress on a terminal."""
+    progress = stderr_progress if sys.stderr.isatty() else None
+    result["nccl"] = nccl_plan(result, sizes, args.seeds, args.server, progress)
+    text = "\n\n" + format_nccl(result["nccl"], result["inputs"])
+    gpus = result["nccl"]["gpus"]
+    if gpus > TEXTBOOK_MAX_GPUS:
+        return text + (f"\n\n# the lab's ring and hierarchical schedules are simulated up to "
+                       f"{TEXTBOOK_MAX_GPUS:,} GPUs; NCCL runs neither at {gpus:,}")
+    if progress:
+        progress("the lab's ring and hierarchical schedules")
+    result["simulated"] = simulate_plan(result, sizes, args.hop_latency_us * 1e-6,
+                                        args.intra_gbps, args.seeds)
+    return text + "\n\n" + format_simulation(result["simulated"], result["inputs"])
 
 
 def _check_flags(args) -> None:
@@ -214,6 +237,10 @@ def _check_simulate_flags(args) -> None:
     args.hop_latency_us = HOP_LATENCY_US if args.hop_latency_us is None else args.hop_latency_us
     check.between("--hop-latency-us", args.hop_latency_us, 0, check.MAX_ALPHA_US)
     args.seeds = 1 if args.seeds is None else args.seeds
+    args.server = DEFAULT_SERVER if args.server is None else args.server
+    if args.server not in SERVERS:
+        raise PlanError(f"--server: expected one of {', '.join(SERVERS)}, got "
+                        f"{shown(args.server)}")
     check.whole("--seeds", args.seeds, 1, MAX_SEEDS)
     if args.sizes is not None:
         _sizes(args)

@@ -69,8 +69,7 @@ def simulate_plan(result: dict, sizes, hop_latency_s: float, intra_gbps: float,
     and size; the median over `seeds` ECMP draws, with their range."""
     inp = result["inputs"]
     g = inp["gpus_per_server"]
-    wirings = [wiring for wiring, kind in clos_wirings().items()
-               if inp["nics_per_server"] > 1 or not kind.clos_several_nics]
+    wirings = simulate_wirings(inp)
     algorithms = ["ring"] + (["hierarchical"] if g > 1 else [])
     rows, notes = [], []
     for design, radix, note in clos_designs(result):
@@ -86,6 +85,13 @@ def simulate_plan(result: dict, sizes, hop_latency_s: float, intra_gbps: float,
         notes.append(f"simulated as {n:,} GPUs: {result['servers']:,} whole servers of {g}")
     return {"gpus": n, "hop_latency_s": hop_latency_s, "intra_gbps": intra_gbps,
             "seeds": seeds, "rows": rows, "notes": notes}
+
+
+def simulate_wirings(inp: dict) -> list:
+    """The Clos wirings the plan's servers can have (rail wiring needs
+    several NICs a server)."""
+    return [wiring for wiring, kind in clos_wirings().items()
+            if inp["nics_per_server"] > 1 or not kind.clos_several_nics]
 
 
 def _row(shape, design, algorithm, size, hop_latency_s, seeds) -> dict:

@@ -86,13 +86,17 @@ def bucket_sizes(args, result) -> list:
     return sorted({b.bytes for b in step_plan(args, result).buckets})
 
 
-def training_with_comm(args, result: dict, sim: dict) -> dict:
+def training_with_comm(args, result: dict, sim: dict, algorithm: str = None) -> dict:
     """Per simulated design and wiring: the step, overlap on and off, and
-    the days `--flops` take with it."""
+    the days `--flops` take with it; each bucket's AllReduce from `sim`'s
+    rows of `algorithm` ("nccl": as NCCL runs it, planner/nccl_plan.py;
+    None: the lab's hierarchical schedule, or its ring with one GPU a
+    server)."""
     plan, off = step_plan(args, result), step_plan(args, result, overlap=False)
     inp = result["inputs"]
     gpus = sim["gpus"]
-    algorithm = "hierarchical" if inp["gpus_per_server"] > 1 else "ring"
+    if algorithm is None:
+        algorithm = "hierarchical" if inp["gpus_per_server"] > 1 else "ring"
     flops_per_step = 6 * plan_params(plan) * args.tokens_per_gpu * gpus
     steps = inp["total_flops"] / flops_per_step
     rows, blocks = [], {}
@@ -104,10 +108,10 @@ def training_with_comm(args, result: dict, sim: dict) -> dict:
             return by_size[c["bytes"]]["seconds"]
         on, no = training_step.timeline(plan, alone), training_step.timeline(off, alone)
         largest = max(by_size)
-        per_rail = largest / (inp["gpus_per_server"] if algorithm == "hierarchical" else 1)
+        per_rail = largest / (inp["gpus_per_server"] if algorithm != "ring" else 1)
         rows.append({"design": design, "radix": radix, "wiring": wiring,
                      "bucket_bandwidth_s": 2 * per_rail / (inp["link_gbps"] * 1e9 / 8),
-                     "algorithm": algorithm,
+                     "algorithm": by_size[largest].get("ran", algorithm),
                      "bucket_allreduce_s": by_size[largest]["seconds"],
                      "comm_s": sum(alone(c) for c in plan.collectives),
                      "exposed_s": on["exposed_s"], "step_s": on["step_s"],
@@ -151,14 +155,27 @@ def format_training(t: dict, inp: dict) -> str:
         r = bound[0]
         lines.append(f"# latency-bound: a bucket's bytes need {r['bucket_bandwidth_s'] * 1e3:.3g} "
                      f"ms at the NIC's rate and its AllReduce takes "
-                     f"{r['bucket_allreduce_s'] * 1e3:.3g} ms: the ring's 2(m-1) steps across "
-                     "the servers, each a few hops' latency; larger buckets, fewer GPUs per "
-                     "ring (more parallelism of other kinds) or a tree cut it")
+                     f"{r['bucket_allreduce_s'] * 1e3:.3g} ms: " + _why_latency(r["algorithm"]))
     lines.append("# days: the run's FLOPs at this step time (with overlap; then without). "
                  "Pure data parallelism, every GPU holding the whole model; the AllReduce "
-                 "per bucket is the simulated " + (t["rows"][0]["algorithm"] if t["rows"]
-                                                   else "") + " one")
+                 "per bucket is " + _which(t["rows"]))
     return "\n".join(lines)
+
+
+def _why_latency(algorithm: str) -> str:
+    if algorithm in ("ring", "hierarchical"):
+        return ("the ring's 2(m-1) steps across the servers, each a few hops' latency; larger "
+                "buckets, fewer GPUs per ring (more parallelism of other kinds) or a tree cut it")
+    return (f"NCCL's {algorithm} pays its steps' latency; larger buckets or fewer GPUs per "
+            "AllReduce (more parallelism of other kinds) cut it")
+
+
+def _which(rows) -> str:
+    """Which AllReduce the step priced its buckets with."""
+    algorithm = rows[0]["algorithm"] if rows else ""
+    if algorithm in ("ring", "hierarchical", ""):
+        return f"the simulated {algorithm} one"
+    return f"as NCCL would run it ({algorithm} for the largest bucket)"
 
 
 def _dur(seconds: float) -> str:

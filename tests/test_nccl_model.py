@@ -253,3 +253,14 @@ def test_ecmp_collisions_cost_and_more_flows_recover_some():
 
 def test_one_server_needs_no_fabric():
     assert rails.share(ClosShape(servers=1, gpus=8, nics=8, down=8, up=8)) == 1.0
+
+
+@pytest.mark.parametrize("servers,connections", [(16, 1), (64, 2), (100, 3)])
+def test_the_rings_time_where_nothing_collides_is_the_simulators(servers, connections):
+    from sim.clos import ClosNetwork
+    from sim.phases import allreduce_phases, phase_seconds
+    shape = ClosShape(servers=servers, gpus=8, nics=8, down=32, up=32, wiring="server")
+    phases = [p for p in allreduce_phases("hierarchical", shape.n, 1 << 20, 8,
+                                          channels=connections) if p.name.startswith("inter")]
+    simulated = phase_seconds(ClosNetwork(replace(shape, fabric_bps=1e30)), phases)
+    assert rails._ideal_seconds(shape, phases) == pytest.approx(simulated, rel=1e-9)

@@ -1,0 +1,105 @@
+"""What NCCL would run on the plan's Clos designs (``python -m planner
+--simulate``): per design, wiring and size, the algorithm and protocol its
+tuner picks, on how many channels, and the time, from the NCCL model
+(sim/nccl/) on the plan's servers (`--server`, with the plan's GPUs, NICs
+and link rate), each NIC's rate as the fabric delivers it to NCCL's rail
+rings once ECMP has hashed them (sim/nccl/rails.py, the flow-level
+simulator on the very switches the plan counts).
+
+`fabric x` is the time against the same cluster on a fabric where nothing
+collides: what the fabric itself costs NCCL.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+from planner.report import _count, _num, ratio_text
+from planner.simulate import WIRING_NAMES, clos_designs, shape_of, simulate_wirings
+from sim import nccl
+from sim.hardware import SERVERS, Server
+from sim.nccl import graph, rails
+
+DEFAULT_SERVER = "hgx-h100"
+
+
+def server_of(inp: dict, name: str = DEFAULT_SERVER) -> Server:
+    """The server sold as `name`, with the plan's GPUs, NICs and link rate."""
+    sold = SERVERS[name]
+    return replace(sold, gpus=inp["gpus_per_server"], nics=inp["nics_per_server"],
+                   nic_gbps=inp["link_gbps"])
+
+
+def connections_per_nic(hw: Server, servers: int) -> int:
+    """NCCL's connections to a peer through one NIC: its execution channels
+    over the NICs (16 on 8 NICs of 400G H100: 2)."""
+    topo = graph.Topology(hw, servers, hw.gpus)
+    ring = graph.ring(topo)
+    return max(1, graph.execution_channels(topo, ring) // max(1, min(hw.nics, hw.gpus)))
+
+
+def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
+              progress=None) -> dict:
+    """Rows of what NCCL runs, per Clos design, wiring and size."""
+    inp = result["inputs"]
+    hw = server_of(inp, server)
+    servers = result["servers"]
+    conns = connections_per_nic(hw, servers)
+    rows, notes = [], []
+    for design, radix, note in clos_designs(result):
+        if note:
+            notes.append(note)
+        for wiring in simulate_wirings(inp):
+            if progress:
+                progress(f"NCCL's rail rings on {design}, {WIRING_NAMES[wiring]} wiring")
+            shape = shape_of(result, design, radix, wiring, inp.get("intra_gbps", 3600.0))
+            share = rails.share(shape, conns, seeds)
+            for size in sizes:
+                rows.append(_row(hw, servers, design, radix, wiring, size, share))
+    return {"server": server, "gpus": servers * hw.gpus, "connections_per_nic": conns,
+            "seeds": seeds, "rows": rows, "notes": notes}
+
+
+def _row(hw, servers, design, radix, wiring, size, share) -> dict:
+    where = nccl.cluster(hw, servers, fabric_share=share)
+    choice = nccl.predict(where, "allreduce", size)
+    ideal = nccl.predict(nccl.cluster(hw, servers), "allreduce", size).chosen
+    e, n = choice.chosen, where.topo.ranks
+    seconds = e.time_us * 1e-6
+    algbw = size / seconds / 1e9 if seconds > 0 else 0.0
+    return {"design": design, "radix": radix, "wiring": wiring, "size_bytes": size,
+            "algorithm": "nccl", "ran": e.name, "channels": e.channels,
+            "seconds": seconds, "latency_s": e.latency_us * 1e-6,
+            "algbw_gbytes": algbw, "busbw_gbytes": algbw * 2 * (n - 1) / n,
+            "fabric_share": share, "ideal_seconds": ideal.time_us * 1e-6,
+            "fabric_factor": e.time_us / ideal.time_us if ideal.time_us > 0 else 1.0}
+
+
+def format_nccl(sim: dict, inp: dict) -> str:
+    hw = server_of(inp, sim["server"])
+    lines = [f"What NCCL would run: AllReduce on {_count(sim['gpus'])} GPUs, "
+             f"{hw.name} servers as sold ({hw.gpu.name}, {hw.gpus} GPUs, {hw.nics} NIC(s) of "
+             f"{_num(hw.nic_gbps)} Gbit/s); oversubscription "
+             f"{ratio_text(inp['oversubscription'])}",
+             "# NCCL 2.30's tuner: algorithm, protocol and channels per size (sim/nccl/); "
+             f"{sim['connections_per_nic']} connection(s) per NIC hashed by ECMP"
+             + (f", median of {sim['seeds']} draws" if sim["seeds"] > 1 else ", seed 0")]
+    lines += [f"# note: {note}" for note in sim["notes"]]
+    block = None
+    for r in sim["rows"]:
+        if (r["design"], r["wiring"]) != block:
+            block = (r["design"], r["wiring"])
+            lines += ["", f"# {r['design']}, {WIRING_NAMES[r['wiring']]} wiring, radix "
+                          f"{r['radix']}: the fabric delivers {r['fabric_share']:.0%} of a "
+                          "NIC's rate to the rail rings",
+                      f"#  {'size':>14} {'NCCL runs':<16} {'ch':>3} {'time(us)':>14} "
+                      f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'fabric x':>9}"]
+        lines.append(f"   {r['size_bytes']:>14} {r['ran']:<16} {r['channels']:>3} "
+                     f"{r['seconds'] * 1e6:14.1f} {r['algbw_gbytes']:12.2f} "
+                     f"{r['busbw_gbytes']:12.2f} {r['fabric_factor']:9.2f}")
+    return "\n".join(lines)
+
+
+def stderr_progress(text: str) -> None:
+    print(f"... {text}", file=sys.stderr, flush=True)

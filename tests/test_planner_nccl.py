@@ -1,0 +1,70 @@
+"""The planner prints what NCCL would run (planner/nccl_plan.py): per
+design, wiring and size, the tuner's algorithm and protocol, its channels
+and time, with each NIC's rate as the fabric delivers it."""
+
+import json
+
+import pytest
+
+import planner as P
+from planner import nccl_plan
+from sim import nccl
+from sim.hardware import server
+
+
+def planned(capsys, *argv) -> dict:
+    assert P.main(["--json", "--simulate", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_each_size_gets_nccls_choice_and_its_time(capsys):
+    data = planned(capsys, "--gpus", "1024", "--sizes", "8,1M,1G")
+    rows = data["nccl"]["rows"]
+    assert {r["size_bytes"] for r in rows} == {8, 1 << 20, 1 << 30}
+    hw = server("hgx-h100")
+    for r in rows:
+        alone = nccl.predict(nccl.cluster(hw, 128, fabric_share=r["fabric_share"]),
+                             "allreduce", r["size_bytes"]).chosen
+        assert (r["ran"], r["channels"]) == (alone.name, alone.channels)
+        assert r["seconds"] == pytest.approx(alone.time_us * 1e-6)
+        assert r["fabric_factor"] >= 1 - 1e-12
+    # 8 bytes: a tree of 7 NVLink hops and log2(128) = 7 network hops, up and down
+    eight = [r for r in rows if r["size_bytes"] == 8]
+    assert all(r["ran"] == "Tree/LL" for r in eight)
+    assert eight[0]["seconds"] == pytest.approx((6.8 + 2 * (7 * 0.6 + 7 * 5.0)) * 1e-6, rel=1e-4)
+
+
+def test_rail_rings_on_rail_leaves_collide_less_than_on_server_leaves(capsys):
+    rows = planned(capsys, "--gpus", "1024", "--sizes", "1G")["nccl"]["rows"]
+    share = {(r["design"], r["wiring"]): r["fabric_share"] for r in rows}
+    for design in {d for d, _ in share}:
+        assert share[(design, "rail")] == 1.0 > share[(design, "server")]
+
+
+def test_the_server_flag_sets_the_generation(capsys):
+    a100 = planned(capsys, "--gpus", "64", "--sizes", "1G", "--server", "dgx-a100",
+                   "--link-gbps", "200")
+    assert all("NVLS" not in r["ran"] for r in a100["nccl"]["rows"])      # no NVLink SHARP
+    h100 = planned(capsys, "--gpus", "64", "--sizes", "1G")
+    assert all(r["ran"] == "NVLSTree/Simple" for r in h100["nccl"]["rows"])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--gpus", "64", "--simulate", "--server", "dgx-h9000"], "--server: expected one of"),
+    (["--gpus", "64", "--server", "dgx-a100"], "--server goes with --simulate"),
+])
+def test_bad_server_flags_are_one_line(capsys, argv, message):
+    assert P.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error: {message}") and err.count("\n") == 1
+
+
+def test_a_large_plan_prices_with_nccl_and_says_the_textbook_rows_are_left_out(capsys):
+    assert P.main(["--gpus", "20000", "--simulate", "--sizes", "1G"]) == 0
+    out = capsys.readouterr().out
+    assert "What NCCL would run: AllReduce on 20,000 GPUs" in out
+    assert "simulated up to 16,384 GPUs; NCCL runs neither at 20,000" in out
+
+
+def test_connections_per_nic_are_the_execution_channels_over_the_nics():
+    assert nccl_plan.connections_per_nic(server("hgx-h100"), 4) == 2     # 16 channels, 8 NICs

@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
                "alltoall", "sendrecv")
 ALGORITHMS: Dict[str, Tuple[str, ...]] = {
-    "allreduce": ("ring", "rhd", "tree", "hierarchical"),
+    "allreduce": ("ring", "rhd", "tree", "hierarchical", "rail-ring", "nccl-tree"),
     "allgather": ("ring",),
     "reducescatter": ("ring",),
     "broadcast": ("ring",),
@@ -21,6 +21,7 @@ ALGORITHMS: Dict[str, Tuple[str, ...]] = {
     "sendrecv": ("ring",),
 }
 ALL_ALGORITHMS = tuple(sorted({a for names in ALGORITHMS.values() for a in names}))
+BY_SERVER = ("hierarchical", "rail-ring", "nccl-tree")   # laid out by the GPUs per server
 ROOTED = ("broadcast", "reduce")
 EQUAL_BLOCKS = ("allgather", "reducescatter", "alltoall")   # count is n equal blocks
 REDUCING = ("allreduce", "reducescatter", "reduce")

@@ -20,7 +20,9 @@ therefore pipelines every algorithm without a global barrier per step.
 Algorithms: ring, recursive halving-doubling (with the usual fix-up for a rank
 count that is not a power of two) and binary-tree AllReduce, and hierarchical AllReduce over multi-GPU servers (NCCL's
 approach: ReduceScatter inside each server, a ring AllReduce per rail between
-servers, AllGather inside each server); ring AllGather and ReduceScatter; pipelined chain Broadcast and Reduce from/to a root; pairwise
+servers, AllGather inside each server); NCCL's channels on multi-GPU servers:
+rail-matched multi-channel rings (rail-ring) and the double binary tree with a
+chain inside each server (nccl-tree); ring AllGather and ReduceScatter; pipelined chain Broadcast and Reduce from/to a root; pairwise
 AllToAll; SendRecv to the next rank.
 """
 
@@ -34,7 +36,8 @@ from dataclasses import dataclass, replace
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from topologies.schema import shown
-from collectives.registry import ALGORITHMS, COLLECTIVES, EQUAL_BLOCKS, ROOTED  # noqa: F401
+from collectives.registry import (ALGORITHMS, BY_SERVER, COLLECTIVES, EQUAL_BLOCKS,  # noqa: F401
+                                  ROOTED)
 
 
 def round_count(collective: str, n: int, count: int) -> int:
@@ -207,6 +210,190 @@ def hierarchical_allreduce(n, count, local):
     return sched
 
 
+# --- NCCL's channels: rail-matched rings and the double binary tree ----------------
+# Ranks r = server x local + GPU. Each channel moves its own share of the
+# buffer on its own ranks' order; the channels' operations are then merged per
+# rank (`_merge_channels`), so they run side by side.
+
+def _merge_channels(n, channels):
+    """Every rank's operations of all `channels` (schedules over disjoint
+    regions), ordered by step, then channel, sends before receives. A send
+    and the receive it lands in share step and channel, so both ends count
+    a pair's messages alike, and a rank running its list in order never
+    waits on a message that is sent later in anyone's order."""
+    sched = {}
+    for r in range(n):
+        tagged = [(op.step, c, op.kind != "send", i, op)
+                  for c, channel in enumerate(channels) for i, op in enumerate(channel[r])]
+        sched[r] = [t[-1] for t in sorted(tagged, key=lambda t: t[:4])]
+    return sched
+
+
+def rail_ring_leave_offsets(m, local):
+    """The GPU each server leaves a channel's ring from, as an offset from
+    the channel's number c: server s leaves from GPU c + a[s] over rail
+    c + a[s], and the next server enters at that same GPU. A server's
+    ring must leave from another GPU than it enters at (a path through all
+    its GPUs), so neighbours' offsets differ: -1, 0, -1, 0, ... for an
+    even server count (server 0 enters at c, walks up to c - 1, server 1
+    walks down from c - 1 to c, ...); for an odd count the last two
+    servers take -2 and 0, which needs a third GPU. None when no
+    such ring exists: an odd count of servers of 2 GPUs (an odd cycle of
+    servers cannot alternate between two rails)."""
+    if m == 1 or local == 1:
+        return [0] * m
+    if m % 2 == 0:
+        return [-1 if s % 2 == 0 else 0 for s in range(m)]
+    if local == 2:
+        return None
+    return [-1 if s % 2 == 0 else 0 for s in range(m - 2)] + [-2, 0]
+
+
+def _walk(enter, leave, local):
+    """A path through all GPUs of a server from `enter` to `leave`: up from
+    `enter` (down when `leave` is the next one up), `leave` kept for last."""
+    way = -1 if local > 2 and leave == (enter + 1) % local else 1
+    gpus = [(enter + way * k) % local for k in range(local)]
+    gpus.remove(leave)
+    return gpus + [leave]
+
+
+def rail_ring_order(m, local, c):
+    """Channel c's ring over all m x local ranks: each server's GPUs in a
+    row over NVLink, from the GPU the previous server's ring arrived at,
+    and every hop between servers from GPU k to GPU k (rail k). One
+    server: its GPUs from c upward, closing over NVLink."""
+    if m == 1:
+        return [(c + k) % local for k in range(local)]
+    offsets = rail_ring_leave_offsets(m, local)
+    order = []
+    for s in range(m):
+        enter, leave = (c + offsets[s - 1]) % local, (c + offsets[s]) % local
+        order += [s * local + g for g in _walk(enter, leave, local)]
+    return order
+
+
+def rail_ring_allreduce(n, count, local):
+    """NCCL's multi-channel ring on rail-optimized servers: `local`
+    channels, one per rail (NIC), each a ring AllReduce (reduce-scatter,
+    then all-gather) over all n ranks on its own share of the buffer, in
+    the order `rail_ring_order` gives it. Every NIC of every server sends
+    and receives one channel's ring hop, so all NICs carry the same bytes
+    in both directions. Where no rail-matched ring closes (an odd count of
+    servers of 2 GPUs), it is the hierarchical AllReduce, which is also
+    rail-matched and NIC-balanced."""
+    check_params("allreduce", "rail-ring", n, count, local=local)
+    m = n // local
+    if rail_ring_leave_offsets(m, local) is None:
+        return hierarchical_allreduce(n, count, local)
+    everyone = frozenset(range(n))
+    channels = []
+    for c, region in enumerate(bounds(count, local)):
+        if not region[1]:
+            continue
+        order = rail_ring_order(m, local, c)
+        channel = {r: [] for r in range(n)}
+        blocks = _group_reduce_scatter(order, region, channel, 0, lambda r: {r})
+        _group_all_gather(order, blocks, channel, n - 1, everyone)
+        channels.append(channel)
+    return _merge_channels(n, channels)
+
+
+def btree_parents(m):
+    """NCCL's binary tree over m nodes (its src/graph/trees.cc): in order,
+    rooted at node 0, which has one child. A node r > 0 whose lowest set
+    bit is b, r = b x (2k + 1), hangs under r + b when k is even and that
+    node exists, under r - b otherwise: odd nodes are leaves, and the root's
+    child is the largest power of two below m. The parent of each node,
+    None for the root."""
+    parents = [None]
+    for r in range(1, m):
+        b = r & -r
+        parents.append(r + b if not r & (b << 1) and r + b < m else r - b)
+    return parents
+
+
+def double_binary_tree(m):
+    """NCCL's two trees over m nodes: the binary tree, and its mirror (node
+    r plays node m - 1 - r) for an even m, or the tree shifted by one (node
+    r plays node r - 1) for an odd m. A leaf of one is inside the other,
+    so every node sends up and down in one tree at most twice: for an even
+    m every node is a leaf in exactly one tree; for an odd m there are only
+    m - 1 leaves in all, and node 0 is a leaf in neither."""
+    first = btree_parents(m)
+    if m % 2 == 0:
+        return first, [None if first[m - 1 - r] is None else m - 1 - first[m - 1 - r]
+                       for r in range(m)]
+    return first, [None if first[(r - 1) % m] is None else (first[(r - 1) % m] + 1) % m
+                   for r in range(m)]
+
+
+def _depths(parents):
+    depth = {}
+    for r in range(len(parents)):
+        path = [r]
+        while path[-1] not in depth and parents[path[-1]] is not None:
+            path.append(parents[path[-1]])
+        base = depth.get(path[-1], 0)
+        for k, node in enumerate(reversed(path)):
+            depth.setdefault(node, base + k)
+    return [depth[r] for r in range(len(parents))]
+
+
+def _under(parents, local):
+    """Each node's ranks and those of every node below it (servers of
+    `local` GPUs)."""
+    below = [{s} for s in range(len(parents))]
+    for s in sorted(range(len(parents)), key=_depths(parents).__getitem__, reverse=True):
+        if parents[s] is not None:
+            below[parents[s]] |= below[s]
+    return [{t * local + g for t in nodes for g in range(local)} for nodes in below]
+
+
+def _tree_channel(n, local, parents, rail, region, height):
+    """One channel of NCCL's Tree on `rail`: in each server a chain of its
+    GPUs from GPU `rail` (the head) upward; across servers the tree
+    `parents`, head to head over the rail. Each chain reduces to its head,
+    the heads reduce up the tree, the root's head broadcasts down it, and
+    each head down its chain. Steps: the chain's up (local - 1), the
+    tree's up and down (`height` each, the deeper tree's), the chain's
+    down."""
+    e, everyone = local - 1, range(n)
+    depth, under = _depths(parents), _under(parents, local)
+    channel = {r: [] for r in range(n)}
+    for s, up in enumerate(parents):
+        chain = [s * local + (rail + i) % local for i in range(local)]
+        for i in range(e):
+            lower, upper = chain[i + 1], chain[i]
+            channel[lower].append(_send(upper, region, e - 1 - i))
+            channel[upper].append(_recv(lower, region, e - 1 - i, set(chain[i + 1:]), reduce=True))
+            channel[upper].append(_send(lower, region, e + 2 * height + i))
+            channel[lower].append(_recv(upper, region, e + 2 * height + i, everyone))
+        if up is None:
+            continue
+        head, top, d = chain[0], up * local + rail, depth[s]
+        channel[head].append(_send(top, region, e + height - d))
+        channel[top].append(_recv(head, region, e + height - d, under[s], reduce=True))
+        channel[top].append(_send(head, region, e + height + d - 1))
+        channel[head].append(_recv(top, region, e + height + d - 1, everyone))
+    return channel
+
+
+def nccl_tree_allreduce(n, count, local):
+    """NCCL's Tree AllReduce on multi-GPU servers: a chain inside each
+    server, the double binary tree (`double_binary_tree`) across servers.
+    2 x `local` channels, each on its own share of the buffer: channel
+    2j + t runs tree t on rail j, so every NIC carries both trees alike.
+    Chunking (`--piece-bytes`) pipelines the reduce up and the broadcast
+    down, as in `tree_allreduce`."""
+    check_params("allreduce", "nccl-tree", n, count, local=local)
+    trees = double_binary_tree(n // local)
+    height = max(max(_depths(parents)) for parents in trees)
+    channels = [_tree_channel(n, local, trees[k % 2], k // 2, region, height)
+                for k, region in enumerate(bounds(count, 2 * local)) if region[1]]
+    return _merge_channels(n, channels)
+
+
 # --- recursive halving-doubling ------------------------------------------------------
 
 def rhd_allreduce(n, count):
@@ -347,6 +534,11 @@ BUILDERS = {
     ("alltoall", "pairwise"): pairwise_alltoall,
     ("sendrecv", "ring"): ring_sendrecv,
 }
+SERVER_BUILDERS = {           # laid out by the GPUs per server: (n, count, local)
+    "hierarchical": hierarchical_allreduce,
+    "rail-ring": rail_ring_allreduce,
+    "nccl-tree": nccl_tree_allreduce,
+}
 
 
 def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
@@ -374,8 +566,8 @@ def build(collective: str, algorithm: str, n: int, count: int,
           layout: Layout = Layout(), data: Optional[bool] = None) -> Schedule:
     """The schedule of a collective from `layout.root`, its operations split
     into pieces of at most `layout.piece_elements` (0: unsplit);
-    `layout.local` is the GPUs per server (the hierarchical algorithm's node
-    size). With `data` False the receives carry no contributors (for timing:
+    `layout.local` is the GPUs per server (the node size of the
+    hierarchical, rail-ring and nccl-tree algorithms). With `data` False the receives carry no contributors (for timing:
     the simulator); left out, they do unless built within `timing_only`.
     ValueError, one sentence, for parameters no schedule can be built from
     (`check_params`)."""
@@ -383,8 +575,8 @@ def build(collective: str, algorithm: str, n: int, count: int,
     check_params(collective, algorithm, n, count, root, piece_elements, local)
     token = _WITH_DATA.set(_WITH_DATA.get() if data is None else data)
     try:
-        if algorithm == "hierarchical":
-            sched = hierarchical_allreduce(n, count, local)
+        if algorithm in BY_SERVER:
+            sched = SERVER_BUILDERS[algorithm](n, count, local)
         else:
             fn = BUILDERS[(collective, algorithm)]
             sched = fn(n, count, root) if collective in ROOTED else fn(n, count)
@@ -413,8 +605,8 @@ def check_params(collective, algorithm, n, count, root=0, piece_elements=0, loca
     if collective in EQUAL_BLOCKS and count % n:
         raise ValueError(f"{collective} on {n} ranks needs a count that is a multiple of {n} "
                          f"(an equal block per rank), got {count}")
-    if algorithm == "hierarchical" and n % local:
-        raise ValueError(f"hierarchical AllReduce needs whole servers: {n} ranks are not "
+    if algorithm in BY_SERVER and n % local:
+        raise ValueError(f"{algorithm} AllReduce needs whole servers: {n} ranks are not "
                          f"a multiple of {local} GPUs per server")
 
 

@@ -120,7 +120,7 @@ def collectives(draw):
     collective, algorithm = draw(st.sampled_from(CASES))
     n = draw(st.integers(2, 9))
     local = 1
-    if algorithm == "hierarchical":
+    if algorithm in S.BY_SERVER:                 # hierarchical, rail-ring, nccl-tree
         local = draw(st.sampled_from([g for g in range(1, n + 1) if n % g == 0]))
     if collective in EQUAL:
         count = n * draw(st.integers(1, 4))

@@ -469,7 +469,8 @@ def test_build_accepts_numpy_integers():
      "unknown collective 'allsum'; expected one of allreduce, allgather, reducescatter, "
      "broadcast, reduce, alltoall, sendrecv"),
     (("allreduce", "ring2", 4, 8), {},
-     "no 'ring2' algorithm for allreduce; expected one of ring, rhd, tree, hierarchical"),
+     "no 'ring2' algorithm for allreduce; expected one of ring, rhd, tree, hierarchical, "
+     "rail-ring, nccl-tree"),
     (("broadcast", "tree", 4, 8), {}, "no 'tree' algorithm for broadcast; expected one of ring"),
     (("allreduce", "ring", 1, 8), {}, "a collective needs a whole number of at least 2 ranks, got 1"),
     (("allreduce", "ring", 2.0, 8), {},

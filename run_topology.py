@@ -46,7 +46,8 @@ if __name__ == "__main__":
     _reexec_into_venv()
 
 try:
-    from topologies.fabric import FabricError, check_policy, describe_links, load_fabric
+    from topologies.fabric import (FabricError, check_emulation, check_policy, describe_links,
+                                   load_fabric)
     from topologies.placement import cluster_of, place_cluster, placement_text, refuse_in_cluster
     from runs import flags
     from runs.experiment import FIELDS, experiment_from
@@ -90,11 +91,13 @@ def _main(argv) -> int:
         args = flags.parse_args(argv, __doc__, REPO / "results")
         if args.cleanup:
             return _cleanup()
-        fabric = load_fabric(args.fabric)
+        fabric = load_fabric(args.fabric, emulate=False)      # the model's limits
         if args.policy:
             fabric = fabric.with_policy(args.policy)
             check_policy(fabric)
         exp = experiment_from(fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
+        if exp is None or ENGINES[exp.engine].needs_lab:     # a network is to be built
+            check_emulation(fabric)
         _check_fabric_flags(fabric, args)
         cluster = cluster_of(fabric, args.cluster)
         placement = cluster and place_cluster(fabric, cluster)

@@ -318,7 +318,7 @@ YAML_1_1 = [
      "links.server_leaf.rate_mbit", ["got the text '20'; write it without quotes"]),
     ("a count in quotes", 'fabric: {kind: single-switch, servers: "4"}\n'
                           "links: {server_leaf: {rate_mbit: 10}}\n", "fabric.servers",
-     ["expected a whole number from 1 to 512, got the text '4'; write it without quotes"]),
+     ["expected a whole number from 1 to 200000, got the text '4'; write it without quotes"]),
     ("an exponent in quotes", SMALL.replace("10}", '"1e2"}'),
      "links.server_leaf.rate_mbit", ["got the text '1e2'; write it without quotes"]),
     ("a NaN rate", SMALL.replace("10}", ".nan}"), "links.server_leaf.rate_mbit",
@@ -334,7 +334,7 @@ YAML_1_1 = [
     ("a NaN step factor", SMALL + "experiment: {stepfactor: .nan}\n", "experiment.stepfactor",
      ["not a finite number"]),
     ("an infinite count", SMALL.replace("servers: 2", "servers: .inf"), "fabric.servers",
-     ["expected a whole number from 1 to 512, got inf"]),
+     ["expected a whole number from 1 to 200000, got inf"]),
     ("sexagesimal", SMALL.replace("servers: 2", "servers: 1:30"), "fabric.servers",
      ["got '1:30'"]),
     ("underscores", SMALL.replace("servers: 2", "servers: 1_0"), "fabric.servers",

@@ -52,8 +52,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 from topologies import kinds
 from topologies.roles import network_roles, role
-from topologies.sanity import (check_physics, check_policy, check_size,  # noqa: F401
-                               check_whole, fabric_warnings)
+from topologies.sanity import (check_emulation, check_physics, check_policy,  # noqa: F401
+                               check_size, check_whole, fabric_warnings)
 from topologies.schema import (FabricError, load_yaml, multi_gpu,  # noqa: F401
                                name_from_file, normalise_fabric, read_text)
 
@@ -187,10 +187,16 @@ class Fabric:
         return tuple(s for s in self.switches if not role(s.role).in_server)
 
     def switch(self, name: str) -> Switch:
-        return next(s for s in self.switches if s.name == name)
+        return self._by_name[0][name]
 
     def endpoint(self, name: str) -> Endpoint:
-        return next(h for h in self.endpoints if h.name == name)
+        return self._by_name[1][name]
+
+    @cached_property
+    def _by_name(self) -> Tuple[Dict[str, Switch], Dict[str, Endpoint]]:
+        """Switches and endpoints by name (16,384 GPUs looked up rank by rank
+        in a scan of them took seconds)."""
+        return {s.name: s for s in self.switches}, {h.name: h for h in self.endpoints}
 
     def uplinks(self, leaf: str) -> Tuple[Link, ...]:
         """The leaf's links towards the spines, in port order."""
@@ -371,24 +377,29 @@ class _Builder:
         return host
 
 
-def parse_fabric(text_: str, source: str = "<string>") -> Fabric:
+def parse_fabric(text_: str, source: str = "<string>", emulate: bool = True) -> Fabric:
     """A fabric from YAML text: loaded, checked against the schema, its size
     checked from the spec, derived, and checked whole (names, and numbers
-    that cannot be meant). FabricError names the first mistake; what is
-    merely unwise is in `Fabric.warnings`."""
+    that cannot be meant). With `emulate` (a network is to be built), also
+    what this host can emulate (`check_emulation`); without, the model's
+    limits alone (the simulator). FabricError names the first mistake; what
+    is merely unwise is in `Fabric.warnings`."""
     spec = normalise_fabric(load_yaml(text_, source), source)
-    check_size(spec, spec_counts(spec), source)
+    check_size(spec, spec_counts(spec), source, emulate)
     fabric = fabric_from_spec(spec, source)
     check_policy(fabric)
     check_whole(fabric)
     check_physics(fabric)
+    if emulate:
+        check_emulation(fabric)
     return fabric
 
 
-def load_fabric(path: Optional[Path] = None) -> Fabric:
-    """Read and validate a fabric file (the embedded default when path is None)."""
+def load_fabric(path: Optional[Path] = None, emulate: bool = True) -> Fabric:
+    """Read and validate a fabric file (the embedded default when path is
+    None); `emulate` as `parse_fabric`'s."""
     path = Path(path) if path else DEFAULT_FABRIC
-    return parse_fabric(read_text(path), str(path))
+    return parse_fabric(read_text(path), str(path), emulate)
 
 
 def describe_links(fabric: Fabric) -> Dict[str, str]:

@@ -1,8 +1,25 @@
-"""What this host can emulate, and what names and addresses allow: the limits
-the schema, the kinds of fabric and the checks of a whole fabric share."""
+"""Limits the schema, the kinds of fabric and the checks of a whole fabric
+share, of two sorts.
+
+The model's: what a fabric file may describe at all, whatever runs it (the
+flow-level simulator, `--engine sim`, takes real hardware at real scale).
+The emulation's: what this host can build as a Mininet network, checked
+(topologies/sanity.py `check_emulation`) only when a network is to be built.
+And what names and addresses allow, which holds for both.
+"""
 
 IFNAME_MAX = 15          # Linux IFNAMSIZ - 1
-MAX_SERVERS = 512        # endpoints (servers, or GPUs): beyond this a 2-core host spends
-                         # minutes building
-MAX_SWITCHES = 128
-MAX_PER_LEAF = 254          # endpoints homed on one leaf: the last octet of <net>.l.k
+MAX_PER_LEAF = 254       # endpoints homed on one leaf: the last octet of <net>.l.k
+
+# --- the model: what a fabric file may describe ------------------------------------
+MAX_ENDPOINTS = 200_000         # servers, or GPUs
+MAX_SWITCHES = 100_000
+MAX_LINKS = 1_000_000
+MAX_RATE_MBIT = 100_000_000     # 100 Tbit/s: NVLink of 900 GB/s is 7,200,000 Mbit/s
+
+# --- the emulation: what this host can build ----------------------------------------
+EMULATED_ENDPOINTS = 512        # beyond this a 2-core host spends minutes building
+EMULATED_SWITCHES = 128
+EMULATED_LINKS = 2048           # each a veth pair with a qdisc tree per end; the SuperPOD unit has 544
+EMULATED_RATE_MBIT = 100_000    # HTB on veth pairs: 100 Gbit/s
+EMULATED_QUEUE_BYTES = 2 << 30  # all queues together (each link has one per direction)

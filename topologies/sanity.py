@@ -1,5 +1,6 @@
-"""Checks of a fabric as a whole: whether this host can emulate it, whether
-its numbers can be meant, and the names it derives.
+"""Checks of a fabric as a whole: whether a fabric file may describe it,
+whether this host can emulate it, whether its numbers can be meant, and the
+names it derives.
 
 Each field of a fabric file may be within its range and the whole still be
 absurd: a link that takes seconds to send one frame, queues that would hold
@@ -7,7 +8,12 @@ gigabytes, a leaf with a hundred times more capacity towards its servers than
 towards the spines. Such a fabric is refused with one sentence; one that is
 merely unwise loads, with warnings (`fabric_warnings`, which the Fabric
 exposes as ``Fabric.warnings``) that ``--check`` prints. The size of the
-fabric is checked from the spec's counts, before anything is built.
+fabric is checked from the spec's counts, before anything is derived.
+
+What this host can emulate (topologies/limits.py: endpoints, switches,
+links, rates, queue memory) is a check of its own, `check_emulation`, made
+only where a network is to be built: the simulator (`--engine sim`) takes
+real rates at real scale, up to the model's limits.
 """
 
 from __future__ import annotations
@@ -17,16 +23,16 @@ from typing import Dict, List, Tuple
 from topologies.errors import FabricError, shown
 from topologies.kinds import link_class
 from topologies.roles import role
-from topologies.schema import (IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES,
-                               multi_gpu)
+from topologies.limits import (EMULATED_ENDPOINTS, EMULATED_LINKS, EMULATED_QUEUE_BYTES,
+                               EMULATED_RATE_MBIT, EMULATED_SWITCHES, MAX_ENDPOINTS, MAX_LINKS,
+                               MAX_RATE_MBIT, MAX_SWITCHES)
+from topologies.schema import IFNAME_MAX, MAX_PER_LEAF, MIN_RATE_MBIT, multi_gpu
 from topologies.yaml_loader import quantity
 from policies import policy
 
-MAX_LINKS = 2048            # each a veth pair with a qdisc tree per end; the SuperPOD unit has 544
 ETHERNET_HEADER = 14        # bytes a frame carries beyond the MTU
 MAX_FRAME_S = 1.0           # one frame taking longer than this on a link: not a network
 WARN_FRAME_S = 0.05         # ... longer than this: TCP and spanning tree stall
-MAX_QUEUE_BYTES = 2 << 30   # all queues together (each link has one per direction)
 WARN_QUEUE_S = 1.0          # one full queue holding longer than this: mostly delay
 MAX_OVERSUBSCRIPTION = 64   # a leaf's server links over its uplinks
 WARN_OVERSUBSCRIPTION = 8
@@ -37,23 +43,61 @@ Finding = Tuple[str, str]          # (key path, sentence)
 
 # --- size, from the spec --------------------------------------------------------------
 
-def check_size(spec: dict, counts: Dict[str, int], source: str) -> None:
+def check_size(spec: dict, counts: Dict[str, int], source: str, emulate: bool = True) -> None:
     """Refuse, from the counts the spec implies (servers, endpoints, switches,
-    links) and before anything is built, a fabric too large for this host."""
+    links) and before anything is derived or built, a fabric larger than a
+    fabric file may describe, and with `emulate` one larger than this host
+    can emulate."""
+    _size(spec, counts, source, (MAX_ENDPOINTS, MAX_SWITCHES, MAX_LINKS), "")
+    if emulate:
+        _size(spec, counts, source, (EMULATED_ENDPOINTS, EMULATED_SWITCHES, EMULATED_LINKS),
+              " here")
+
+
+def _size(spec: dict, counts: Dict[str, int], source: str, most: Tuple[int, int, int],
+          here: str) -> None:
+    """`most`: endpoints, switches, links; `here`: the emulation's (its
+    message says what the simulator takes instead), or the model's."""
     endpoints, servers = counts["endpoints"], counts["servers"]
-    if endpoints > MAX_SERVERS:
+    if here:
+        too, can, then = ("too large for this host", "can be emulated here",
+                          "; --engine sim takes up to {:,}")
+    else:
+        too, can, then = "too large", "can be described in a fabric file", ""
+    if endpoints > most[0]:
         if multi_gpu(spec):
             what = (f"{endpoints:,} GPUs ({servers:,} servers x {spec['server']['gpus']}); "
-                    f"at most {MAX_SERVERS} GPUs")
+                    f"at most {most[0]:,} GPUs")
         else:
-            what = f"{servers:,} servers; at most {MAX_SERVERS} servers"
-        raise FabricError(source, "fabric", f"too large for this host: {what} can be "
-                                            "emulated here")
-    for thing, most in (("switches", MAX_SWITCHES), ("links", MAX_LINKS)):
-        if counts[thing] > most:
+            what = f"{servers:,} servers; at most {most[0]:,} servers"
+        raise FabricError(source, "fabric", f"{too}: {what} {can}{then.format(MAX_ENDPOINTS)}")
+    for thing, n, model in (("switches", most[1], MAX_SWITCHES), ("links", most[2], MAX_LINKS)):
+        if counts[thing] > n:
             raise FabricError(source, "fabric", (
-                f"too large for this host: {counts[thing]:,} {thing}; at most {most:,} "
-                f"{thing} can be emulated here"))
+                f"{too}: {counts[thing]:,} {thing}; at most {n:,} {thing} {can}"
+                f"{then.format(model)}"))
+
+
+def check_emulation(fabric) -> None:
+    """Refuse, before anything is built, what this host cannot emulate though
+    the model takes it (the simulator does): more endpoints, switches or
+    links than it can build, a rate beyond HTB's, queues beyond its memory.
+    One sentence naming the key, as every refusal."""
+    spec, source = fabric.spec, fabric.source
+    counts = {"servers": len({h.server for h in fabric.endpoints}),
+              "endpoints": len(fabric.endpoints), "switches": len(fabric.switches),
+              "links": len(fabric.links)}
+    check_size(spec, counts, source)
+    for cls, link in spec["links"].items():
+        if link is not None and link["rate_mbit"] > EMULATED_RATE_MBIT:
+            raise FabricError(source, f"links.{cls}.rate_mbit", (
+                f"expected a number from {MIN_RATE_MBIT:g} to {EMULATED_RATE_MBIT} (Mbit/s) to "
+                f"emulate; --engine sim takes up to {MAX_RATE_MBIT:,}, got {link['rate_mbit']:g}"))
+    refuse: List[Finding] = []
+    classes = {k: v for k, v in spec["links"].items() if v is not None}
+    _queue_memory(fabric, classes, spec["fabric"]["mtu"] + ETHERNET_HEADER, refuse)
+    if refuse:
+        raise FabricError(source, *refuse[0])
 
 
 # --- the derived fabric -------------------------------------------------------------
@@ -70,11 +114,11 @@ def check_policy(fabric) -> None:
 def check_whole(fabric) -> None:
     """Checks that need the derived fabric: sizes, collisions, name lengths."""
     source = fabric.source
-    if len(fabric.endpoints) > MAX_SERVERS or len(fabric.switches) > MAX_SWITCHES:
+    if len(fabric.endpoints) > MAX_ENDPOINTS or len(fabric.switches) > MAX_SWITCHES:
         raise FabricError(source, "fabric", (
-            f"too large for this host: {len(fabric.endpoints):,} endpoints and "
-            f"{len(fabric.switches):,} switches; at most {MAX_SERVERS} endpoints and "
-            f"{MAX_SWITCHES} switches can be emulated here"))
+            f"too large: {len(fabric.endpoints):,} endpoints and {len(fabric.switches):,} "
+            f"switches; at most {MAX_ENDPOINTS:,} endpoints and {MAX_SWITCHES:,} switches can "
+            "be described in a fabric file"))
     per_leaf: Dict[str, int] = {}
     for h in fabric.endpoints:
         per_leaf[h.leaf] = per_leaf.get(h.leaf, 0) + 1
@@ -137,7 +181,6 @@ def findings(fabric) -> Tuple[List[Finding], List[Finding]]:
             warn.append((f"links.{cls}.loss_percent", (
                 f"{link['loss_percent']:g}% loss; above {WARN_LOSS_PERCENT}% TCP spends most "
                 "of its time retransmitting")))
-    _queue_memory(fabric, classes, frame, refuse)
     _oversubscription(fabric, refuse, warn)
     intra, nic = classes.get("intra_node"), classes["server_leaf"]
     if intra and intra["rate_mbit"] < nic["rate_mbit"]:
@@ -172,7 +215,8 @@ def _queue_time(cls: str, link: dict, frame: int, warn) -> None:
 
 
 def _queue_memory(fabric, classes: dict, frame: int, refuse) -> None:
-    """Every interface's queue full of full frames, both ends of every link."""
+    """Every interface's queue full of full frames, both ends of every link
+    (the kernel's memory when emulated; the simulator keeps no queues)."""
     per_class: Dict[str, int] = {}
     for link in fabric.links:
         cls = link_class(link.kind)
@@ -180,13 +224,13 @@ def _queue_memory(fabric, classes: dict, frame: int, refuse) -> None:
         per_class[cls] = per_class.get(cls, 0) + 1
     held = {cls: n * 2 * classes[cls]["queue_packets"] * frame for cls, n in per_class.items()}
     total = sum(held.values())
-    if total > MAX_QUEUE_BYTES:
+    if total > EMULATED_QUEUE_BYTES:
         worst = max(held, key=held.get)
         refuse.append((f"links.{worst}.queue_packets", (
             f"queues would hold up to {quantity(total)} ({per_class[worst]:,} {worst} links x 2 "
             f"x {classes[worst]['queue_packets']:,} frames of {frame} B"
             f"{' and more' if len(held) > 1 else ''}); expected at most "
-            f"{MAX_QUEUE_BYTES >> 30} GiB in all")))
+            f"{EMULATED_QUEUE_BYTES >> 30} GiB in all")))
 
 
 def _oversubscription(fabric, refuse, warn) -> None:

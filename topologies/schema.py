@@ -33,12 +33,12 @@ from typing import Any, Callable
 from topologies import kinds
 from topologies.errors import FabricError, kind_of, printable, shown, shown_key  # noqa: F401
 from topologies.roles import ROLES
-from topologies.limits import IFNAME_MAX, MAX_PER_LEAF, MAX_SERVERS, MAX_SWITCHES  # noqa: F401
+from topologies.limits import (EMULATED_RATE_MBIT, IFNAME_MAX, MAX_PER_LEAF,  # noqa: F401
+                               MAX_RATE_MBIT)
 from topologies.yaml_loader import load_yaml, looks_numeric, read_text  # noqa: F401
 from policies import all_policies
 
 MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
-MAX_RATE_MBIT = 100_000
 POLICIES = tuple(all_policies())       # the registry's (policies/), in its order
 
 
@@ -352,7 +352,8 @@ def _join(path: str, key: Any) -> str:
 # --- the fabric's schema ------------------------------------------------------------
 
 LINK = {
-    "rate_mbit": (described("HTB rate, both directions", number(
+    "rate_mbit": (described("the rate, both directions (HTB's when emulated, at most "
+                             f"{EMULATED_RATE_MBIT:,} Mbit/s there)", number(
         MIN_RATE_MBIT, MAX_RATE_MBIT, "Mbit/s")), REQUIRED),
     "queue_packets": (described("egress queue of every interface (pfifo), in packets",
                                 integer(1, 100_000)), 100),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from topologies.errors import FabricError
-from topologies.limits import MAX_SERVERS
+from topologies.limits import MAX_ENDPOINTS
 
 Wire = Tuple[str, Tuple[str, int], Tuple[str, int]]   # (link kind, (role, i), (role, j)), 1-based
 
@@ -62,7 +62,7 @@ COUNTS = {
     "units": Count("scalable units", 1, 16, note=", default 1"),
     "servers_per_unit": Count("servers in each unit", 1, 64),
     "k": Count("switch radix", 2, 16, even=True),
-    "servers": Count("servers", 1, MAX_SERVERS),
+    "servers": Count("servers", 1, MAX_ENDPOINTS),
     "uplinks_per_spine": Count("parallel links between each leaf and each spine", 1, 8,
                                named=False),
 }

@@ -1,0 +1,109 @@
+"""The model's limits and the emulation's: a fabric file at real rates and
+real scale loads for the simulator, and is refused, with one sentence and
+before anything is derived or built, where a network is to be built."""
+
+import pytest
+
+import topologies.fabric as fabric_module
+from harness import TOPOLOGIES
+from harness.commands import run
+from topologies.fabric import FabricError, check_emulation, load_fabric, parse_fabric
+from topologies.limits import EMULATED_ENDPOINTS, MAX_ENDPOINTS
+
+NIC_400G = """
+fabric: {kind: leaf-spine, spines: 2, leaves: 2, servers_per_leaf: 2, mtu: 9000}
+links:
+  server_leaf: {rate_mbit: 400000}
+  leaf_spine:  {rate_mbit: 800000}
+"""
+GPUS_1024 = """
+fabric: {kind: rail-optimized, units: 4, servers_per_unit: 32, spines: 8, uplinks_per_spine: 4}
+server: {gpus: 8, nics: 8}
+links:
+  intra_node:  {rate_mbit: 7200000}
+  server_leaf: {rate_mbit: 400000}
+  leaf_spine:  {rate_mbit: 400000}
+"""
+ONE_LINE = "t.yaml: "
+
+
+def _one_sentence(error: FabricError, keypath: str, *words: str) -> None:
+    message = str(error)
+    assert message.startswith(ONE_LINE) and error.keypath == keypath, message
+    assert "\n" not in message and message.isprintable(), message
+    for word in words:
+        assert word in message, message
+
+
+def test_a_400g_fabric_loads_for_the_simulator_and_is_refused_for_emulation():
+    f = parse_fabric(NIC_400G, "t.yaml", emulate=False)
+    assert {l.spec.rate_mbit for l in f.links} == {400_000, 800_000}
+    with pytest.raises(FabricError) as info:
+        parse_fabric(NIC_400G, "t.yaml")
+    _one_sentence(info.value, "links.server_leaf.rate_mbit",
+                  "expected a number from 0.01 to 100000 (Mbit/s) to emulate; --engine sim "
+                  "takes up to 100,000,000, got 400000")
+    with pytest.raises(FabricError, match="links.server_leaf.rate_mbit"):
+        check_emulation(f)
+
+
+def test_nvlink_at_900_gbytes_is_a_rate_the_model_takes():
+    f = parse_fabric(GPUS_1024, "t.yaml", emulate=False)
+    assert max(l.spec.rate_mbit for l in f.links) == 7_200_000
+    too_fast = GPUS_1024.replace("7200000", "200000000")
+    with pytest.raises(FabricError) as info:
+        parse_fabric(too_fast, "t.yaml", emulate=False)
+    _one_sentence(info.value, "links.intra_node.rate_mbit", "to 1e+08 (Mbit/s), got 200000000")
+
+
+def test_over_512_gpus_load_for_the_simulator_and_are_refused_for_emulation(monkeypatch):
+    f = parse_fabric(GPUS_1024, "t.yaml", emulate=False)
+    assert len(f.endpoints) == 1024 > EMULATED_ENDPOINTS
+    with pytest.raises(FabricError) as info:
+        check_emulation(f)
+    expected = ("too large for this host: 1,024 GPUs (128 servers x 8); at most 512 GPUs can be "
+                f"emulated here; --engine sim takes up to {MAX_ENDPOINTS:,}")
+    _one_sentence(info.value, "fabric", expected)
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("derived a fabric its spec already shows is too large to emulate")
+    monkeypatch.setattr(fabric_module, "fabric_from_spec", never)
+    with pytest.raises(FabricError) as info:          # refused from the spec's counts
+        parse_fabric(GPUS_1024, "t.yaml")
+    _one_sentence(info.value, "fabric", expected)
+
+
+def test_the_model_has_limits_of_its_own(monkeypatch):
+    huge = """
+fabric: {kind: single-switch, servers: 200001}
+links: {server_leaf: {rate_mbit: 400000}}
+"""
+    with pytest.raises(FabricError) as info:
+        parse_fabric(huge, "t.yaml", emulate=False)
+    _one_sentence(info.value, "fabric.servers", "expected a whole number from 1 to 200000")
+
+
+@pytest.mark.parametrize("name", ["superpod-1024.yaml", "leaf-spine-16k.yaml"])
+def test_the_scale_examples_load_for_the_simulator_only(name):
+    path = TOPOLOGIES / "sim" / name
+    f = load_fabric(path, emulate=False)
+    assert len(f.endpoints) in (1024, 16384)
+    with pytest.raises(FabricError, match="too large for this host"):
+        load_fabric(path)
+
+
+def test_run_topology_refuses_to_emulate_before_building_and_simulates(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text(GPUS_1024)
+    refused = run("--check", str(path))
+    assert refused.returncode == 2 and refused.stderr == (
+        f"error: {path}: fabric: too large for this host: 1,024 GPUs (128 servers x 8); at most "
+        "512 GPUs can be emulated here; --engine sim takes up to 200,000\n")
+    # as a user would run it, not root: the refusal comes before the root check too
+    assert run(str(path)).stderr == refused.stderr
+    fast = tmp_path / "fast.yaml"
+    fast.write_text(NIC_400G)
+    assert "links.server_leaf.rate_mbit: expected a number from 0.01 to 100000 (Mbit/s) to " \
+           "emulate" in run(str(fast), "--engine", "agents").stderr
+    ok = run("--check", str(path), "--engine", "sim")
+    assert ok.returncode == 0 and "= 1024 GPUs" in ok.stdout, ok.stderr

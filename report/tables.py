@@ -120,8 +120,9 @@ def sim_table(result: RunRecord) -> str:
     """What the simulated fabric did per size: the figures an emulated run's
     fabric table gives where a simulation has them."""
     sim = result.simulated
-    lines = [f"# Simulated fabric (flow-level, max-min fair sharing; ECMP seed {sim['seed']}, "
-             f"{sim['hop_latency_s'] * 1e6:g} us per hop)",
+    method = f", {sim['method']}" if sim.get("method") else ""
+    lines = [f"# Simulated fabric (flow-level, max-min fair sharing{method}; ECMP seed "
+             f"{sim['seed']}, {sim['hop_latency_s'] * 1e6:g} us per hop)",
              "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"]
     for r in result.runs:
         busiest = max((l["mean_util"] for l in r["links"].values()), default=0.0)

@@ -12,13 +12,15 @@ simulated.
 
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional, Tuple
 
 from collectives import metrics
 from runs.experiment import Experiment
 from runs.record import RunRecord
 from runs.sweep import Size, sweep
+from sim import phases
 from traffic.engines import make_engine
+from traffic.engines.sim import PHASES, simulation_method
 
 NAN = float("nan")
 
@@ -38,6 +40,19 @@ class SimBackend:
     def __init__(self, fabric, seed: int = 0, hop_latency_s: float = 0.0):
         self.fabric, self.seed, self.hop_latency_s = fabric, seed, hop_latency_s
         self.engine = None
+        self.method = ""
+
+    def price(self, exp: Experiment, model, count: int,
+              alpha: float) -> Optional[Tuple[float, int]]:
+        """The alpha-beta prediction and the dependent steps from the phases,
+        where the step shortcut runs (no schedule of size n^2 is built); None
+        elsewhere (the sweep prices the schedule)."""
+        self.method = simulation_method(exp.collective, exp.algorithm, model.n)
+        if self.method != PHASES:
+            return None
+        return phase_prediction(phases.allreduce_phases(exp.algorithm, model.n, count,
+                                                        model.local),
+                                model, alpha)
 
     def begin(self, exp: Experiment, model, ranks, progress) -> float:
         self.engine = make_engine("sim", self.fabric, ranks)
@@ -59,7 +74,8 @@ class SimBackend:
     def finish(self, exp: Experiment, model, runs) -> dict:
         fabric = self.fabric
         return {"probe": [], "idle_latency": {"p50_us": NAN, "p99_us": NAN, "samples": 0},
-                "simulated": {"seed": self.seed, "hop_latency_s": self.hop_latency_s},
+                "simulated": {"seed": self.seed, "hop_latency_s": self.hop_latency_s,
+                              "method": self.engine.method if self.engine else self.method},
                 "fidelity": {"trustworthy": True, "host_kept_up": True, "flagged_sizes": [],
                              "simulated": True},
                 "uplink_tx_bytes": _uplinks(fabric, runs[-1]["links"] if runs else {}),
@@ -71,6 +87,32 @@ class SimBackend:
     def close(self) -> None:
         if self.engine is not None:
             self.engine.close()
+
+
+def phase_prediction(parts, model, alpha: float) -> Tuple[float, int]:
+    """(alpha x steps + beta x bytes, steps) of an AllReduce's phases, as
+    sim/alphabeta.py `predict` prices its schedule: the most bytes a rank
+    sends or receives at beta; with multi-GPU servers, its bytes to its own
+    server at beta_intra and the rest at beta on its NIC, counting every rank
+    that shares the NIC; the slowest rank sets the time."""
+    steps = sum(ph.steps for ph in parts)
+    local = model.local
+    ways: Dict[object, list] = {}
+    for ph in parts:
+        moved = ph.steps * ph.elements * metrics.TYPE_SIZE
+        for a, b, _ in ph.transfers:
+            inside = local > 1 and model.beta_intra is not None and a // local == b // local
+            for rank, way in ((a, 0), (b, 1)):
+                key = ("intra", rank) if inside else ("nic", model.nic_of[rank] if
+                                                      local > 1 and model.beta_intra is not None
+                                                      else rank)
+                ways.setdefault(key, [0, 0])[way] += moved
+    if local == 1 or model.beta_intra is None:
+        return alpha * steps + model.beta * max(max(w) for w in ways.values()), steps
+    worst = max(max(ways.get(("intra", r), [0, 0])) * model.beta_intra
+                + max(ways.get(("nic", model.nic_of[r]), [0, 0])) * model.beta
+                for r in range(model.n))
+    return alpha * steps + worst, steps
 
 
 def _links(fabric, link_bytes: Dict[str, float], seconds: float) -> Dict[str, dict]:

@@ -134,13 +134,7 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     backend, exp, model, progress = loop.backend, loop.exp, loop.model, loop.progress
     n, engine = model.n, backend.engine
     count = schedules.round_count(exp.collective, n, size // metrics.TYPE_SIZE)
-    predicted = alphabeta.predict(exp.collective, exp.algorithm, n, count,
-                                  alphabeta.Costs(loop.alpha, model.beta, model.beta_intra,
-                                                  model.nic_of.__getitem__),
-                                  exp.root, model.local)
-    sched = schedules.build(exp.collective, exp.algorithm, n, count,
-                            schedules.Layout(exp.root, local=model.local), data=False)
-    steps = alphabeta.schedule_cost(sched, exp.algorithm)["steps"]
+    predicted, sched, steps = _priced(loop, count)
     label = f"{label} {count * metrics.TYPE_SIZE} B"
     progress(f"{label}: setting up")
     engine.prepare(exp.job(count, backend.fabric.policy, model.local))
@@ -161,6 +155,26 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     record.update(backend.measure(exp, model, Size(count, sched, steps, predicted, timed_iters,
                                                  tuple(iters[:warmup])), record))
     return record, timeline
+
+
+def _priced(loop: _Loop, count: int) -> tuple:
+    """(the alpha-beta prediction, the schedule without data, its dependent
+    steps); from the backend's `price` where it has one that answers (the
+    simulator's step shortcut: no schedule of size n^2 is built, and the
+    schedule is then empty)."""
+    exp, model = loop.exp, loop.model
+    price = getattr(loop.backend, "price", None)
+    quick = price(exp, model, count, loop.alpha) if price else None
+    if quick is not None:
+        return quick[0], {}, quick[1]
+    with schedules.timing_only():           # the prediction needs no contributors
+        predicted = alphabeta.predict(exp.collective, exp.algorithm, model.n, count,
+                                      alphabeta.Costs(loop.alpha, model.beta, model.beta_intra,
+                                                      model.nic_of.__getitem__),
+                                      exp.root, model.local)
+    sched = schedules.build(exp.collective, exp.algorithm, model.n, count,
+                            schedules.Layout(exp.root, local=model.local), data=False)
+    return predicted, sched, alphabeta.schedule_cost(sched, exp.algorithm)["steps"]
 
 
 def size_record(exp: Experiment, model: Model, count: int, iters,

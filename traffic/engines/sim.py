@@ -1,16 +1,69 @@
 """The flow-level simulator as an engine: the schedule replayed on the fabric
 graph (sim), no network built, no root needed. Every iteration of a
-size gives the same time: the simulation is deterministic for its seed."""
+size gives the same time: the simulation is deterministic for its seed.
+
+How, by the rank count (`simulation_method`): up to FULL_RANKS every
+operation of every rank, event by event (sim/replay.py); beyond, ring and
+hierarchical AllReduce step by step from their structure (the step
+shortcut: sim/phases.py's phases, each priced by sim/steps.py's max-min
+sharing), with nothing of size n^2 built, and any other collective step by
+step from its schedule (sim/steps.py) while that schedule stays small
+(MAX_SHORTCUT_OPS operations)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Dict, Sequence
 
 from collectives import metrics
 from collectives import schedules
 from traffic.engines import Engine, Job
+from sim import phases
 from sim.network import Network, sim_channels
 from sim.replay import Replay
+from sim.steps import stepwise_seconds
+
+FULL_RANKS = 512                  # event by event up to this many ranks: the emulator's reach
+MAX_SHORTCUT_OPS = 4_000_000      # a schedule built for the shortcut: about 0.5 GB
+EVENTS, PHASES, STEPS = "event by event", "step shortcut", "step shortcut (schedule)"
+
+
+def simulation_method(collective: str, algorithm: str, n: int) -> str:
+    """How `n` ranks of this collective are simulated (the module docstring);
+    ValueError, one sentence, where neither way reaches."""
+    if n <= FULL_RANKS:
+        return EVENTS
+    if collective == "allreduce" and algorithm in phases.ALGORITHMS:
+        return PHASES
+    if _operations(collective, algorithm, n) <= MAX_SHORTCUT_OPS:
+        return STEPS
+    raise ValueError(
+        f"{collective} ({algorithm}) over {n:,} ranks would build a schedule of about "
+        f"{_operations(collective, algorithm, n):,} operations; beyond {FULL_RANKS} ranks the "
+        f"simulator takes ring and hierarchical AllReduce at any size, and other collectives "
+        f"while their schedule stays within {MAX_SHORTCUT_OPS:,} operations: fewer ranks "
+        "(--ranks) or -c allreduce -a ring")
+
+
+def _operations(collective: str, algorithm: str, n: int) -> int:
+    """About how many operations the schedule has (sends and receives)."""
+    log = max(1, math.ceil(math.log2(n)))
+    if algorithm in ("rhd",):
+        return 4 * n * log + 4 * n
+    if algorithm in ("tree", "nccl-tree") or collective in ("broadcast", "reduce", "sendrecv"):
+        return 8 * n
+    per_peer = 4 if collective == "allreduce" else 2
+    return per_peer * n * (n - 1) + n                  # rings, pairwise AllToAll, the rest
+
+
+class _Ranked:
+    """The network as the phases see it: ranks (numbers) for endpoints."""
+
+    def __init__(self, network: Network, ranks: Sequence[str]):
+        self.network, self.ranks, self.links = network, ranks, network.links
+
+    def path(self, src: int, dst: int, flow: int = 0):
+        return self.network.path(self.ranks[src], self.ranks[dst], flow)
 
 
 class SimEngine(Engine):
@@ -23,25 +76,82 @@ class SimEngine(Engine):
         self.hop_latency_s = hop_latency_s
         self.replay = None
         self.last = None
+        self.method = ""
 
     def prepare(self, job: Job) -> None:
-        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,
-                                schedules.Layout(job.root,
-                                                 max(1, job.piece_bytes // metrics.TYPE_SIZE),
-                                                 job.local), data=False)
-        self.replay = Replay(self.network, self.ranks, sched, sim_channels(self.fabric, job.channels),
-                             1 / metrics.payload_share(self.fabric.mtu), self.hop_latency_s)
-        self.last = None
+        n = len(self.ranks)
+        self.method = simulation_method(job.collective, job.algorithm, n)
+        self.job, self.last, self.replay = job, None, None
+        if self.method == EVENTS:
+            self.replay = Replay(self.network, self.ranks, self._schedule(job),
+                                 sim_channels(self.fabric, job.channels),
+                                 self._wire(), self.hop_latency_s)
+
+    def _schedule(self, job: Job) -> schedules.Schedule:
+        return schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,
+                               schedules.Layout(job.root,
+                                                max(1, job.piece_bytes // metrics.TYPE_SIZE),
+                                                job.local), data=False)
+
+    def _wire(self) -> float:
+        return 1 / metrics.payload_share(self.fabric.mtu)
 
     def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:
         if self.last is None:
-            self.last = self.replay.run()
-        out = {"t0": 0.0, "t1": self.last.seconds, "seconds": self.last.seconds,
-               "wrong": None, "bad_chunk_elements": None,
-               "link_bytes": dict(self.last.link_bytes)}
-        if timeline:
-            out["timeline"] = [dict(e) for e in self.last.busy]
+            self.last = self._run()
+        seconds, link_bytes, busy = self.last
+        out = {"t0": 0.0, "t1": seconds, "seconds": seconds,
+               "wrong": None, "bad_chunk_elements": None, "link_bytes": dict(link_bytes)}
+        if timeline and busy is not None:
+            out["timeline"] = [dict(e) for e in busy]
         return out
+
+    def _run(self):
+        """(seconds, wire bytes per sending interface, busy spans or None)."""
+        if self.method == EVENTS:
+            out = self.replay.run()
+            return out.seconds, out.link_bytes, out.busy
+        job, channels = self.job, sim_channels(self.fabric, self.job.channels)
+        if self.method == STEPS:
+            sched = self._schedule(job)
+            seconds = stepwise_seconds(self.network, self.ranks, sched, channels, self._wire(),
+                                       self.hop_latency_s)
+            return seconds, _schedule_bytes(self.network, self.ranks, sched, channels,
+                                            self._wire()), None
+        parts = phases.allreduce_phases(job.algorithm, len(self.ranks), job.count, job.local,
+                                        channels)
+        ranked = _Ranked(self.network, self.ranks)
+        seconds = phases.phase_seconds(ranked, parts, self._wire(), self.hop_latency_s)
+        return seconds, _phase_bytes(ranked, parts, self._wire()), None
 
     def close(self) -> None:
         self.replay = self.last = None
+
+
+def _phase_bytes(network: _Ranked, parts, wire_per_byte: float) -> Dict[str, float]:
+    """Wire bytes per sending interface of the phases' transfers (each a
+    block of the phase's size, every step of it)."""
+    out: Dict[str, float] = {}
+    for ph in parts:
+        sent = ph.steps * ph.elements * metrics.TYPE_SIZE * wire_per_byte
+        for a, b, c in ph.transfers:
+            for hop in network.path(a, b, c):
+                out[hop.intf] = out.get(hop.intf, 0.0) + sent
+    return out
+
+
+def _schedule_bytes(network: Network, ranks, sched, channels: int,
+                    wire_per_byte: float) -> Dict[str, float]:
+    """Wire bytes per sending interface of a schedule's sends, each on the
+    connection the k-th message to its peer takes."""
+    out: Dict[str, float] = {}
+    for r, ops in sched.items():
+        made: Dict[int, int] = {}
+        for op in ops:
+            if op.kind != "send":
+                continue
+            k = made[op.peer] = made.get(op.peer, -1) + 1
+            sent = op.length * metrics.TYPE_SIZE * wire_per_byte
+            for hop in network.path(ranks[r], ranks[op.peer], k % channels):
+                out[hop.intf] = out.get(hop.intf, 0.0) + sent
+    return out

@@ -1,0 +1,105 @@
+"""How the simulator runs a sweep by its rank count: event by event up to
+the emulator's 512 ranks, the step shortcut beyond (no schedule of size n^2
+built), and a refusal in one sentence where neither reaches; the run says
+which ran, and the shortcut's figures agree with the full simulation's."""
+
+import pytest
+
+from collectives import schedules as S
+from harness import TOPOLOGIES
+from runs.experiment import Experiment
+from runs.simulated import SimBackend, phase_prediction, simulate_experiment
+from runs.sweep import Model
+from sim import alphabeta, phases
+from topologies.fabric import load_fabric
+import traffic.engines.sim as engine_module
+from traffic.engines.sim import EVENTS, PHASES, STEPS, simulation_method
+
+SIZES = dict(minbytes=64 << 10, maxbytes=1 << 20, stepfactor=4, iters=1, warmup=0)
+
+
+def test_the_method_follows_the_rank_count_and_the_algorithm():
+    assert simulation_method("allreduce", "ring", 512) == EVENTS
+    assert simulation_method("alltoall", "pairwise", 512) == EVENTS
+    assert simulation_method("allreduce", "ring", 513) == PHASES
+    assert simulation_method("allreduce", "hierarchical", 16384) == PHASES
+    assert simulation_method("allreduce", "rhd", 16384) == STEPS
+    assert simulation_method("alltoall", "pairwise", 1024) == STEPS
+    with pytest.raises(ValueError) as info:
+        simulation_method("alltoall", "pairwise", 16384)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("alltoall (pairwise) over 16,384 ranks")
+    assert "-c allreduce -a ring" in message
+
+
+def test_schedules_of_the_shortcut_beyond_512_ranks_stay_small():
+    for collective, algorithm in (("allreduce", "rhd"), ("allreduce", "tree"),
+                                  ("broadcast", "ring"), ("alltoall", "pairwise")):
+        n = 1024 if algorithm != "pairwise" else 600
+        built = S.build(collective, algorithm, n, n * 4, data=False)
+        ops = sum(len(v) for v in built.values())
+        assert ops <= engine_module._operations(collective, algorithm, n), (algorithm, ops)
+
+
+# a ring's steps run alike on every rank; in the hierarchical AllReduce ranks
+# run ahead into the next phase, which the shortcut keeps apart (docs/simulator.md)
+@pytest.mark.parametrize("algorithm,most", [("ring", 1.05), ("hierarchical", 1.2)])
+def test_the_shortcut_agrees_with_the_full_simulation_and_says_it_ran(monkeypatch, algorithm,
+                                                                      most):
+    fabric = load_fabric(TOPOLOGIES / "rail-optimized.yaml")      # 32 GPUs, 8 servers x 4
+    exp = Experiment(algorithm=algorithm, **SIZES)
+    full = simulate_experiment(fabric, exp)
+    monkeypatch.setattr(engine_module, "FULL_RANKS", 8)
+    short = simulate_experiment(fabric, exp)
+    assert full.simulated["method"] == EVENTS and short.simulated["method"] == PHASES
+    for a, b in zip(full.runs, short.runs):
+        assert 0.95 <= b["time_s"] / a["time_s"] <= most
+        assert b["predicted_s"] == pytest.approx(a["predicted_s"], rel=1e-9)
+        busy = {i for i, l in a["links"].items() if l["tx_bytes"]}
+        assert busy == {i for i, l in b["links"].items() if l["tx_bytes"]}
+        for i in busy:
+            assert b["links"][i]["tx_bytes"] == pytest.approx(a["links"][i]["tx_bytes"], rel=1e-6)
+
+
+@pytest.mark.parametrize("algorithm,name", [("ring", "multi-gpu.yaml"),
+                                            ("hierarchical", "multi-gpu.yaml"),
+                                            ("ring", "default.yaml")])
+def test_the_phases_price_alpha_beta_as_the_schedule_does(algorithm, name):
+    fabric = load_fabric(TOPOLOGIES / name)
+    ranks = [h.name for h in fabric.endpoints]
+    model = Model.of(fabric, ranks)
+    count = model.n * 4096
+    costs = alphabeta.Costs(1e-5, model.beta, model.beta_intra, model.nic_of.__getitem__)
+    expected = alphabeta.predict("allreduce", algorithm, model.n, count, costs, 0, model.local)
+    steps = alphabeta.schedule_cost(S.build("allreduce", algorithm, model.n, count,
+                                            S.Layout(local=model.local), data=False),
+                                    algorithm)["steps"]
+    parts = phases.allreduce_phases(algorithm, model.n, count, model.local)
+    assert phase_prediction(parts, model, 1e-5) == (pytest.approx(expected, rel=1e-12), steps)
+
+
+def test_the_sweep_builds_no_schedule_where_the_shortcut_prices_it(monkeypatch):
+    fabric = load_fabric(TOPOLOGIES / "multi-gpu.yaml")
+    monkeypatch.setattr(engine_module, "FULL_RANKS", 4)
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("built a schedule the shortcut does without")
+    monkeypatch.setattr(S, "build", never)
+    record = simulate_experiment(fabric, Experiment(**SIZES))
+    assert record.simulated["method"] == PHASES and len(record.runs) == 3
+    assert SimBackend(fabric).price(Experiment(**SIZES), Model.of(
+        fabric, [h.name for h in fabric.endpoints]), 4096, 0.0)[1] == 2 * 15
+
+
+def test_a_prediction_builds_its_schedule_without_data(monkeypatch):
+    """At 512 ranks a ring AllReduce's contributors held 15 GB."""
+    seen = []
+    real = S.build
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append(any(op.contributors for ops in out.values() for op in ops))
+        return out
+    monkeypatch.setattr(S, "build", spy)
+    simulate_experiment(load_fabric(TOPOLOGIES / "default.yaml"), Experiment(**SIZES))
+    assert seen and not any(seen)

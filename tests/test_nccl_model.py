@@ -264,3 +264,15 @@ def test_the_rings_time_where_nothing_collides_is_the_simulators(servers, connec
                                           channels=connections) if p.name.startswith("inter")]
     simulated = phase_seconds(ClosNetwork(replace(shape, fabric_bps=1e30)), phases)
     assert rails._ideal_seconds(shape, phases) == pytest.approx(simulated, rel=1e-9)
+
+
+def test_the_reality_bench_prints_every_case_and_its_source(tmp_path, capsys):
+    out = tmp_path / "reality.json"
+    assert reality_bench.main(["--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    for case in reality_bench.CASES:
+        assert case.name in text and case.source in text
+    assert "median |sim/meas - 1|" in text
+    import json
+    data = json.loads(out.read_text())
+    assert len(data["rows"]) == len(reality_bench.CASES)

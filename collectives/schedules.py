@@ -543,6 +543,8 @@ SERVER_BUILDERS = {           # laid out by the GPUs per server: (n, count, loca
 
 def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
     """Which part of the algorithm a step belongs to (for timelines)."""
+    if algorithm in ("rail-ring", "nccl-tree") and n % local == 0:
+        return _channel_phase(algorithm, step, n, local)
     if algorithm != "hierarchical" or local == 1:
         return algorithm
     m = n // local
@@ -551,6 +553,24 @@ def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
     if m > 1 and step < local - 1 + 2 * (m - 1):
         return "inter-node allreduce"
     return "intra-node allgather"
+
+
+def _channel_phase(algorithm: str, step: int, n: int, local: int) -> str:
+    """rail-ring: each channel's reduce-scatter, then its all-gather (the
+    hierarchical phases where it is that schedule); nccl-tree: up the
+    chains, up the trees, down the trees, down the chains."""
+    m = n // local
+    if algorithm == "rail-ring":
+        if rail_ring_leave_offsets(m, local) is None:
+            return phase("hierarchical", step, n, local)
+        return "reduce-scatter" if step < n - 1 else "all-gather"
+    e = local - 1
+    height = max(max(_depths(parents)) for parents in double_binary_tree(m))
+    for end, name in ((e, "intra-node reduce"), (e + height, "inter-node reduce"),
+                      (e + 2 * height, "inter-node broadcast")):
+        if step < end:
+            return name
+    return "intra-node broadcast"
 
 
 @dataclass(frozen=True)

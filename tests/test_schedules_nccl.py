@@ -333,3 +333,17 @@ def test_traffic_split_of_rail_ring_keeps_a_servers_share_inside():
     hop = 2 * (n - 1) * count // (n * local) * M.TYPE_SIZE      # a channel's hop, in bytes
     assert split["inter"] == 2 * local * hop
     assert split["intra"] == (n - 2) * local * hop
+
+
+@pytest.mark.parametrize("algorithm,m,local,want", [
+    ("rail-ring", 2, 4, ["reduce-scatter"] * 7 + ["all-gather"] * 7),
+    ("rail-ring", 3, 2, ["intra-node reduce-scatter"] + ["inter-node allreduce"] * 4 +
+     ["intra-node allgather"]),
+    ("nccl-tree", 2, 4, ["intra-node reduce"] * 3 + ["inter-node reduce", "inter-node broadcast"]
+     + ["intra-node broadcast"] * 3),
+    ("nccl-tree", 4, 1, ["inter-node reduce"] * 2 + ["inter-node broadcast"] * 2)])
+def test_phases_of_every_step(algorithm, m, local, want):
+    """Each step of the schedule has the phase its timeline shows."""
+    sched = S.build("allreduce", algorithm, m * local, 240, S.Layout(local=local))
+    steps = sorted({op.step for ops in sched.values() for op in ops})
+    assert [S.phase(algorithm, step, m * local, local) for step in steps] == want

@@ -82,6 +82,7 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
             nic_leaf[(link.a, link.a_port)] = (link.b, link.b_port)
     inner = list(fabric.network_switches)
     dists = {}
+    toward: Dict[Tuple[str, str], tuple] = {}     # (switch, leaf) -> its route there
     for server in fabric.endpoints:
         if server.nvswitch and (server.nvswitch, server.nv_port) not in down:
             plans[server.nvswitch].routes[server.nv_ip] = ("output", server.nv_port)
@@ -110,13 +111,16 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
             if sw.name == server.leaf:
                 plan.routes[server.ip] = ("output", server.port)
                 continue
-            ports = next_hops(graph, sw.name, dist)
-            ports = routing.pin(ports, gid)
-            if len(ports) == 1:
-                plan.routes[server.ip] = ("output", ports[0])
-            else:
-                plan.groups[gid] = ports
-                plan.routes[server.ip] = ("group", gid)
+            route = toward.get((sw.name, server.leaf))
+            if route is None:                 # alike for every endpoint behind that leaf
+                ports = routing.pin(next_hops(graph, sw.name, dist), gid)
+                if len(ports) == 1:
+                    route = ("output", ports[0])
+                else:
+                    plan.groups[gid] = ports
+                    route = ("group", gid)
+                toward[(sw.name, server.leaf)] = route
+            plan.routes[server.ip] = route
     if routing.moves_elephants:
         # every switch that hashes when all links are up: a connection that
         # starts while it has one path left is followed too

@@ -12,12 +12,12 @@ simulated.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Tuple
 
 from collectives import metrics
 from runs.experiment import Experiment
 from runs.record import RunRecord
-from runs.sweep import Size, sweep
+from runs.sweep import Size, price_schedule, sweep
 from sim import phases
 from traffic.engines import make_engine
 from traffic.engines.sim import PHASES, simulation_method
@@ -42,17 +42,21 @@ class SimBackend:
         self.engine = None
         self.method = ""
 
-    def price(self, exp: Experiment, model, count: int,
-              alpha: float) -> Optional[Tuple[float, int]]:
-        """The alpha-beta prediction and the dependent steps from the phases,
-        where the step shortcut runs (no schedule of size n^2 is built); None
-        elsewhere (the sweep prices the schedule)."""
+    def price(self, exp: Experiment, model, count: int, alpha: float) -> tuple:
+        """(the alpha-beta prediction, the schedule, its dependent steps):
+        where the step shortcut runs, from the phases (no schedule of size
+        n^2 is built); elsewhere the sweep's, whose schedule the engine then
+        replays rather than build its own. The schedule returned is empty:
+        nothing of the simulator's `measure` needs it, and a ring's at 512
+        ranks is 250 MB."""
         self.method = simulation_method(exp.collective, exp.algorithm, model.n)
-        if self.method != PHASES:
-            return None
-        return phase_prediction(phases.allreduce_phases(exp.algorithm, model.n, count,
-                                                        model.local),
-                                model, alpha)
+        if self.method == PHASES:
+            predicted, steps = phase_prediction(
+                phases.allreduce_phases(exp.algorithm, model.n, count, model.local), model, alpha)
+            return predicted, {}, steps
+        predicted, sched, steps = price_schedule(exp, model, count, alpha)
+        self.engine.built = (count, sched)      # the engine's alone: freed once replayed
+        return predicted, {}, steps
 
     def begin(self, exp: Experiment, model, ranks, progress) -> float:
         self.engine = make_engine("sim", self.fabric, ranks)

@@ -159,17 +159,21 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
 
 def _priced(loop: _Loop, count: int) -> tuple:
     """(the alpha-beta prediction, the schedule without data, its dependent
-    steps); from the backend's `price` where it has one that answers (the
-    simulator's step shortcut: no schedule of size n^2 is built, and the
-    schedule is then empty)."""
-    exp, model = loop.exp, loop.model
+    steps): the backend's `price` where it has one (the simulator's step
+    shortcut builds no schedule of size n^2, and its schedule is empty),
+    else `price_schedule`."""
     price = getattr(loop.backend, "price", None)
-    quick = price(exp, model, count, loop.alpha) if price else None
-    if quick is not None:
-        return quick[0], {}, quick[1]
+    if price is not None:
+        return price(loop.exp, loop.model, count, loop.alpha)
+    return price_schedule(loop.exp, loop.model, count, loop.alpha)
+
+
+def price_schedule(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
+    """(the alpha-beta prediction, the schedule without data, its dependent
+    steps) of one size."""
     with schedules.timing_only():           # the prediction needs no contributors
         predicted = alphabeta.predict(exp.collective, exp.algorithm, model.n, count,
-                                      alphabeta.Costs(loop.alpha, model.beta, model.beta_intra,
+                                      alphabeta.Costs(alpha, model.beta, model.beta_intra,
                                                       model.nic_of.__getitem__),
                                       exp.root, model.local)
     sched = schedules.build(exp.collective, exp.algorithm, model.n, count,

@@ -40,11 +40,12 @@ from __future__ import annotations
 import gc
 import heapq
 import math
+from array import array
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import count
-from typing import Dict, Hashable, List, Sequence, Tuple
+from typing import Dict, Hashable, Iterator, List, Sequence, Tuple
 
 from collectives import schedules
 from sim.fairness import max_min_rates
@@ -94,7 +95,19 @@ class Connection:
 class Outcome:
     seconds: float
     link_bytes: Dict[Hashable, float]           # wire bytes per sending interface
-    busy: List[dict]                            # per rank, step and kind: first start, last end
+    spans: tuple = ((), (), ())                 # (rank, step, kind) keys, first starts, last ends
+
+    @property
+    def busy(self) -> List[dict]:
+        """Per rank, step and kind: first start, last end (made when asked:
+        at 512 ranks a ring has a million)."""
+        return list(self.spans_one_by_one())
+
+    def spans_one_by_one(self) -> Iterator[dict]:
+        """`busy`, one at a time (for a caller that keeps them in its own form)."""
+        keys, first, last = self.spans
+        for (r, step, kind), a, b in zip(keys, first, last):
+            yield {"rank": r, "step": step, "kind": kind, "start": a, "end": b}
 
 
 class Replay:
@@ -111,10 +124,14 @@ class Replay:
             self._spans()
 
     def _flatten(self) -> None:
+        """Flat arrays, a few bytes an op: its kind, how many ops it waits
+        for, and the ops waiting for it (`dependents`, last first) as a slice
+        of one array from `first_dependent[g]` to `first_dependent[g + 1]`."""
         self.base: Dict[int, int] = {}                  # rank -> number of its first op
-        self.kinds: List[int] = []
-        self.waits: List[int] = []                      # how many ops each waits for
-        self.dependents: List[List[int]] = []           # the ops waiting for each, last first
+        self.kinds = bytearray()
+        self.waits = array("l")                         # how many ops each waits for
+        self.dependents = array("l")
+        self.first_dependent = array("l", [0])
         self.ready: List[int] = []                      # ops waiting for nothing
         for r, ops in self.sched.items():
             b = self.base[r] = len(self.kinds)
@@ -127,16 +144,17 @@ class Replay:
                     self.ready.append(b + i)
             for a in after:
                 a.reverse()
-            self.dependents += after
-            self.waits += map(len, deps)
-            self.kinds += (KINDS[op.kind] for op in ops)
+                self.dependents.extend(a)
+                self.first_dependent.append(len(self.dependents))
+            self.waits.extend(map(len, deps))
+            self.kinds.extend(KINDS[op.kind] for op in ops)
 
     def _pair(self) -> None:
         """Number the (sender, receiver) pairs; the k-th send from a to b is
         the k-th receive at b from a."""
         n, wire_bits = len(self.kinds), TYPE_SIZE * self.wire_per_byte * 8
-        self.pair = [-1] * n                            # send -> its pair
-        self.bits = [0.0] * n                           # send -> wire bits
+        self.pair = array("l", [-1]) * n                # send -> its pair
+        self.bits = array("d", [0.0]) * n               # send -> wire bits
         self.ends: List[Tuple[int, int]] = []           # pair -> (src, dst)
         self.recvs: List[List[int]] = []                # pair -> the receives, in order
         received: Dict[Tuple[int, int], List[int]] = {}
@@ -160,7 +178,7 @@ class Replay:
     def _spans(self) -> None:
         """Number the (rank, step, kind) groups of ops, in order (a receive
         that adds is of kind "reduce"); `span_of` each op's group."""
-        self.span_of = [0] * len(self.kinds)
+        self.span_of = array("l", [0]) * len(self.kinds)
         self.span_keys: List[Tuple[int, int, str]] = []
         for r in sorted(self.sched):
             ops, b = self.sched[r], self.base[r]
@@ -170,7 +188,7 @@ class Replay:
             ordered = sorted(set(keys))
             index = {key: first + n for n, key in enumerate(ordered)}
             self.span_keys += [(r,) + key for key in ordered]
-            self.span_of[b:b + len(ops)] = [index[key] for key in keys]
+            self.span_of[b:b + len(ops)] = array("l", [index[key] for key in keys])
 
     def sent_bytes(self) -> Dict[Tuple[str, str, int], float]:
         """Wire bytes per connection (src, dst endpoint, channel): the k-th
@@ -200,9 +218,9 @@ class _State:
         self.r = replay
         self.now = 0.0
         n = len(replay.kinds)
-        self.waiting = list(replay.waits)
-        self.done, self.started, self.arrived = [NAN] * n, [NAN] * n, [NAN] * n
-        self.piece_bits = [0.0] * n             # receive -> wire bits of its piece
+        self.waiting = array("l", replay.waits)
+        self.done, self.started, self.arrived = (array("d", [NAN]) * n for _ in range(3))
+        self.piece_bits = array("d", [0.0]) * n     # receive -> wire bits of its piece
         self.finishes: List[Tuple[float, int, int]] = []    # (time, connection, its version)
         self.arrivals: List[Tuple[float, int, int]] = []    # (time, tie, receive)
         self.tie = count()
@@ -211,6 +229,7 @@ class _State:
         self.pair, self.bits, self.recvs = replay.pair, replay.bits, replay.recvs
         self.channels, self.kinds, self.dependents = replay.channels, replay.kinds, \
             replay.dependents
+        self.first_dependent = replay.first_dependent
         self.conn_of = [-1] * (len(replay.ends) * replay.channels)   # pair, channel -> id
         self.conns: List[Connection] = []
         # the links paths use, numbered: their ids, capacities, the ids of the
@@ -241,9 +260,9 @@ class _State:
         """`g` is done at `when`; what waited only for it starts now, depth
         first (as one after another in the rank's own thread)."""
         done, waiting, started, arrived = self.done, self.waiting, self.started, self.arrived
-        dependents, kinds, now = self.dependents, self.kinds, self.now
+        dependents, first, kinds, now = self.dependents, self.first_dependent, self.kinds, self.now
         done[g] = when
-        stack = dependents[g][:]                # last first: pops the first first
+        stack = dependents[first[g]:first[g + 1]].tolist()   # last first: pops the first first
         while stack:
             j = stack.pop()
             waiting[j] -= 1
@@ -259,8 +278,8 @@ class _State:
                 if kind == SEND:
                     self._enqueue(j)
                 done[j] = now
-            if dependents[j]:
-                stack += dependents[j]
+            if first[j] != first[j + 1]:
+                stack += dependents[first[j]:first[j + 1]]
 
     def _enqueue(self, g: int) -> None:
         p = self.pair[g]
@@ -448,8 +467,8 @@ class _State:
 
     def outcome(self) -> Outcome:
         done, started = self.done, self.started
-        if NAN in done:                 # never done: still the very object it started as
-            missing = sum(t != t for t in done)
+        missing = sum(t != t for t in done)              # never done: still NaN
+        if missing:
             raise RuntimeError(f"the replay stalled with {missing} operations never done")
         link_bytes: Dict[Hashable, float] = {}
         for conn in self.conns:
@@ -457,12 +476,10 @@ class _State:
                 name = self.links[link]
                 link_bytes[name] = link_bytes.get(name, 0.0) + conn.sent_bits / 8
         keys = self.r.span_keys
-        first, last = [INF] * len(keys), [-INF] * len(keys)
+        first, last = array("d", [INF]) * len(keys), array("d", [-INF]) * len(keys)
         for g, s in enumerate(self.r.span_of):
             if started[g] < first[s]:
                 first[s] = started[g]
             if done[g] > last[s]:
                 last[s] = done[g]
-        return Outcome(max(done, default=0.0), link_bytes,
-                       [{"rank": r, "step": step, "kind": kind, "start": a, "end": b}
-                        for (r, step, kind), a, b in zip(keys, first, last)])
+        return Outcome(max(done, default=0.0), link_bytes, (keys, first, last))

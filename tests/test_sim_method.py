@@ -87,8 +87,23 @@ def test_the_sweep_builds_no_schedule_where_the_shortcut_prices_it(monkeypatch):
     monkeypatch.setattr(S, "build", never)
     record = simulate_experiment(fabric, Experiment(**SIZES))
     assert record.simulated["method"] == PHASES and len(record.runs) == 3
-    assert SimBackend(fabric).price(Experiment(**SIZES), Model.of(
-        fabric, [h.name for h in fabric.endpoints]), 4096, 0.0)[1] == 2 * 15
+    _, sched, steps = SimBackend(fabric).price(Experiment(**SIZES), Model.of(
+        fabric, [h.name for h in fabric.endpoints]), 4096, 0.0)
+    assert sched == {} and steps == 2 * 15
+
+
+def test_event_by_event_the_engine_replays_the_schedule_the_sweep_priced(monkeypatch):
+    built = []
+    real = S.build
+
+    def counted(*args, **kwargs):
+        built.append(args[:4])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(S, "build", counted)
+    record = simulate_experiment(load_fabric(TOPOLOGIES / "default.yaml"), Experiment(**SIZES))
+    assert record.simulated["method"] == EVENTS
+    # per size: the prediction's (dropped once priced) and the one replayed
+    assert len(built) == 2 * len(record.runs)
 
 
 def test_a_prediction_builds_its_schedule_without_data(monkeypatch):

@@ -77,6 +77,7 @@ class SimEngine(Engine):
         self.replay = None
         self.last = None
         self.method = ""
+        self.built = (0, None)          # (count, its schedule unsplit), built by the caller
 
     def prepare(self, job: Job) -> None:
         n = len(self.ranks)
@@ -88,10 +89,16 @@ class SimEngine(Engine):
                                  self._wire(), self.hop_latency_s)
 
     def _schedule(self, job: Job) -> schedules.Schedule:
+        """The job's schedule without data, in pieces: the one the caller
+        built for this count if it did (`built`, of the same collective,
+        root and GPUs per server), cut into pieces; else built here."""
+        piece = max(1, job.piece_bytes // metrics.TYPE_SIZE)
+        count, built = self.built
+        self.built = (0, None)
+        if built is not None and count == job.count:
+            return schedules.chunked(built, piece)
         return schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,
-                               schedules.Layout(job.root,
-                                                max(1, job.piece_bytes // metrics.TYPE_SIZE),
-                                                job.local), data=False)
+                               schedules.Layout(job.root, piece, job.local), data=False)
 
     def _wire(self) -> float:
         return 1 / metrics.payload_share(self.fabric.mtu)
@@ -99,18 +106,19 @@ class SimEngine(Engine):
     def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:
         if self.last is None:
             self.last = self._run()
-        seconds, link_bytes, busy = self.last
+            self.replay = None                  # its schedule and state: the outcome is kept
+        seconds, link_bytes, outcome = self.last
         out = {"t0": 0.0, "t1": seconds, "seconds": seconds,
                "wrong": None, "bad_chunk_elements": None, "link_bytes": dict(link_bytes)}
-        if timeline and busy is not None:
-            out["timeline"] = [dict(e) for e in busy]
+        if timeline and outcome is not None:
+            out["timeline"] = outcome.spans_one_by_one()    # one at a time: a million at 512
         return out
 
     def _run(self):
-        """(seconds, wire bytes per sending interface, busy spans or None)."""
+        """(seconds, wire bytes per sending interface, the replay's Outcome or None)."""
         if self.method == EVENTS:
             out = self.replay.run()
-            return out.seconds, out.link_bytes, out.busy
+            return out.seconds, out.link_bytes, out
         job, channels = self.job, sim_channels(self.fabric, self.job.channels)
         if self.method == STEPS:
             sched = self._schedule(job)

@@ -4,7 +4,9 @@ rail-matched multi-channel ring and NCCL's Tree, through the rank agents
 with checked data: every NIC carries its share, the spine carries nothing,
 and the rail ring gets from each of a server's 4 NICs at least 0.9 of what
 the flat ring (today's one ring in rank order, which leaves a server by
-one NIC each way) gets from its one."""
+one NIC each way) gets from its one, and of what a ring on one such server
+alone (rail-1x4: the same file with one server, so the same NIC and NVLink
+rates) gets from its NVLink-class links."""
 
 import pytest
 
@@ -12,11 +14,16 @@ from harness import TOPOLOGIES
 from harness.labs import built
 from runs.experiment import Experiment
 from runs.measured import run_experiment
-from topologies.fabric import load_fabric
+from topologies.fabric import load_fabric, parse_fabric
 
 RAIL = TOPOLOGIES / "rail-2x4.yaml"
 SIZE = 3 << 20                 # 3 MiB: the rail ring's NIC hop is ~2.2 s at 5 Mbit/s, past the shaper's resolution
 LOCAL = 4
+
+
+def experiment(algorithm, probe):
+    return Experiment(algorithm=algorithm, minbytes=SIZE, maxbytes=SIZE, iters=2, warmup=1,
+                      idle_seconds=0.2, scale_up="memory", probe=probe)
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +34,26 @@ def runs(tmp_path_factory):
     out = {}
     with built(fabric, tmp_path_factory) as lab:
         for algorithm in ("rail-ring", "nccl-tree", "ring"):
-            exp = Experiment(algorithm=algorithm, minbytes=SIZE, maxbytes=SIZE, iters=2,
-                             warmup=1, idle_seconds=0.2, scale_up="memory",
-                             probe=["h1g1", "h2g1"])
-            result = run_experiment(lab, exp, tmp_path_factory.mktemp(algorithm))
+            result = run_experiment(lab, experiment(algorithm, ["h1g1", "h2g1"]),
+                                    tmp_path_factory.mktemp(algorithm))
             assert result.gpus_per_server == LOCAL
             out[algorithm] = (result.runs[0], result.fidelity)
     return fabric, out
+
+
+@pytest.fixture(scope="module")
+def one_server(tmp_path_factory):
+    """The ring AllReduce on one server of rail-2x4.yaml alone (rail-1x4:
+    derived from the file, so its NIC and NVLink-class rates are the same):
+    the run record, with the fabric."""
+    fabric = parse_fabric(RAIL.read_text().replace("servers_per_unit: 2", "servers_per_unit: 1")
+                          .replace("name: rail-2x4", "name: rail-1x4"), "rail-1x4 (rail-2x4.yaml)")
+    assert [h.name for h in fabric.endpoints] == ["h1g1", "h1g2", "h1g3", "h1g4"]
+    with built(fabric, tmp_path_factory) as lab:
+        result = run_experiment(lab, experiment("ring", ["h1g1", "h1g4"]),
+                                tmp_path_factory.mktemp("one-server-ring"))
+    assert result.gpus_per_server == LOCAL
+    return fabric, result
 
 
 def nic_bytes(fabric, run):
@@ -81,3 +101,41 @@ def test_the_rail_ring_gets_from_every_nic_what_the_flat_ring_gets_from_one(runs
     # the flat ring leaves each server by one NIC each way; the rail ring by all
     busy = [b for b in nic_bytes(fabric, flat).values() if b > SIZE]
     assert len(busy) == 2, nic_bytes(fabric, flat)
+
+
+def test_the_rail_ring_gets_from_every_nic_what_one_server_gets_from_nvlink(runs, one_server):
+    """busbw over each run's own bottleneck link, from the run record. The
+    record's busbw_over_link is busbw over the NIC rate (link_rate_mbit)
+    whatever the servers: on one server, where the ring never leaves the
+    server, its bottleneck is the NVLink-class port each GPU sends on, so its
+    figure is the record's scaled from the NIC rate to the intra_node rate.
+    The rail ring's is the record's over the 4 NICs, as above: busbw is what
+    one rank moves (2(n-1)/n x S over the time), and the rail ring splits it
+    into 4 channels that leave a server on 4 different NICs at once, one
+    each, with NVLink (10x) to spare; so busbw / 4 is what each of the
+    bottleneck NICs carried, and over the NIC rate, how close each came to
+    its rate: the same question the single server's figure answers of
+    NVLink."""
+    fabric, record = one_server
+    rail, rail_verdict = runs[1]["rail-ring"]
+    single = record.runs[0]
+    assert single["wrong"] == 0 and single["bad_chunk_elements"] == 0 and single["ranks"] == 4
+    assert record.fidelity["host_kept_up"], record.fidelity
+    assert rail_verdict["host_kept_up"], rail_verdict
+    nvlink = fabric.spec["links"]["intra_node"]["rate_mbit"]
+    assert nvlink == load_fabric(RAIL).spec["links"]["intra_node"]["rate_mbit"]
+    per_link_single = single["busbw_over_link"] * record.link_rate_mbit / nvlink
+    per_link_rail = rail["busbw_over_link"] / LOCAL
+    nic = nic_bytes(fabric, single)
+    print(f"busbw per bottleneck link: rail-ring 2x4 {per_link_rail:.3f} of a NIC "
+          f"({rail['busbw_gbps']:.6f} GB/s), ring on one server {per_link_single:.3f} of "
+          f"NVLink ({single['busbw_gbps']:.6f} GB/s, {single['time_s']:.3f} s); NIC bytes "
+          f"{nic}; flags {single['flags']} (unpaid {single['shaper_unpaid_bound_s']:.3f} s "
+          f"against {single['serialisation_s']:.3f} s)")
+    assert per_link_rail >= 0.9 * per_link_single, (per_link_rail, per_link_single)
+    # the one server's ring never reaches a NIC (the latency probe h1g1 ->
+    # h1g4 does, a few KB): NVLink is its bottleneck. Its flags judge the
+    # NIC's shaper (below-resolution at 5 Mbit/s), which it never uses: in
+    # memory, NVLink is paced message by message, no HTB
+    assert single["payload_bytes"]["inter"] == 0, single["payload_bytes"]
+    assert max(nic.values()) < 0.01 * 2 * 3 / 4 * SIZE * single["iterations"], nic

@@ -134,13 +134,22 @@ def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
     return args
 
 
+def _algorithm_help() -> str:
+    """-a's help, from the registry: each collective's algorithms, the first
+    its default, those laid out by the GPUs of each server marked."""
+    def names(algorithms):
+        return ", ".join(a + ("*" if a in registry.BY_SERVER else "") for a in algorithms)
+    parts = [f"{c}: {names(a)}" for c, a in registry.ALGORITHMS.items()]
+    return ("; ".join(parts) + " (the first is the default; * laid out by the GPUs of each "
+            "server when the ranks are whole servers: running.md)")
+
+
 def _collective_flags(g) -> None:
     g.add_argument("-c", "--collective", choices=registry.COLLECTIVES, type=_field("collective"),
                    help="the NCCL collective to replay (default allreduce)")
     g.add_argument("-a", "--algorithm", choices=registry.ALL_ALGORITHMS,
                    type=_field("algorithm"),
-                   help="ring (default), rhd (recursive halving-doubling), tree or hierarchical "
-                        "(multi-GPU servers) for AllReduce; pairwise for AllToAll; ring otherwise")
+                   help=_algorithm_help())
     g.add_argument("--compare", metavar="ALG[,ALG]", type=_algorithms,
                    help="then replay these algorithms of the same collective in the same lab, "
                         "each with its tables; busbw.png draws every one")

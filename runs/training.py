@@ -21,6 +21,7 @@ from dataclasses import asdict, replace
 from typing import Callable, Dict, List
 
 from collectives import metrics
+from collectives import registry
 from collectives import schedules
 from sim import training_step
 from traffic.engines import make_engine
@@ -36,9 +37,11 @@ def jobs_of(exp: Experiment, plan: training_step.Plan, n: int, local: int, polic
     for c in plan.collectives:
         count = schedules.round_count(c["collective"], n, max(1, c["bytes"] // metrics.TYPE_SIZE))
         algorithm = exp.algorithm if c["collective"] == "allreduce" else "ring"
+        # the server layout for every algorithm laid out by whole servers
+        # (without it rail-ring would run the flat ring, nccl-tree the plain tree)
         job = replace(exp, collective=c["collective"], algorithm=algorithm,
                       maxbytes=largest).job(
-            count, policy, local if algorithm == "hierarchical" else 1)
+            count, policy, local if algorithm in registry.BY_SERVER else 1)
         out[c["id"]] = job
     return out
 

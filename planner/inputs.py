@@ -105,9 +105,10 @@ def parse_bytes(text, name="gradient bytes") -> int:
     """'1G' -> 1073741824, '512M', '64K', '1.5K', '1048576' (K/M/G/T are powers
     of 1024; a trailing B or iB is allowed: 1GiB), from 1 byte to 1 PiB. The
     project's one size syntax: topologies.schema.parse_size."""
-    value = parse_size(text if isinstance(text, (int, str)) else str(text), whole=False)
+    value = parse_size(text if isinstance(text, (int, str)) else str(text), whole=False,
+                       exact=True)
     if value is None:
         raise PlanError(f"{name} must be a size such as 1048576, 512M or 1G, got {shown(text)}")
     if not 1 <= value <= MAX_GRADIENT_BYTES:
         raise PlanError(f"{name} must be from 1 byte to 1 PiB, got {shown(text)}")
-    return int(round(value))
+    return int(round(value))          # the exact fraction's nearest (a float's can be one off)

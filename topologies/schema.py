@@ -26,6 +26,7 @@ import copy
 import difflib
 import ipaddress
 import math
+from fractions import Fraction
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -176,11 +177,12 @@ def subnet(v, fail):
 _meta(subnet, type="string", pattern=_SUBNET_JSON)
 
 
-def parse_size(v, whole: bool = True):
+def parse_size(v, whole: bool = True, exact: bool = False):
     """Bytes from 65536, "64K", "2M", "1G", "1GiB" or "1.5T" (powers of 1024, as
     nccl-tests); None if not a size. With `whole`, None too for a fraction of
-    a byte; without, the exact value as a float where it is not whole (the
-    planner rounds gradient sizes such as 1.2G)."""
+    a byte; without, the value as a float where it is not whole (the
+    planner rounds gradient sizes such as 1.2G), or with `exact` as a
+    Fraction (a float of 4e12 bytes can be a byte off)."""
     if _is_int(v):
         return v
     m = _SIZE.fullmatch(v) if isinstance(v, str) else None
@@ -192,7 +194,9 @@ def parse_size(v, whole: bool = True):
     denominator = 10 ** len(fraction)
     if numerator % denominator == 0:
         return numerator // denominator
-    return None if whole else numerator / denominator
+    if whole:
+        return None
+    return Fraction(numerator, denominator) if exact else numerator / denominator
 
 
 def size(lo: int, hi: int) -> Callable:

@@ -18,11 +18,20 @@ to a SuperPOD unit, measured side by side in one run.
 5. predict: the planner's AllReduce model, calibrated on the smaller sizes of
    an emulated run of topologies/multi-gpu.yaml, against the measured time of
    the largest size (held out of the fit).
+6. simulate (no root): `run_topology.py FABRIC --engine sim`, ring AllReduce
+   32 KiB to 2 MiB, as a user runs it, on topologies/sim/ (512, 1,024 and
+   16,384 GPUs at 400G): wall time, peak resident memory (the child's own),
+   and how it simulated (event by event, or the step shortcut).
+
+    .venv/bin/python -m bench.scale_bench --parts simulate
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import sys
 import time
 import timeit
@@ -38,7 +47,8 @@ from lab.reachability import all_pairs_reachability
 from runs.experiment import Experiment
 from runs.measured import run_experiment
 
-PARTS = ("hier", "rail", "largest", "planner", "predict")
+PARTS = ("hier", "rail", "largest", "planner", "predict", "simulate")
+SIMULATED = ("superpod-512.yaml", "superpod-1024.yaml", "leaf-spine-16k.yaml")
 
 
 def experiment(sizes, algorithm, iters=2, warmup=1):
@@ -206,6 +216,44 @@ def part_predict(workdir, out):
         print(f"   {row['algorithm']:<13} predicted {row['predicted_s']:6.2f} s, measured "
               f"{row['measured_s']:6.2f} s, measured/predicted {row['measured_over_predicted']:.2f}"
               f" (links alone: {row['uncalibrated_s']:.2f} s)")
+
+
+# run_topology.py in this child, which reports its own peak resident memory as it ends
+_MEASURED = ("import resource, runpy, sys\nsys.argv = sys.argv[1:]\ntry:\n"
+             "    runpy.run_path(sys.argv[0], run_name='__main__')\nfinally:\n"
+             "    print('peak-kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+             "file=sys.stderr)\n")
+
+
+def simulated_run(fabric: Path, results: Path) -> dict:
+    """`run_topology.py FABRIC --engine sim` in a child of its own: wall
+    time, its peak resident memory, how it simulated."""
+    cmd = [sys.executable, "-c", _MEASURED, str(REPO / "run_topology.py"), str(fabric),
+           "--engine", "sim", "--results", str(results)]
+    t0 = time.monotonic()
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "FABRIC_LAB_NO_REEXEC": "1"})
+    wall = time.monotonic() - t0
+    peak = re.search(r"peak-kb (\d+)", done.stderr)
+    method = re.search(r"max-min fair sharing, ([^;]+);", done.stdout)
+    return {"fabric": fabric.name, "exit": done.returncode, "wall_s": round(wall, 1),
+            "peak_mb": round(int(peak.group(1)) / 1024) if peak else None,
+            "method": method.group(1) if method else None,
+            "shape": done.stdout.splitlines()[0] if done.stdout else done.stderr.strip()}
+
+
+def part_simulate(workdir, out):
+    rows = []
+    print("\n6. run_topology.py FABRIC --engine sim: ring AllReduce 32 KiB to 2 MiB (4 sizes)")
+    print(f"   {'fabric':<22} {'GPUs':>6}  {'wall s':>7}  {'peak MB':>8}  method")
+    for name in SIMULATED:
+        row = simulated_run(TOPOLOGIES / "sim" / name, workdir / "simulate")
+        row["gpus"] = int(re.search(r"= (\d+) GPUs", row["shape"]).group(1)) \
+            if "GPUs" in row["shape"] else None
+        rows.append(row)
+        print(f"   {name:<22} {row['gpus'] or 0:>6}  {row['wall_s']:7.1f}  {row['peak_mb']:8,}  "
+              f"{row['method']}{'' if row['exit'] == 0 else ' (exit ' + str(row['exit']) + ')'}")
+    out["simulate"] = rows
 
 
 def main(argv=None) -> int:

@@ -99,9 +99,9 @@ def _main(argv) -> int:
         exp = experiment_from(fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
         if exp is None or ENGINES[exp.engine].needs_lab:     # a network is to be built
             check_emulation(fabric)
-        elif exp.step is None:                                # simulated: how, or why not
-            simulation_method(exp.collective, exp.algorithm,
-                              len(exp.ranks or fabric.endpoints))
+        else:                                                 # simulated: how, or why not
+            simulation_method("allreduce" if exp.step is not None else exp.collective,
+                              exp.algorithm, len(exp.ranks or fabric.endpoints))
         _check_fabric_flags(fabric, args)
         cluster = cluster_of(fabric, args.cluster)
         placement = cluster and place_cluster(fabric, cluster)

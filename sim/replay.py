@@ -122,6 +122,7 @@ class Replay:
             self._flatten()
             self._pair()
             self._spans()
+        self.sched = None           # all it needs is flat now: the caller's may be freed
 
     def _flatten(self) -> None:
         """Flat arrays, a few bytes an op: its kind, how many ops it waits
@@ -155,6 +156,7 @@ class Replay:
         n, wire_bits = len(self.kinds), TYPE_SIZE * self.wire_per_byte * 8
         self.pair = array("l", [-1]) * n                # send -> its pair
         self.bits = array("d", [0.0]) * n               # send -> wire bits
+        self.length = array("l", [0]) * n               # send -> elements
         self.ends: List[Tuple[int, int]] = []           # pair -> (src, dst)
         self.recvs: List[List[int]] = []                # pair -> the receives, in order
         received: Dict[Tuple[int, int], List[int]] = {}
@@ -174,6 +176,7 @@ class Replay:
                         self.ends.append((r, op.peer))
                         self.recvs.append(received.get((r, op.peer), []))
                     self.pair[b + i], self.bits[b + i] = p, op.length * wire_bits
+                    self.length[b + i] = op.length
 
     def _spans(self) -> None:
         """Number the (rank, step, kind) groups of ops, in order (a receive
@@ -194,13 +197,14 @@ class Replay:
         """Wire bytes per connection (src, dst endpoint, channel): the k-th
         message to a peer on channel k mod channels, as the agents send."""
         out: Dict[Tuple[str, str, int], float] = {}
-        for r, ops in self.sched.items():
-            sent: Dict[int, int] = {}
-            for op in ops:
-                if op.kind == "send":
-                    k = sent[op.peer] = sent.get(op.peer, -1) + 1
-                    key = (self.ranks[r], self.ranks[op.peer], k % self.channels)
-                    out[key] = out.get(key, 0.0) + op.length * TYPE_SIZE * self.wire_per_byte
+        made = [0] * len(self.ends)                     # sends so far per pair
+        for g, p in enumerate(self.pair):               # rank by rank, in order
+            if p < 0:
+                continue
+            k, (src, dst) = made[p], self.ends[p]
+            made[p] = k + 1
+            key = (self.ranks[src], self.ranks[dst], k % self.channels)
+            out[key] = out.get(key, 0.0) + self.length[g] * TYPE_SIZE * self.wire_per_byte
         return out
 
     def run(self) -> Outcome:

@@ -7,6 +7,7 @@ import pytest
 
 from collectives import schedules as S
 from harness import TOPOLOGIES
+from harness.commands import run
 from runs.experiment import Experiment
 from runs.simulated import SimBackend, phase_prediction, simulate_experiment
 from runs.sweep import Model
@@ -118,3 +119,13 @@ def test_a_prediction_builds_its_schedule_without_data(monkeypatch):
     monkeypatch.setattr(S, "build", spy)
     simulate_experiment(load_fabric(TOPOLOGIES / "default.yaml"), Experiment(**SIZES))
     assert seen and not any(seen)
+
+
+def test_run_topology_refuses_what_neither_way_reaches_before_it_runs():
+    path = TOPOLOGIES / "sim" / "leaf-spine-16k.yaml"
+    bad = run("--check", str(path), "-c", "alltoall")
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        "error: alltoall (pairwise) over 16,384 ranks would build a schedule of about ")
+    assert bad.stderr.count("\n") == 1 and "-c allreduce -a ring" in bad.stderr
+    ok = run("--check", str(path))
+    assert ok.returncode == 0 and "engine sim" in ok.stdout

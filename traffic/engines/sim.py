@@ -41,8 +41,8 @@ def simulation_method(collective: str, algorithm: str, n: int) -> str:
         f"{collective} ({algorithm}) over {n:,} ranks would build a schedule of about "
         f"{_operations(collective, algorithm, n):,} operations; beyond {FULL_RANKS} ranks the "
         f"simulator takes ring and hierarchical AllReduce at any size, and other collectives "
-        f"while their schedule stays within {MAX_SHORTCUT_OPS:,} operations: fewer ranks "
-        "(--ranks) or -c allreduce -a ring")
+        f"while their schedule stays within {MAX_SHORTCUT_OPS:,} operations: "
+        "a smaller fabric, or -c allreduce -a ring")
 
 
 def _operations(collective: str, algorithm: str, n: int) -> int:

@@ -21,6 +21,9 @@ ALGORITHMS: Dict[str, Tuple[str, ...]] = {
     "sendrecv": ("ring",),
 }
 ALL_ALGORITHMS = tuple(sorted({a for names in ALGORITHMS.values() for a in names}))
+# per size, NCCL's choice among what the end hosts can run (sim/nccl/endhosts.py)
+AUTO = "auto"
+ALGORITHM_CHOICES = ALL_ALGORITHMS + (AUTO,)
 BY_SERVER = ("hierarchical", "rail-ring", "nccl-tree")   # laid out by the GPUs per server
 ROOTED = ("broadcast", "reduce")
 EQUAL_BLOCKS = ("allgather", "reducescatter", "alltoall")   # count is n equal blocks

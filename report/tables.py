@@ -29,10 +29,13 @@ def nccl_table(result: RunRecord, link_rate_mbit: float) -> str:
              f"# Ranks: {' '.join(result.ranks)}; links {link_rate_mbit:g} Mbit/s "
              f"= {link_rate_mbit / 8e3:.6f} GB/s",
              "#", NCCL_HEADER]
+    if exp["algorithm"] == "auto":          # which algorithm each size ran
+        lines[-1] += "  algorithm (NCCL's)"
     for r in runs:
         lines.append(f"{r['size_bytes']:12d}  {r['count']:12d}  {r['type']:>8}  {r['redop']:>6}  "
                      f"{r['root']:>6}  {r['time_s'] * 1e6:9.0f}  {r['algbw_gbps']:6.4f}  "
-                     f"{r['busbw_gbps']:6.4f}  {_num(r['wrong'], 'd'):>6}")
+                     f"{r['busbw_gbps']:6.4f}  {_num(r['wrong'], 'd'):>6}"
+                     + (f"  {r['algorithm']} ({r['auto']['nccl']})" if "auto" in r else ""))
     checked = [r["wrong"] for r in runs if r["wrong"] is not None]
     if checked:
         lines.append(f"# Out of bounds values : {sum(checked)} {'OK' if sum(checked) == 0 else 'FAILED'}")

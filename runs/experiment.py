@@ -23,13 +23,13 @@ from policies import policy
 from sim import training_step
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
 from collectives.metrics import TYPE_SIZE
-from collectives.registry import (ALGORITHMS, ALL_ALGORITHMS, COLLECTIVES, ENGINES, REDUCING, ROOTED,
-                              default_algorithm)
+from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, COLLECTIVES, ENGINES,
+                                  REDUCING, ROOTED, default_algorithm)
 
 SCALE_UP = ("packets", "memory")  # how the agents carry NVLink traffic inside a server
 SCHEMA = {
     "collective": (optional(choice(*COLLECTIVES)), None),
-    "algorithm": (optional(choice(*ALL_ALGORITHMS)), None),
+    "algorithm": (optional(choice(*ALGORITHM_CHOICES)), None),
     "engine": (optional(choice(*ENGINES)), None),
     "minbytes": (optional(size(4, 1 << 30)), None),
     "maxbytes": (optional(size(4, 1 << 30)), None),
@@ -144,9 +144,10 @@ class Experiment:
         if self.op != "sum" and self.collective not in REDUCING:
             fail("op", f"{self.collective} reduces nothing; only {', '.join(REDUCING[:-1])} and {REDUCING[-1]} take "
                  f"an op other than sum")
-        if self.algorithm not in ALGORITHMS[self.collective]:
+        if self.algorithm not in ALGORITHMS[self.collective] + (AUTO,):
             fail("algorithm", f"{shown(self.algorithm)} is not an algorithm of "
-                 f"{self.collective}; expected one of {', '.join(ALGORITHMS[self.collective])}")
+                 f"{self.collective}; expected one of "
+                 f"{', '.join(ALGORITHMS[self.collective] + (AUTO,))}")
         if not _whole(n_ranks) or n_ranks < 2:
             fail(None, f"a collective needs at least 2 ranks (servers), got {shown(n_ranks)}")
         if not _whole(local) or local < 1:
@@ -208,6 +209,9 @@ class Experiment:
                                   f"{hours:,.0f} hours; at most {MAX_HOURS}")
 
     def _check_sharded(self, plan, fail) -> None:
+        if self.algorithm == AUTO:
+            fail("algorithm", "auto picks an algorithm per size of a sweep; a training step's "
+                 "buckets need one named (ring, rail-ring, nccl-tree, ...)")
         if plan.mode == "sharded" and self.algorithm != "ring":
             fail("algorithm", f"sharded steps run ring AllGather and ReduceScatter; "
                  f"{self.algorithm} is an AllReduce algorithm (use mode allreduce)")
@@ -261,8 +265,10 @@ class Experiment:
         if not 0 <= self.root < n_ranks:
             fail("root", f"{self.root} is not a rank: there are {n_ranks} ranks, 0 to "
                  f"{n_ranks - 1}")
+        algorithm = default_algorithm(self.collective) if self.algorithm == AUTO \
+            else self.algorithm         # auto's candidates hold whole servers by themselves
         try:                        # what the schedules hold a caller to, before any is built
-            schedules.check_params(self.collective, self.algorithm, n_ranks,
+            schedules.check_params(self.collective, algorithm, n_ranks,
                            schedules.round_count(self.collective, n_ranks, self.minbytes // TYPE_SIZE),
                            self.root, self.piece_bytes // TYPE_SIZE, local)
         except ValueError as exc:
@@ -319,7 +325,7 @@ def check_experiment(fabric, exp: Experiment, names: Namer, compare: List[str] =
     for i, algorithm in enumerate(compare):
         why = (f"{shown(algorithm)} is not an algorithm of {exp.collective}; expected one of "
                f"{', '.join(ALGORITHMS[exp.collective])}"
-               if algorithm not in ALGORITHMS[exp.collective] else
+               if algorithm not in ALGORITHMS[exp.collective] + (AUTO,) else
                f"{algorithm} is already the run's algorithm ({names('algorithm')})"
                if algorithm == exp.algorithm else
                f"{algorithm} is named twice" if algorithm in compare[:i] else None)

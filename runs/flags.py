@@ -86,11 +86,11 @@ def _pair(key):
 
 def _algorithms(text) -> List[str]:
     names = [a.strip() for a in text.split(",")]
-    unknown = [a for a in names if a not in registry.ALL_ALGORITHMS]
+    unknown = [a for a in names if a not in registry.ALGORITHM_CHOICES]
     if unknown:
         raise argparse.ArgumentTypeError(
             f"expected algorithms separated by commas, each one of "
-            f"{', '.join(registry.ALL_ALGORITHMS)}, got {shown(unknown[0] or text)}")
+            f"{', '.join(registry.ALGORITHM_CHOICES)}, got {shown(unknown[0] or text)}")
     return names
 
 
@@ -141,13 +141,14 @@ def _algorithm_help() -> str:
         return ", ".join(a + ("*" if a in registry.BY_SERVER else "") for a in algorithms)
     parts = [f"{c}: {names(a)}" for c, a in registry.ALGORITHMS.items()]
     return ("; ".join(parts) + " (the first is the default; * laid out by the GPUs of each "
-            "server when the ranks are whole servers: running.md)")
+            "server when the ranks are whole servers: running.md); or auto: per size, NCCL's "
+            "Ring or Tree, whichever the lab's own costs price quicker")
 
 
 def _collective_flags(g) -> None:
     g.add_argument("-c", "--collective", choices=registry.COLLECTIVES, type=_field("collective"),
                    help="the NCCL collective to replay (default allreduce)")
-    g.add_argument("-a", "--algorithm", choices=registry.ALL_ALGORITHMS,
+    g.add_argument("-a", "--algorithm", choices=registry.ALGORITHM_CHOICES,
                    type=_field("algorithm"),
                    help=_algorithm_help())
     g.add_argument("--compare", metavar="ALG[,ALG]", type=_algorithms,

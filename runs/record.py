@@ -61,6 +61,7 @@ class SizeRecord(TypedDict, total=False):
     wrong: Optional[int]                # None: the engine checks no data
     bad_chunk_elements: Optional[int]
     predicted_s: float                  # the alpha-beta model
+    auto: dict                          # -a auto: {"nccl": ring|tree, "predicted_s": per candidate}
     measured_over_predicted: Optional[float]
     # the fabric during the size: links, queues, ECMP, CPU (Links; the simulator's own)
     links: Dict[str, dict]              # per sending interface

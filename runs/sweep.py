@@ -23,14 +23,20 @@ parts, then the backend's.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
-from collectives import metrics
+from collectives import metrics, registry
 from sim import alphabeta
+from sim.nccl import endhosts
 from collectives import schedules
 from runs.experiment import Experiment
 from runs.record import RunRecord, SizeRecord
+
+
+# a schedule of more operations than this gets no timeline (the 256-GPU SuperPOD
+# unit's ring has 261,120; at 512 GPUs a million bars took 0.9 GB to draw)
+MAX_TIMELINE_OPERATIONS = 300_000
 
 
 @dataclass
@@ -131,20 +137,24 @@ class _Loop:
 
 def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     """Prepare, run warm-up and timed iterations, and make the size's record."""
-    backend, exp, model, progress = loop.backend, loop.exp, loop.model, loop.progress
+    backend, model, progress = loop.backend, loop.model, loop.progress
     n, engine = model.n, backend.engine
-    count = schedules.round_count(exp.collective, n, size // metrics.TYPE_SIZE)
+    count = schedules.round_count(loop.exp.collective, n, size // metrics.TYPE_SIZE)
+    exp, tuned = resolved(loop.exp, model, count, loop.alpha)
+    loop = replace(loop, exp=exp)
     predicted, sched, steps = _priced(loop, count)
     label = f"{label} {count * metrics.TYPE_SIZE} B"
     progress(f"{label}: setting up")
     engine.prepare(exp.job(count, backend.fabric.policy, model.local))
     warmup, timed = backend.iterations(exp)
     iters = []
+    # the step timeline of the very last iteration, where the engine records one and it
+    # can be drawn: past MAX_TIMELINE_OPERATIONS a figure of them reads as nothing
+    record_timeline = last_size and _operations(sched, steps, n) <= MAX_TIMELINE_OPERATIONS
     for i in range(warmup + timed):
         progress(f"{label}: iteration {i + 1}/{warmup + timed}")
-        # the step timeline of the very last iteration, where the engine records one
         iters.append(engine.iterate(i, 60 + 20 * predicted,
-                                    timeline=last_size and i == warmup + timed - 1))
+                                    timeline=record_timeline and i == warmup + timed - 1))
     timeline = None
     if "timeline" in iters[-1]:
         timeline = {"size_bytes": count * metrics.TYPE_SIZE, "events": [
@@ -152,9 +162,30 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
             for e in iters[-1].pop("timeline")]}
     timed_iters = tuple(iters[warmup:])
     record = size_record(exp, model, count, timed_iters, predicted)
+    if tuned:
+        record["auto"] = tuned
     record.update(backend.measure(exp, model, Size(count, sched, steps, predicted, timed_iters,
                                                  tuple(iters[:warmup])), record))
     return record, timeline
+
+
+def resolved(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
+    """(`exp` with the algorithm this size runs, what -a auto weighed): with
+    auto, NCCL's Ring or Tree as the lab's schedules, whichever the model's
+    costs price quicker (sim/nccl/endhosts.py); else `exp` as it is, None."""
+    if exp.algorithm != registry.AUTO:
+        return exp, None
+    costs = alphabeta.Costs(alpha, model.beta, model.beta_intra, model.nic_of.__getitem__)
+    with schedules.timing_only():
+        choice = endhosts.choose(exp.collective, model.n, count, costs, model.local, exp.root)
+    return replace(exp, algorithm=choice.algorithm), {
+        "nccl": choice.nccl, "predicted_s": dict(choice.table)}
+
+
+def _operations(sched, steps: int, n: int) -> int:
+    """The schedule's operations; where the backend priced it without one
+    (the simulator), a send and a receive a rank and step."""
+    return sum(len(ops) for ops in sched.values()) if sched else 2 * steps * n
 
 
 def _priced(loop: _Loop, count: int) -> tuple:

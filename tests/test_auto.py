@@ -1,0 +1,61 @@
+"""-a auto through a whole sweep (simulated, no root): each size runs the
+algorithm endhosts.choose picks with the sweep's own costs, the record says
+what it weighed, the table prints what ran; auto is refused where a sweep
+of sizes is not what runs."""
+
+import pytest
+
+from harness import TOPOLOGIES
+from report.tables import nccl_table
+from runs.experiment import Experiment, ExperimentError, experiment_from
+from runs.simulated import simulate_experiment
+from sim import alphabeta
+from sim.nccl import endhosts
+from topologies.fabric import load_fabric
+
+RAIL = load_fabric(TOPOLOGIES / "rail-2x4.yaml")
+DEFAULT = load_fabric(TOPOLOGIES / "default.yaml")
+
+
+def test_each_size_runs_the_quickest_by_the_sweeps_own_costs():
+    exp = Experiment(algorithm="auto", engine="sim", minbytes=8, maxbytes=1 << 21, stepfactor=64,
+                     iters=1, warmup=0)
+    record = simulate_experiment(DEFAULT, exp, hop_latency_s=2e-3)
+    for r in record.runs:
+        costs = alphabeta.Costs(record.alpha_s, record.beta_s_per_byte)
+        want = endhosts.choose("allreduce", 4, r["elements"], costs)
+        assert r["algorithm"] == want.algorithm
+        assert r["auto"] == {"nccl": want.nccl, "predicted_s": dict(want.table)}
+        assert r["predicted_s"] == pytest.approx(want.predicted_s)
+    ran = [r["algorithm"] for r in record.runs]
+    assert ran[0] == "tree" and ran[-1] == "ring"       # latency rules small, bytes large
+
+
+def test_servers_of_several_gpus_choose_between_nccls_rail_ring_and_tree():
+    exp = Experiment(algorithm="auto", engine="sim", minbytes=8, maxbytes=8, iters=1, warmup=0)
+    record = simulate_experiment(RAIL, exp)
+    (r,) = record.runs
+    assert set(r["auto"]["predicted_s"]) == {"rail-ring", "nccl-tree"}
+    assert r["algorithm"] in ("rail-ring", "nccl-tree")
+    table = nccl_table(record, 5)
+    assert "algorithm (NCCL's)" in table and f"{r['algorithm']} ({r['auto']['nccl']})" in table
+
+
+def test_a_named_algorithm_weighs_nothing():
+    exp = Experiment(algorithm="ring", engine="sim", minbytes=8, maxbytes=8, iters=1, warmup=0)
+    (r,) = simulate_experiment(DEFAULT, exp).runs
+    assert "auto" not in r and r["algorithm"] == "ring"
+    assert "algorithm (NCCL's)" not in nccl_table(simulate_experiment(DEFAULT, exp), 20)
+
+
+def test_auto_is_a_choice_of_every_collective_and_compares():
+    exp = experiment_from(DEFAULT, {"collective": "allgather", "algorithm": "auto"})
+    assert exp.algorithm == "auto"
+    exp = experiment_from(DEFAULT, {"algorithm": "ring"}, compare=["auto"])
+    assert exp.algorithm == "ring"
+
+
+def test_a_training_step_needs_a_named_algorithm():
+    step = {"layers": 2, "params": 1024, "fwd_ms": 1.0}
+    with pytest.raises(ExperimentError, match="auto picks an algorithm per size"):
+        experiment_from(DEFAULT, {"algorithm": "auto", "step": step})

@@ -59,3 +59,13 @@ def test_a_training_step_needs_a_named_algorithm():
     step = {"layers": 2, "params": 1024, "fwd_ms": 1.0}
     with pytest.raises(ExperimentError, match="auto picks an algorithm per size"):
         experiment_from(DEFAULT, {"algorithm": "auto", "step": step})
+
+
+def test_a_schedule_too_large_to_draw_records_no_timeline(monkeypatch):
+    from runs import sweep
+    exp = Experiment(engine="sim", minbytes=1024, maxbytes=1024, iters=1, warmup=0)
+    assert simulate_experiment(DEFAULT, exp).timeline is not None
+    monkeypatch.setattr(sweep, "MAX_TIMELINE_OPERATIONS", 47)     # a 4-rank ring has 48
+    assert simulate_experiment(DEFAULT, exp).timeline is None
+    monkeypatch.setattr(sweep, "MAX_TIMELINE_OPERATIONS", 48)
+    assert simulate_experiment(DEFAULT, exp).timeline is not None

@@ -21,7 +21,8 @@ from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
 from planner import steptime
 from planner.simulate import format_simulation, simulate_plan
-from planner.nccl_plan import DEFAULT_SERVER, format_nccl, nccl_plan, stderr_progress
+from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, nccl_plan, stderr_progress,
+                               unhindered)
 from sim.hardware import SERVERS
 from topologies.errors import OneLineParser
 from topologies.schema import shown
@@ -32,7 +33,7 @@ HOP_LATENCY_US = 1.0        # --simulate: per link crossed (a switch's cut-throu
 MAX_SIZES, MAX_SEEDS = 16, 64
 MAX_SIMULATED_GPUS = 262_144      # about 40 s and 0.5 GB a size and draw on 2 cores
 MAX_SIMULATED_WORK = 4_000_000    # GPUs x sizes x (draws + 1): about 10 minutes
-SIMULATE_ONLY = ("hop_latency_us", "sizes", "seeds", "server")
+SIMULATE_ONLY = ("hop_latency_us", "sizes", "seeds")
 TEXTBOOK_MAX_GPUS = 16_384        # the lab's schedules simulated beside NCCL's up to this
 FROM_FABRIC = {"gpus_per_server": "its GPUs per server", "nics_per_server": "its NICs per server",
                "link_gbps": "its NIC link rate", "intra_gbps": "its NVLink-class rate"}
@@ -111,7 +112,7 @@ def _parser():
                                    f"(at most {MAX_SIZES}; default --gradient-bytes)")
     p.add_argument("--seeds", type=whole, help=f"with --simulate: ECMP draws, 1 to {MAX_SEEDS} "
                                                "(the median is shown, with the range; default 1)")
-    p.add_argument("--server", help=f"with --simulate: the servers as sold, for NCCL's model "
+    p.add_argument("--server", help=f"the servers as sold, for NCCL's model "
                                     f"(GPU generation, NVLink, PCIe, host CPU), with the plan's "
                                     f"GPUs, NICs and link rate: {', '.join(SERVERS)} "
                                     f"(default {DEFAULT_SERVER})")
@@ -286,6 +287,8 @@ def _plan(args, fabric) -> dict:
                   args.link_gbps, args.oversubscription, training=training)
     result["allreduce"] = predict_allreduce(result, parse_bytes(args.gradient_bytes), Links(
         alpha_s=args.alpha_us * 1e-6, intra_gbps=args.intra_gbps))
+    result["allreduce"]["nccl"] = unhindered(result, parse_bytes(args.gradient_bytes),
+                                             args.server)
     return result
 
 

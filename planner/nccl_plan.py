@@ -76,6 +76,17 @@ def _row(hw, servers, design, radix, wiring, size, share) -> dict:
             "fabric_factor": e.time_us / ideal.time_us if ideal.time_us > 0 else 1.0}
 
 
+def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER) -> dict:
+    """What NCCL would run for an AllReduce of `size` on the plan's servers
+    where nothing collides: the plan's own line (--simulate adds the fabric)."""
+    inp = result["inputs"]
+    hw = server_of(inp, server)
+    ppn = min(hw.gpus, inp["gpus"])
+    e = nccl.predict(nccl.cluster(hw, result["servers"], ppn), "allreduce", size).chosen
+    return {"server": server, "ran": e.name, "seconds": e.time_us * 1e-6,
+            "channels": e.channels}
+
+
 def format_nccl(sim: dict, inp: dict) -> str:
     hw = server_of(inp, sim["server"])
     lines = [f"What NCCL would run: AllReduce on {_count(sim['gpus'])} GPUs, "

@@ -135,7 +135,16 @@ def _allreduce_lines(ar) -> list:
         f"  flat ring over {_count(ar['gpus'])} GPUs: {_duration(ar['ring_seconds'])}",
         f"  hierarchical, {_count(ar['nodes'])} servers x {ar['gpus_per_node']} GPUs: "
         f"{_duration(ar['hierarchical_seconds'])} ({ar['speedup']:.3g}x faster)",
-    ]
+    ] + _nccl_line(ar.get("nccl"))
+
+
+def _nccl_line(nccl) -> list:
+    """What NCCL would run, where the plan has it (planner/nccl_plan.py)."""
+    if not nccl:
+        return []
+    return [f"  as NCCL runs it ({nccl['server']} servers, nothing colliding): "
+            f"{_duration(nccl['seconds'])}, {nccl['ran']} on {nccl['channels']} channels "
+            "(the lines above are the textbook alpha-beta; --simulate adds the fabric)"]
 
 
 def format_fabric(fabric, rows, calibration=None, source="") -> str:

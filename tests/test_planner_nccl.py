@@ -51,7 +51,7 @@ def test_the_server_flag_sets_the_generation(capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["--gpus", "64", "--simulate", "--server", "dgx-h9000"], "--server: expected one of"),
-    (["--gpus", "64", "--server", "dgx-a100"], "--server goes with --simulate"),
+    (["--gpus", "64", "--server", "a100"], "--server: expected one of"),
 ])
 def test_bad_server_flags_are_one_line(capsys, argv, message):
     assert P.main(argv) == 2
@@ -68,3 +68,15 @@ def test_a_large_plan_prices_with_nccl_and_says_the_textbook_rows_are_left_out(c
 
 def test_connections_per_nic_are_the_execution_channels_over_the_nics():
     assert nccl_plan.connections_per_nic(server("hgx-h100"), 4) == 2     # 16 channels, 8 NICs
+
+
+def test_the_plan_says_what_nccl_would_run_beside_the_textbook_lines(capsys):
+    assert P.main(["--gpus", "16", "--gradient-bytes", "1G"]) == 0
+    out = capsys.readouterr().out
+    alone = nccl.predict(nccl.cluster(server("hgx-h100"), 2), "allreduce", 1 << 30).chosen
+    assert alone.name == "NVLSTree/Simple"
+    assert (f"as NCCL runs it (hgx-h100 servers, nothing colliding): "
+            f"{alone.time_us / 1e3:.3g} ms, NVLSTree/Simple on 16 channels") in out
+    data = planned(capsys, "--gpus", "4", "--sizes", "8", "--server", "dgx-a100")
+    # 4 GPUs: one server with 4 of its 8 GPUs: a ring over NVLink, no NVLS on A100
+    assert data["allreduce"]["nccl"]["ran"].startswith(("Ring", "Tree"))

@@ -60,9 +60,10 @@ HW_LATENCY = {
             "nvls": (0, 0, 18), "nvls_tree": (0, 0, 20.9), "pat": (0, 0, 14)},
 }
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
-# GB/s; (1 server, 2 servers, more)
+# GB/s; (1 server, 2 servers, more). On several servers the row is the host CPU's: AMD
+# (and mixed hosts) take row 1, every other vendor, Arm included, row 0 (tuning.cc)
 LL_MAX_ONE_SERVER = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
-LL_MAX_SERVERS = {"intel": (39.0, 20.4), "amd": (22.5, 19.0), "arm": (22.5, 19.0)}
+LL_MAX_SERVERS = {"intel": (39.0, 20.4), "amd": (22.5, 19.0), "arm": (39.0, 20.4)}
 PER_CHANNEL_RING_LL128 = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 40.0}
 PER_CHANNEL_TREE_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20),
                           "hopper": (36.7, 36.7, 29.0), "blackwell": (55.6, 31.67, 20.0)}

@@ -136,6 +136,8 @@ def test_collnet_takes_a_channel_per_nic_in_use():
     # ring of 2 GPUs on 2 servers: 2 NICs at 48, duplicated -> 4 x 24; collnet: 2 NICs
     assert graph.collnet(topo(H100, 2, 2)) == Graph("collnet", 2, 24, 48)
     assert graph.collnet(topo(A100, 2)) == Graph("collnet", 8, 24, 24)
+    # one GPU per server: one NIC in use (its ring: 1 x 48 duplicated to 2 x 24)
+    assert graph.collnet(topo(H100, 2, 1)) == Graph("collnet", 1, 24, 48)
 
 
 def test_execution_channels_on_hopper_across_servers():
@@ -208,6 +210,15 @@ def test_latency_is_nccls_formula(hw, nodes, ppn, coll, algo, proto, us):
 ])
 def test_ring_ll_caps_by_gpu_then_by_host_cpu(hw, nodes, proto, cap):
     assert bus(where(hw, nodes, 8), "allreduce", "ring", proto) == pytest.approx(cap)
+
+
+def test_ring_ll128_per_channel_cap_and_min_channels():
+    # min(0.92 busBw, nCh x perChMaxRingLL128Bw) (1.6): 1 x H100 0.92 x 360 = 331.2 under
+    # 12 x 36.7; 2 x H100 0.92 x 384 = 353.28 over 8 x 36.7 = 293.6, under 16 x 36.7
+    assert bus(where(H100, 1), "allreduce", "ring", "LL128") == pytest.approx(331.2)
+    assert bus(where(H100, 2), "allreduce", "ring", "LL128") == pytest.approx(293.6)
+    assert bus(where(H100, 2, min_channels=16), "allreduce", "ring", "LL128") \
+        == pytest.approx(353.28)
 
 
 def test_tree_bandwidth_factors():

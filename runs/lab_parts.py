@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -204,7 +204,8 @@ class Simulation(Part):
         self.twin = Twin.for_lab(run.fabric, run.ranks, run.probe, run.alpha)
 
     def measure(self, size, record, out):
-        whole, exp = {**record, **out}, self.run.exp
+        whole = {**record, **out}
+        exp = replace(self.run.exp, algorithm=whole["algorithm"])     # what -a auto ran
         try:
             self.twin.beside(whole, exp.job(whole["elements"], self.run.fabric.policy,
                                             self.run.model.local), exp.iters)

@@ -33,7 +33,7 @@ def runs(tmp_path_factory):
     fabric = load_fabric(RAIL)
     out = {}
     with built(fabric, tmp_path_factory) as lab:
-        for algorithm in ("rail-ring", "nccl-tree", "ring"):
+        for algorithm in ("rail-ring", "nccl-tree", "ring", "auto"):
             result = run_experiment(lab, experiment(algorithm, ["h1g1", "h2g1"]),
                                     tmp_path_factory.mktemp(algorithm))
             assert result.gpus_per_server == LOCAL
@@ -139,3 +139,18 @@ def test_the_rail_ring_gets_from_every_nic_what_one_server_gets_from_nvlink(runs
     # memory, NVLink is paced message by message, no HTB
     assert single["payload_bytes"]["inter"] == 0, single["payload_bytes"]
     assert max(nic.values()) < 0.01 * 2 * 3 / 4 * SIZE * single["iterations"], nic
+
+
+def test_auto_runs_what_the_runs_own_costs_price_quickest(runs):
+    """-a auto: NCCL's Ring and Tree as rail-ring and nccl-tree, weighed by
+    the run's alpha-beta model (its measured latency, its links' rates);
+    the quicker ran, with checked data, and the simulator beside it
+    simulated that one."""
+    _, results = runs
+    run, verdict = results["auto"]
+    assert run["wrong"] == 0 and run["ranks"] == 8
+    weighed = run["auto"]["predicted_s"]
+    assert set(weighed) == {"rail-ring", "nccl-tree"}
+    assert run["algorithm"] == min(weighed, key=weighed.get)
+    assert run["auto"]["nccl"] == {"rail-ring": "ring", "nccl-tree": "tree"}[run["algorithm"]]
+    assert run["measured_over_simulated"] is not None, run.get("simulation_error")

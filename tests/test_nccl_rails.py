@@ -64,3 +64,16 @@ def test_shared_nics_or_nics_past_nvlink_on_a_rail_fabric_never_collide(nics, ni
     shape = ClosShape(servers=4, gpus=8, nics=nics, down=16, up=16, wiring="rail",
                       nic_bps=nic_bps, intra_bps=3600e9)
     assert rails.share(shape, 1, seeds=2) == 1.0
+
+
+def test_where_gpus_share_a_nic_the_ideal_is_each_nic_carrying_two_rings():
+    # 8 GPUs, 4 NICs: each NIC carries two rail rings' blocks, so the ideal time (an
+    # unlimited fabric) is twice steps x block bytes x 8 / NIC rate; the real Clos, whose 8
+    # uplinks per leaf its 64 NICs' flows share, is slower
+    from sim.phases import allreduce_phases
+    shape = ClosShape(servers=16, gpus=8, nics=4, down=16, up=8, wiring="server")
+    phases = [p for p in allreduce_phases("hierarchical", shape.n, 1 << 20, 8)
+              if p.name.startswith("inter")]
+    one_ring = sum(p.steps * p.elements * 4 * 8 / 400e9 for p in phases)
+    assert rails._ideal_seconds(shape, phases) == pytest.approx(2 * one_ring, rel=1e-9)
+    assert 0 < rails.share(shape, 1, seeds=3) < 1

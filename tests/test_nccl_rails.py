@@ -68,8 +68,8 @@ def test_shared_nics_or_nics_past_nvlink_on_a_rail_fabric_never_collide(nics, ni
 
 def test_where_gpus_share_a_nic_the_ideal_is_each_nic_carrying_two_rings():
     # 8 GPUs, 4 NICs: each NIC carries two rail rings' blocks, so the ideal time (an
-    # unlimited fabric) is twice steps x block bytes x 8 / NIC rate; the real Clos, whose 8
-    # uplinks per leaf its 64 NICs' flows share, is slower
+    # unlimited fabric) is twice steps x block bytes x 8 / NIC rate; the real Clos (leaves of
+    # 16 NICs and 8 uplinks, ECMP across them) is slower
     from sim.phases import allreduce_phases
     shape = ClosShape(servers=16, gpus=8, nics=4, down=16, up=8, wiring="server")
     phases = [p for p in allreduce_phases("hierarchical", shape.n, 1 << 20, 8)

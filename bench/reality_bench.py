@@ -31,7 +31,7 @@ from typing import Optional
 from harness.commandline import command_line
 from sim import nccl
 from sim.clos import ClosShape
-from sim.hardware import server
+from topologies.hardware import server
 from sim.nccl import rails
 
 GIB, MIB = 1 << 30, 1 << 20

@@ -23,7 +23,7 @@ from planner import steptime
 from planner.simulate import format_simulation, simulate_plan
 from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, nccl_plan, stderr_progress,
                                unhindered)
-from sim.hardware import SERVERS
+from topologies.hardware import SERVERS
 from topologies.errors import OneLineParser
 from topologies.schema import shown
 

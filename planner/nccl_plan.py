@@ -18,7 +18,7 @@ from dataclasses import replace
 from planner.report import _count, _num, ratio_text
 from planner.simulate import WIRING_NAMES, clos_designs, shape_of, simulate_wirings
 from sim import nccl
-from sim.hardware import SERVERS, Server
+from topologies.hardware import SERVERS, Server
 from sim.nccl import graph, rails
 
 DEFAULT_SERVER = "hgx-h100"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.hardware import Gpu, Server, server
+from topologies.hardware import Gpu, Server, server
 from sim.nccl import graph, tuner
 from sim.nccl.graph import Graph, Topology
 from sim.nccl.tuner import Cluster

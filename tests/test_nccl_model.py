@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from bench import reality_bench
 from sim import nccl
 from sim.clos import ClosShape
-from sim.hardware import SERVERS, server
+from topologies.hardware import SERVERS, server
 from sim.nccl import graph, overrides, rails, tuner
 
 H100, A100 = server("hgx-h100"), server("dgx-a100")

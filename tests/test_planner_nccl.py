@@ -9,7 +9,7 @@ import pytest
 import planner as P
 from planner import nccl_plan
 from sim import nccl
-from sim.hardware import server
+from topologies.hardware import server
 
 
 def planned(capsys, *argv) -> dict:

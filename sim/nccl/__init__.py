@@ -1,6 +1,6 @@
 """Collectives as NCCL runs them: its topology search's channels, its
 algorithms and protocols, and its tuner's choice per size, on GPU servers
-as they are sold (sim/hardware.py).
+as they are sold (topologies/hardware.py).
 
 - graph.py: the graphs NCCL's search ends with: channels per algorithm and
   what each carries inside a server and through a NIC (rings rail-matched,
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from sim.hardware import Server
+from topologies.hardware import Server
 from sim.nccl.graph import Topology
 from sim.nccl.overrides import enabled
 from sim.nccl.tuner import Choice, Cluster, choose

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict
 
-from sim.hardware import Server
+from topologies.hardware import Server
 
 # per-channel speeds the search tries, GB/s, fastest first (search.cc)
 INTRA_SPEEDS = {

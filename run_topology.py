@@ -101,7 +101,8 @@ def _main(argv) -> int:
             check_emulation(fabric)
         else:                                                 # simulated: how, or why not
             simulation_method("allreduce" if exp.step is not None else exp.collective,
-                              exp.algorithm, len(exp.ranks or fabric.endpoints))
+                              exp.algorithm, len(exp.ranks or fabric.endpoints),
+                              exp.step is None and fabric.server_model is not None)
         _check_fabric_flags(fabric, args)
         cluster = cluster_of(fabric, args.cluster)
         placement = cluster and place_cluster(fabric, cluster)

@@ -19,7 +19,8 @@ from planner.report import _count, _num, ratio_text
 from planner.simulate import WIRING_NAMES, clos_designs, shape_of, simulate_wirings
 from sim import nccl
 from topologies.hardware import SERVERS, Server
-from sim.nccl import graph, rails
+from sim.nccl import rails
+from sim.nccl.rails import connections_per_nic
 
 DEFAULT_SERVER = "hgx-h100"
 
@@ -29,14 +30,6 @@ def server_of(inp: dict, name: str = DEFAULT_SERVER) -> Server:
     sold = SERVERS[name]
     return replace(sold, gpus=inp["gpus_per_server"], nics=inp["nics_per_server"],
                    nic_gbps=inp["link_gbps"])
-
-
-def connections_per_nic(hw: Server, servers: int) -> int:
-    """NCCL's connections to a peer through one NIC: its execution channels
-    over the NICs (16 on 8 NICs of 400G H100: 2)."""
-    topo = graph.Topology(hw, servers, hw.gpus)
-    ring = graph.ring(topo)
-    return max(1, graph.execution_channels(topo, ring) // max(1, min(hw.nics, hw.gpus)))
 
 
 def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,

@@ -36,7 +36,8 @@ def link_utilisation(fabric: Fabric, links: Dict[str, dict]) -> List[Tuple[str, 
 def figures(fabric: Fabric, result: RunRecord,
             curves: Dict[str, Sequence[Tuple[int, float]]] = None) -> Iterator[Tuple[str, Figure]]:
     """(file name, figure) of each figure of a run, one at a time: fabric.png
-    (links during the largest size), busbw.png (its sizes the verdict does
+    (links during the largest size, where it has per-link figures: a size
+    NCCL's model priced has none), busbw.png (its sizes the verdict does
     not quote ringed with their flags) and, when the rank agents recorded
     one, timeline.png. Nothing when the run has no sizes."""
     runs = result.runs
@@ -45,10 +46,11 @@ def figures(fabric: Fabric, result: RunRecord,
     largest = runs[-1]
     exp = result.experiment
     label = f"{exp['collective']} ({exp['algorithm']})"
-    yield "fabric.png", fabric_figure(
-        fabric_nodes(fabric), link_utilisation(fabric, largest["links"]),
-        title=f"{fabric.name}: mean link utilisation during {label}, "
-              f"{plots.size_label(largest['size_bytes'])}B")
+    if largest["links"]:
+        yield "fabric.png", fabric_figure(
+            fabric_nodes(fabric), link_utilisation(fabric, largest["links"]),
+            title=f"{fabric.name}: mean link utilisation during {label}, "
+                  f"{plots.size_label(largest['size_bytes'])}B")
     own = f"{fabric.name} {label}"
     if curves:
         own = label                   # the compared curves are named "collective (algorithm)"

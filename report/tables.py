@@ -121,18 +121,32 @@ def csv_text(result: RunRecord) -> str:
 
 def sim_table(result: RunRecord) -> str:
     """What the simulated fabric did per size: the figures an emulated run's
-    fabric table gives where a simulation has them."""
+    fabric table gives where a simulation has them; a size NCCL's model
+    priced has none of the links' (it replays no schedule)."""
     sim = result.simulated
     method = f", {sim['method']}" if sim.get("method") else ""
-    lines = [f"# Simulated fabric (flow-level, max-min fair sharing{method}; ECMP seed "
+    how = ("NCCL's model: its tuner's latency and bandwidth per algorithm and protocol"
+           if sim.get("method") == "NCCL's model" else
+           f"flow-level, max-min fair sharing{method}")
+    lines = [f"# Simulated fabric ({how}; ECMP seed "
              f"{sim['seed']}, {sim['hop_latency_s'] * 1e6:g} us per hop)",
              "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"]
     for r in result.runs:
+        if not r["links"] and "model" in r.get("auto", {}):
+            lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
+                         f"{'-':>14}  {'-':>12}  {'-':>13}")
+            continue
         busiest = max((l["mean_util"] for l in r["links"].values()), default=0.0)
         imb = max(r["ecmp_imbalance"].values(), default=NAN)
         lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
                      f"{r['measured_over_predicted'] or NAN:14.2f}  {busiest:12.0%}  "
                      f"{'N/A' if math.isnan(imb) else format(imb, '13.2f'):>13}")
+    priced = [r["auto"] for r in result.runs if not r["links"] and "model" in r.get("auto", {})]
+    if priced:
+        lines.append(f"# '-': priced by NCCL's model of {priced[0]['model']} (server.model): "
+                     "the algorithm, protocol and channels NCCL's tuner picks, each NIC at "
+                     f"{priced[0]['fabric_share']:.2f} of its rate (this fabric's ECMP on NCCL's "
+                     "rail rings); no schedule replayed, so no per-link figures")
     lines.append("# Simulated, not measured: no TCP dynamics, no queueing beyond fair sharing, "
                  "no host CPU (docs/simulator.md)")
     return "\n".join(lines)

@@ -8,19 +8,29 @@ directed link the bytes it carried and its mean utilisation. What an
 emulated run measures and a simulation cannot (latency under load, queues,
 drops, CPU) is absent or NaN, and the verdict says the figures are
 simulated.
+
+Where the fabric file names its server as sold (`server.model`) and the
+run asks for `-a auto`, each size NCCL's tuner prices (AllReduce,
+AllGather, ReduceScatter, Broadcast, Reduce) is priced by NCCL's model
+(sim/nccl): the algorithm, protocol and channels NCCL would pick on these
+servers, its channels' share of the NICs being what the fabric's ECMP gives
+NCCL's rail rings (rails.share_on). Such a size replays no schedule and
+has no per-link figures.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Dict, Tuple
 
-from collectives import metrics
+from collectives import metrics, registry
 from runs.experiment import Experiment
 from runs.record import RunRecord
 from runs.sweep import Size, price_schedule, sweep
-from sim import phases
+from sim import nccl, phases
+from sim.network import Network
+from sim.nccl import rails
 from traffic.engines import make_engine
-from traffic.engines.sim import PHASES, simulation_method
+from traffic.engines.sim import NCCL_PRICED, PHASES, _Ranked, simulation_method
 
 NAN = float("nan")
 
@@ -41,6 +51,21 @@ class SimBackend:
         self.fabric, self.seed, self.hop_latency_s = fabric, seed, hop_latency_s
         self.engine = None
         self.method = ""
+        self.nccl = None                # NCCL's cluster, where the fabric names its server
+        self.choice = None              # NCCL's choice for the size under way
+
+    def tune(self, exp: Experiment, model, count: int):
+        """What NCCL's model runs for this size (the record's `auto`), or
+        None where it does not price the run (no server.model, an algorithm
+        named, a collective NCCL's tuner does not price)."""
+        self.choice = None
+        if self.nccl is None or exp.collective not in NCCL_PRICED:
+            return None
+        self.choice = nccl.predict(self.nccl, exp.collective, count * metrics.TYPE_SIZE)
+        e = self.choice.chosen
+        return {"nccl": f"{e.name}, {e.channels} channel{'s' if e.channels > 1 else ''}",
+                "model": self.nccl.topo.server.name, "fabric_share": self.nccl.fabric_share,
+                "predicted_s": {x.name: x.time_us * 1e-6 for x in self.choice.table}}
 
     def price(self, exp: Experiment, model, count: int, alpha: float) -> tuple:
         """(the alpha-beta prediction, the schedule, its dependent steps):
@@ -48,7 +73,11 @@ class SimBackend:
         n^2 is built); elsewhere the sweep's, whose schedule the engine then
         replays rather than build its own. The schedule returned is empty:
         nothing of the simulator's `measure` needs it, and a ring's at 512
-        ranks is 250 MB."""
+        ranks is 250 MB. A size NCCL's model priced (`tune`) has no
+        alpha-beta prediction: its time is the model's."""
+        if self.choice is not None:
+            self.engine.priced_s = self.choice.chosen.time_us * 1e-6
+            return 0.0, {}, 0
         self.method = simulation_method(exp.collective, exp.algorithm, model.n)
         if self.method == PHASES:
             predicted, steps = phase_prediction(
@@ -61,15 +90,38 @@ class SimBackend:
     def begin(self, exp: Experiment, model, ranks, progress) -> float:
         self.engine = make_engine("sim", self.fabric, ranks)
         self.engine.network.seed, self.engine.hop_latency_s = self.seed, self.hop_latency_s
+        self.nccl = self._cluster(model, ranks, progress) if exp.algorithm == registry.AUTO \
+            else None
         hops = max(len(self.engine.network.path(ranks[0], r)) for r in ranks[1:])
         return hops * self.hop_latency_s + max(l.delay_s for l in
                                                self.engine.network.links.values())
+
+    def _cluster(self, model, ranks, progress):
+        """NCCL's cluster of the ranks' servers, as the fabric names them
+        (None where it does not), its NICs' share from this fabric's ECMP."""
+        hw = self.fabric.server_model
+        if hw is None:
+            return None
+        local = self.fabric.gpus_per_server
+        if model.local != local:
+            raise ValueError(f"NCCL's model of {hw.name} (server.model) prices whole servers of "
+                             f"{local} GPUs; these {len(ranks)} ranks are not: -r whole servers, "
+                             "or -a with an algorithm")
+        progress(f"NCCL's rail rings on this fabric ({hw.name})")
+        share = rails.share_on(lambda seed: _Ranked(Network(self.fabric, seed), ranks),
+                               len(ranks), local, hw.nics, hw.nic_gbps * 1e9,
+                               rails.connections_per_nic(hw, len(ranks) // local), seeds=3)
+        return nccl.cluster(hw, len(ranks) // local, local, fabric_share=share)
 
     def iterations(self, exp: Experiment):
         return 0, 1
 
     def measure(self, exp: Experiment, model, size: Size, record: dict) -> dict:
         out = size.iterations[0]
+        if self.choice is not None:             # priced by NCCL's model: no link carried bytes
+            return {"latency": {"p50_us": NAN, "p99_us": NAN, "max_us": NAN, "samples": 0,
+                                "lost": 0}, "links": {}, "ecmp_imbalance": {},
+                    "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": []}
         links = _links(self.fabric, out["link_bytes"], out["seconds"])
         return {"latency": {"p50_us": NAN, "p99_us": NAN, "max_us": NAN, "samples": 0, "lost": 0},
                 "links": links, "ecmp_imbalance": _imbalance(self.fabric, links),

@@ -32,6 +32,7 @@ from sim.nccl import endhosts
 from collectives import schedules
 from runs.experiment import Experiment
 from runs.record import RunRecord, SizeRecord
+from traffic.engines.sim import FULL_RANKS
 
 
 # a schedule of more operations than this gets no timeline (the 256-GPU SuperPOD
@@ -140,7 +141,9 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     backend, model, progress = loop.backend, loop.model, loop.progress
     n, engine = model.n, backend.engine
     count = schedules.round_count(loop.exp.collective, n, size // metrics.TYPE_SIZE)
-    exp, tuned = resolved(loop.exp, model, count, loop.alpha)
+    tune = getattr(backend, "tune", None)     # a backend that prices auto itself
+    tuned = tune(loop.exp, model, count) if tune and loop.exp.algorithm == registry.AUTO else None
+    exp, tuned = (loop.exp, tuned) if tuned else resolved(loop.exp, model, count, loop.alpha)
     loop = replace(loop, exp=exp)
     predicted, sched, steps = _priced(loop, count)
     label = f"{label} {count * metrics.TYPE_SIZE} B"
@@ -172,9 +175,16 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
 def resolved(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
     """(`exp` with the algorithm this size runs, what -a auto weighed): with
     auto, NCCL's Ring or Tree as the lab's schedules, whichever the model's
-    costs price quicker (sim/nccl/endhosts.py); else `exp` as it is, None."""
+    costs price quicker (sim/nccl/endhosts.py); else `exp` as it is, None.
+    Beyond what the simulator replays event by event, the candidates'
+    schedules are too large to price: NCCL's Ring there, as the step
+    shortcut takes it (hierarchical on servers of several GPUs: one ring per
+    rail between servers, as NCCL's rail-matched channels run)."""
     if exp.algorithm != registry.AUTO:
         return exp, None
+    if model.n > FULL_RANKS and exp.collective == "allreduce":
+        ring = "hierarchical" if model.local > 1 else "ring"
+        return replace(exp, algorithm=ring), {"nccl": "ring", "predicted_s": {}}
     costs = alphabeta.Costs(alpha, model.beta, model.beta_intra, model.nic_of.__getitem__)
     with schedules.timing_only():
         choice = endhosts.choose(exp.collective, model.n, count, costs, model.local, exp.root)

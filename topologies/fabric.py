@@ -50,7 +50,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
-from topologies import kinds
+from topologies import hardware, kinds
 from topologies.roles import network_roles, role
 from topologies.sanity import (check_emulation, check_physics, check_policy,  # noqa: F401
                                check_size, check_whole, fabric_warnings)
@@ -167,6 +167,17 @@ class Fabric:
     @property
     def gpus_per_server(self) -> int:
         return self.spec["server"]["gpus"]
+
+    @property
+    def server_model(self) -> Optional[hardware.Server]:
+        """The server as sold (`server.model`) with this fabric's GPUs, NICs
+        and NIC rate (`links.server_leaf`), as NCCL's model sees it; None
+        where the file names no model."""
+        name, srv = self.spec["server"].get("model"), self.spec["server"]
+        if not name:
+            return None
+        return replace(hardware.SERVERS[name], nics=srv["nics"],
+                       nic_gbps=self.spec["links"]["server_leaf"]["rate_mbit"] / 1000)
 
     @property
     def leaves(self) -> Tuple[Switch, ...]:

@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from topologies import kinds
+from topologies import hardware, kinds
 from topologies.errors import FabricError, kind_of, printable, shown, shown_key  # noqa: F401
 from topologies.roles import ROLES
 from topologies.limits import (EMULATED_RATE_MBIT, IFNAME_MAX, MAX_PER_LEAF,  # noqa: F401
@@ -397,6 +397,9 @@ SCHEMA = {
     "server": (Section("what a server holds (default: one GPU, one NIC)", {
         "gpus": (described("GPUs per server; each GPU is a rank", integer(1, 16)), 1),
         "nics": (described("NICs per server, at most one per GPU", integer(1, 16)), 1),
+        "model": (described("the server as sold (hgx-h100, ...): the simulator then prices "
+                            "collectives with NCCL's channels, algorithms and protocols "
+                            "(docs/simulator.md)", optional(choice(*hardware.SERVERS))), None),
     }), {}),
     "links": (Section("the rate and queue of each class of link", {
         "server_leaf": (Section("server (or NIC) to its leaf", LINK), REQUIRED),
@@ -519,6 +522,11 @@ def _check_servers(spec: dict, source: str) -> None:
     if srv["nics"] > srv["gpus"]:
         raise FabricError(source, "server.nics", (
             f"expected at most one NIC per GPU ({srv['gpus']}), got {srv['nics']}"))
+    sold = srv["model"] and hardware.SERVERS[srv["model"]]
+    if sold and srv["gpus"] > sold.gpus:
+        raise FabricError(source, "server.gpus", (
+            f"expected at most the {sold.gpus} GPUs of a {sold.name} (server.model), "
+            f"got {srv['gpus']}"))
     nets = [ipaddress.IPv4Network(spec["addressing"][k]) for k in ("subnet", "nvlink_subnet")]
     if multi_gpu(spec) and nets[0].overlaps(nets[1]):
         raise FabricError(source, "addressing.nvlink_subnet", (

@@ -22,13 +22,24 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
+from typing import Callable
 
-from sim.clos import ClosNetwork, ClosShape
 from collectives.metrics import TYPE_SIZE
+from sim.clos import ClosNetwork, ClosShape
+from sim.nccl import graph
 from sim.phases import allreduce_phases, phase_seconds
+from topologies.hardware import Server
 
 IDEAL_BPS = 1e30
 PROBE_ELEMENTS = 1 << 26          # any size: the share is a ratio of bandwidth-bound times
+
+
+def connections_per_nic(hw: Server, servers: int) -> int:
+    """NCCL's connections to a peer through one NIC: its execution channels
+    over the NICs (16 on 8 NICs of 400G H100: 2)."""
+    topo = graph.Topology(hw, servers, hw.gpus)
+    ring = graph.ring(topo)
+    return max(1, graph.execution_channels(topo, ring) // max(1, min(hw.nics, hw.gpus)))
 
 
 def share(shape: ClosShape, connections: int = 1, seeds: int = 5) -> float:
@@ -36,12 +47,34 @@ def share(shape: ClosShape, connections: int = 1, seeds: int = 5) -> float:
     docstring); 1 on one server."""
     if shape.servers < 2:
         return 1.0
-    phases = [p for p in allreduce_phases("hierarchical", shape.n, PROBE_ELEMENTS, shape.gpus,
-                                          channels=connections)
-              if p.name.startswith("inter")]
+    phases = _inter_phases(shape.n, shape.gpus, connections)
     ideal = _ideal_seconds(shape, phases)
     draws = [ideal / phase_seconds(ClosNetwork(shape, seed), phases) for seed in range(seeds)]
     return min(1.0, statistics.median(draws))
+
+
+def share_on(network: Callable[[int], object], ranks: int, gpus: int, nics: int,
+             nic_bps: float, connections: int = 1, seeds: int = 5) -> float:
+    """`share` on any network the phases can walk (`network(seed)`: its
+    `path(a, b, flow)` between rank numbers and its `links`), such as a fabric
+    file's (a leaf-spine, rail-optimized or fat-tree one), `ranks` in servers
+    of `gpus` in order, `nics` NICs of `nic_bps` each. Where GPUs share a NIC
+    the rings that cross it divide its rate, the ideal time growing as much."""
+    if ranks <= gpus:
+        return 1.0
+    phases = _inter_phases(ranks, gpus, connections)
+    ideal = sum(p.steps * p.elements * TYPE_SIZE * 8 / nic_bps for p in phases) * (
+        gpus / max(1, min(nics, gpus)))
+    draws = [ideal / phase_seconds(network(seed), phases) for seed in range(seeds)]
+    return min(1.0, statistics.median(draws))
+
+
+def _inter_phases(ranks: int, gpus: int, connections: int) -> list:
+    """The inter-server phases of the hierarchical AllReduce: one ring per
+    rail, the rings NCCL's channels make between servers."""
+    return [p for p in allreduce_phases("hierarchical", ranks, PROBE_ELEMENTS, gpus,
+                                        channels=connections)
+            if p.name.startswith("inter")]
 
 
 def _ideal_seconds(shape: ClosShape, phases) -> float:

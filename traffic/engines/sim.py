@@ -8,17 +8,21 @@ hierarchical AllReduce step by step from their structure (the step
 shortcut: sim/phases.py's phases, each priced by sim/steps.py's max-min
 sharing), with nothing of size n^2 built, and any other collective step by
 step from its schedule (sim/steps.py) while that schedule stays small
-(MAX_SHORTCUT_OPS operations)."""
+(MAX_SHORTCUT_OPS operations). Where the fabric names its server as sold
+and the run asks for `-a auto`, the backend prices each size with NCCL's
+model (sim/nccl) and the engine reports that time (`priced_s`, method
+NCCL_MODEL): no schedule is replayed, so no link carries bytes."""
 
 from __future__ import annotations
 
 import math
 from typing import Dict, Sequence
 
-from collectives import metrics
+from collectives import metrics, registry
 from collectives import schedules
 from traffic.engines import Engine, Job
 from sim import phases
+from sim.nccl import tuner
 from sim.network import Network, sim_channels
 from sim.replay import Replay
 from sim.steps import stepwise_seconds
@@ -26,11 +30,23 @@ from sim.steps import stepwise_seconds
 FULL_RANKS = 512                  # event by event up to this many ranks: the emulator's reach
 MAX_SHORTCUT_OPS = 4_000_000      # a schedule built for the shortcut: about 0.5 GB
 EVENTS, PHASES, STEPS = "event by event", "step shortcut", "step shortcut (schedule)"
+NCCL_MODEL = "NCCL's model"
+NCCL_PRICED = tuner.COLLECTIVES         # what NCCL's tuner prices (not AllToAll, SendRecv)
 
 
-def simulation_method(collective: str, algorithm: str, n: int) -> str:
+def simulation_method(collective: str, algorithm: str, n: int, nccl_model: bool = False) -> str:
     """How `n` ranks of this collective are simulated (the module docstring);
-    ValueError, one sentence, where neither way reaches."""
+    ValueError, one sentence, where neither way reaches. `auto` is priced by
+    NCCL's model where the fabric names its server (`nccl_model`) and NCCL's
+    tuner prices the collective; else it runs the lab's schedule NCCL's
+    choice falls on, which for AllReduce on servers of several GPUs only the
+    event-by-event replay takes: beyond, NCCL's Ring as the step shortcut
+    prices it (runs/sweep.py `resolved`)."""
+    if algorithm == registry.AUTO:
+        if nccl_model and collective in NCCL_PRICED:
+            return NCCL_MODEL
+        algorithm = "ring" if collective == "allreduce" else registry.default_algorithm(
+            collective)
     if n <= FULL_RANKS:
         return EVENTS
     if collective == "allreduce" and algorithm in phases.ALGORITHMS:
@@ -78,11 +94,16 @@ class SimEngine(Engine):
         self.last = None
         self.method = ""
         self.built = (0, None)          # (count, its schedule unsplit), built by the caller
+        self.priced_s = None            # NCCL's time for the next job, set by the caller
 
     def prepare(self, job: Job) -> None:
         n = len(self.ranks)
-        self.method = simulation_method(job.collective, job.algorithm, n)
         self.job, self.last, self.replay = job, None, None
+        if self.priced_s is not None:
+            self.method, self.last = NCCL_MODEL, (self.priced_s, {}, None)
+            self.priced_s = None
+            return
+        self.method = simulation_method(job.collective, job.algorithm, n)
         if self.method == EVENTS:
             self.replay = Replay(self.network, self.ranks, self._schedule(job),
                                  sim_channels(self.fabric, job.channels),

@@ -91,7 +91,7 @@ def _plain(key: str) -> str:
 @dataclass
 class Experiment:
     collective: str = "allreduce"
-    algorithm: str = "ring"
+    algorithm: str = AUTO             # per size, NCCL's choice (sim/nccl/endhosts.py)
     engine: str = "agents"
     minbytes: int = 32 * 1024
     maxbytes: int = 2 * 1024 * 1024
@@ -209,10 +209,7 @@ class Experiment:
                                   f"{hours:,.0f} hours; at most {MAX_HOURS}")
 
     def _check_sharded(self, plan, fail) -> None:
-        if self.algorithm == AUTO:
-            fail("algorithm", "auto picks an algorithm per size of a sweep; a training step's "
-                 "buckets need one named (ring, rail-ring, nccl-tree, ...)")
-        if plan.mode == "sharded" and self.algorithm != "ring":
+        if plan.mode == "sharded" and self.algorithm not in ("ring", AUTO):
             fail("algorithm", f"sharded steps run ring AllGather and ReduceScatter; "
                  f"{self.algorithm} is an AllReduce algorithm (use mode allreduce)")
 
@@ -288,7 +285,7 @@ def experiment_from(fabric, flags: Optional[dict] = None,
     if len(fabric.endpoints) < 2:
         return _one_server(fabric, values, given, compare)
     if "collective" in values and "algorithm" not in values:
-        values["algorithm"] = default_algorithm(values["collective"])
+        values["algorithm"] = AUTO
     try:
         check_experiment(fabric, Experiment(**values), _namer((), values))
     except ExperimentError as exc:
@@ -301,7 +298,7 @@ def experiment_from(fabric, flags: Optional[dict] = None,
                                   "--step", "the flags")
     names = _namer(typed, values)
     if "collective" in given and "algorithm" not in given:
-        given["algorithm"] = default_algorithm(given["collective"])
+        given["algorithm"] = AUTO
     exp = Experiment(**{**values, **given})
     sweep_only = [k for k in ("minbytes", "maxbytes", "stepfactor", "probe") if k in typed]
     if exp.step is not None and sweep_only:

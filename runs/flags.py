@@ -135,14 +135,15 @@ def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
 
 
 def _algorithm_help() -> str:
-    """-a's help, from the registry: each collective's algorithms, the first
-    its default, those laid out by the GPUs of each server marked."""
+    """-a's help, from the registry: each collective's algorithms, those laid
+    out by the GPUs of each server marked, and auto (the default)."""
     def names(algorithms):
         return ", ".join(a + ("*" if a in registry.BY_SERVER else "") for a in algorithms)
     parts = [f"{c}: {names(a)}" for c, a in registry.ALGORITHMS.items()]
-    return ("; ".join(parts) + " (the first is the default; * laid out by the GPUs of each "
-            "server when the ranks are whole servers: running.md); or auto: per size, NCCL's "
-            "Ring or Tree, whichever the lab's own costs price quicker")
+    return ("; ".join(parts) + " (* laid out by the GPUs of each server when the ranks are "
+            "whole servers: running.md); or auto (the default): per size, what NCCL would run, "
+            "as the lab's schedules priced by its own costs, or with --engine sim on a "
+            "server.model, NCCL's model itself")
 
 
 def _collective_flags(g) -> None:

@@ -26,17 +26,25 @@ from collectives import schedules
 from sim import training_step
 from traffic.engines import make_engine
 from runs.experiment import Experiment
+from runs.sweep import Model, resolved
 
 
-def jobs_of(exp: Experiment, plan: training_step.Plan, n: int, local: int, policy: str) -> Dict[int, object]:
+def jobs_of(exp: Experiment, plan: training_step.Plan, model, policy: str) -> Dict[int, object]:
     """Collective id -> the Job of its bucket: its size in float32-sized
     units, rounded as nccl-tests rounds (n equal blocks for AllGather and
-    ReduceScatter)."""
-    out = {}
+    ReduceScatter). With auto, each AllReduce bucket runs the schedule
+    NCCL's choice falls on for its size (runs/sweep.py `resolved`) by the
+    links' rates alone: a step's buckets are bandwidth-bound, and the lab's
+    latency is measured only once a lab runs; the other collectives of a
+    sharded step run by ring, as NCCL runs them."""
+    out, n, local = {}, model.n, model.local
     largest = max(b.bytes for b in plan.buckets)      # pieces as a sweep up to it cuts them
     for c in plan.collectives:
         count = schedules.round_count(c["collective"], n, max(1, c["bytes"] // metrics.TYPE_SIZE))
         algorithm = exp.algorithm if c["collective"] == "allreduce" else "ring"
+        if algorithm == registry.AUTO:
+            algorithm = resolved(replace(exp, collective="allreduce"), model, count,
+                                 0.0)[0].algorithm
         # the server layout for every algorithm laid out by whole servers
         # (without it rail-ring would run the flat ring, nccl-tree the plain tree)
         job = replace(exp, collective=c["collective"], algorithm=algorithm,
@@ -46,11 +54,11 @@ def jobs_of(exp: Experiment, plan: training_step.Plan, n: int, local: int, polic
     return out
 
 
-def predict(fabric, exp: Experiment, ranks: List[str], local: int) -> dict:
+def predict(fabric, exp: Experiment, ranks: List[str]) -> dict:
     """The simulator's step, overlap on and off, from each collective's
     simulated time alone on this fabric (one simulation per distinct size)."""
     plan = exp.plan()
-    jobs = jobs_of(exp, plan, len(ranks), local, fabric.policy)
+    jobs = jobs_of(exp, plan, Model.of(fabric, ranks), fabric.policy)
     engine, alone = make_engine("sim", fabric, ranks), {}
     try:
         for cid, job in jobs.items():
@@ -140,15 +148,14 @@ def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: N
     """Warm-up and timed steps on the lab's rank agents, the simulator's
     prediction beside them, and the host's load while they ran."""
     from traffic.measure.monitor import Monitor
-    from runs.sweep import Model
     fabric = lab.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     model = Model.of(fabric, ranks)
     exp.check(model.n, model.local)
     plan = exp.plan()
-    jobs = jobs_of(exp, plan, model.n, model.local, fabric.policy)
+    jobs = jobs_of(exp, plan, model, fabric.policy)
     progress("simulating the step")
-    predicted = predict(fabric, exp, ranks, model.local)
+    predicted = predict(fabric, exp, ranks)
     monitor = Monitor(fabric, source=lab.counters).start()
     engine, steps = make_engine(exp.engine, fabric, ranks, lab), []
     try:
@@ -199,12 +206,11 @@ def _host(window: dict) -> dict:
 def simulate_step(fabric, exp: Experiment) -> dict:
     """The step in the simulator alone (`--engine sim`): its prediction is
     the result."""
-    from runs.sweep import Model
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     model = Model.of(fabric, ranks)
     exp.check(model.n, model.local)
     plan = exp.plan()
-    predicted = predict(fabric, exp, ranks, model.local)
+    predicted = predict(fabric, exp, ranks)
     mine = predicted["overlap_on" if plan.overlap else "overlap_off"]
     step = {**{k: mine[k] for k in SUMMARY_KEYS}, "wrong": None, "bad_chunk_elements": None,
             "collectives": mine["collectives"], "timeline": [

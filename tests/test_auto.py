@@ -1,13 +1,13 @@
 """-a auto through a whole sweep (simulated, no root): each size runs the
 algorithm endhosts.choose picks with the sweep's own costs, the record says
-what it weighed, the table prints what ran; auto is refused where a sweep
-of sizes is not what runs."""
+what it weighed, the table prints what ran; a training step's buckets run
+what it picks for their size."""
 
 import pytest
 
 from harness import TOPOLOGIES
 from report.tables import nccl_table
-from runs.experiment import Experiment, ExperimentError, experiment_from
+from runs.experiment import Experiment, experiment_from
 from runs.simulated import simulate_experiment
 from sim import alphabeta
 from sim.nccl import endhosts
@@ -55,10 +55,23 @@ def test_auto_is_a_choice_of_every_collective_and_compares():
     assert exp.algorithm == "ring"
 
 
-def test_a_training_step_needs_a_named_algorithm():
-    step = {"layers": 2, "params": 1024, "fwd_ms": 1.0}
-    with pytest.raises(ExperimentError, match="auto picks an algorithm per size"):
-        experiment_from(DEFAULT, {"algorithm": "auto", "step": step})
+def test_a_training_steps_buckets_run_what_auto_picks_for_their_size():
+    """A step's buckets run what auto picks for their size by the links'
+    rates alone (no lab latency yet), laid out by the servers' GPUs."""
+    from runs.sweep import Model
+    from runs.training import jobs_of
+    rail = load_fabric(TOPOLOGIES / "rail-2x4.yaml")
+    step = {"layers": 2, "params": 1 << 20, "fwd_ms": 1.0}
+    exp = experiment_from(rail, {"step": step, "engine": "sim", "algorithm": "auto"})
+    assert exp.algorithm == "auto"
+    jobs = jobs_of(exp, exp.plan(), Model.of(rail, [h.name for h in rail.endpoints]),
+                   rail.policy)
+    model = Model.of(rail, [h.name for h in rail.endpoints])
+    (count,) = {j.count for j in jobs.values()}
+    pick = endhosts.choose("allreduce", 8, count, alphabeta.Costs(
+        0.0, model.beta, model.beta_intra, model.nic_of.__getitem__), 4)
+    assert pick.algorithm in ("rail-ring", "nccl-tree")
+    assert {(j.algorithm, j.local) for j in jobs.values()} == {(pick.algorithm, 4)}
 
 
 def test_a_schedule_too_large_to_draw_records_no_timeline(monkeypatch):

@@ -73,7 +73,7 @@ def test_experiment_section_takes_sizes_with_units():
                          "probe": ["h1", "h6"]}
     exp = experiment_from(parse_fabric(yaml.safe_dump(doc), "t.yaml"))
     assert exp.minbytes == 65536 and exp.maxbytes == 2 * 1024 * 1024
-    assert exp.collective == "allgather" and exp.algorithm == "ring"
+    assert exp.collective == "allgather" and exp.algorithm == "auto"
     assert exp.iters == 5 and exp.probe == ["h1", "h6"]           # defaults where not given
 
 

@@ -150,7 +150,7 @@ RELATIONS = [
     (["-a", "hierarchical"], ["-a/--algorithm", "several GPUs"]),
     (["-c", "allgather", "-a", "rhd"], ["-a/--algorithm", "not an algorithm of allgather"]),
     (["{exp}", "-a", "tree"], ["-a/--algorithm", "not an algorithm of allgather"]),
-    (["--compare", "ring"], ["--compare", "already the run's algorithm"]),
+    (["--compare", "auto"], ["--compare", "already the run's algorithm"]),
     (["--compare", "rhd,rhd"], ["--compare", "rhd is named twice"]),
     (["--compare", "pairwise"], ["--compare", "not an algorithm of allreduce"]),
     (["--compare", "hierarchical"], ["--compare", "several GPUs"]),

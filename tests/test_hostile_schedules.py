@@ -221,7 +221,7 @@ def test_a_flag_meeting_a_file_value_names_both():
 
 @pytest.mark.parametrize("compare,message", [
     (["bogus"], "--compare: 'bogus' is not an algorithm of allreduce"),
-    (["ring"], "--compare: ring is already the run's algorithm"),
+    (["auto"], "--compare: auto is already the run's algorithm"),
     (["rhd", "rhd"], "--compare: rhd is named twice"),
     (["hierarchical"], "--compare: hierarchical needs servers with several GPUs"),
 ])

@@ -475,8 +475,8 @@ def simulated_run(**flags_at):
     {"s32768": busbw over the link} sets a size's busbw to that share of the
     link rate and its flags as the verdict would."""
     fabric = leaf_spine(2, 2, 2, rate=20)
-    result = simulate_experiment(fabric, Experiment(engine="sim", minbytes=1 << 15,
-                                                    maxbytes=1 << 17))
+    result = simulate_experiment(fabric, Experiment(engine="sim", algorithm="ring",
+                                                    minbytes=1 << 15, maxbytes=1 << 17))
     link = result.link_rate_mbit / 8e3
     for run in result.runs:
         share = flags_at.get(f"s{run['size_bytes']}")

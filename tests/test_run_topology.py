@@ -40,10 +40,10 @@ def test_the_yaml_experiment_is_checked_and_flags_override_it(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(EXPERIMENT_YAML)
     out = run("--check", str(path)).stdout
-    assert ("experiment: allgather (ring), engine agents, float, 16384 to 16384 B x4, 3 iterations "
+    assert ("experiment: allgather (auto), engine agents, float, 16384 to 16384 B x4, 3 iterations "
             "after 0 warm-up, 2 connection(s) per peer") in out
     out = run("--check", str(path), "-c", "alltoall", "-n", "1", "--channels", "4").stdout
-    assert "experiment: alltoall (pairwise), engine agents, float, 16384 to 16384 B x4, 1 iterations" in out
+    assert "experiment: alltoall (auto), engine agents, float, 16384 to 16384 B x4, 1 iterations" in out
     bad = run("--check", str(path), "-a", "tree")
     assert bad.returncode == 2 and bad.stderr == (
         "error: -a/--algorithm: 'tree' is not an algorithm of allgather; expected one of ring, "

@@ -16,7 +16,8 @@ from topologies.fabric import load_fabric
 import traffic.engines.sim as engine_module
 from traffic.engines.sim import EVENTS, PHASES, STEPS, simulation_method
 
-SIZES = dict(minbytes=64 << 10, maxbytes=1 << 20, stepfactor=4, iters=1, warmup=0)
+SIZES = dict(algorithm="ring", minbytes=64 << 10, maxbytes=1 << 20, stepfactor=4, iters=1,
+             warmup=0)
 
 
 def test_the_method_follows_the_rank_count_and_the_algorithm():
@@ -48,7 +49,7 @@ def test_schedules_of_the_shortcut_beyond_512_ranks_stay_small():
 def test_the_shortcut_agrees_with_the_full_simulation_and_says_it_ran(monkeypatch, algorithm,
                                                                       most):
     fabric = load_fabric(TOPOLOGIES / "rail-optimized.yaml")      # 32 GPUs, 8 servers x 4
-    exp = Experiment(algorithm=algorithm, **SIZES)
+    exp = Experiment(**{**SIZES, "algorithm": algorithm})
     full = simulate_experiment(fabric, exp)
     monkeypatch.setattr(engine_module, "FULL_RANKS", 8)
     short = simulate_experiment(fabric, exp)

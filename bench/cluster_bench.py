@@ -62,7 +62,7 @@ def usage(lab) -> list:
 
 
 def one_layout(layout: str, fabric, sizes, workdir: Path) -> dict:
-    exp = Experiment(minbytes=sizes[0], maxbytes=sizes[-1], stepfactor=4, iters=3, warmup=1,
+    exp = Experiment(algorithm="ring", minbytes=sizes[0], maxbytes=sizes[-1], stepfactor=4, iters=3, warmup=1,
                      idle_seconds=1.0)
     lab = make_lab(layout, fabric, workdir)
     with lab:
@@ -172,7 +172,7 @@ def on_paper(row: dict, measured_mbit: float) -> dict:
 
 def PAPER_FABRICS():                                   # noqa: N802 (a table)
     pod = load_fabric(TOPOLOGIES / "superpod-su.yaml")
-    ring = Experiment(minbytes=4 << 20, maxbytes=4 << 20)
+    ring = Experiment(algorithm="ring", minbytes=4 << 20, maxbytes=4 << 20)
     hier = Experiment(algorithm="hierarchical", minbytes=16 << 20, maxbytes=16 << 20,
                       scale_up="memory")
     yield ("leaf-spine-4x4, ring AllReduce 4 MiB", load_fabric(

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
 
 def part_nonblocking(args, size, workdir, out) -> None:
     base = with_rate(load_fabric(), args.rate)
-    r = run(base, Experiment(minbytes=size, maxbytes=size, iters=args.iters, idle_seconds=3),
+    r = run(base, Experiment(algorithm="ring", minbytes=size, maxbytes=size, iters=args.iters, idle_seconds=3),
             workdir, "nonblocking")
     x = r.runs[0]
     out["nonblocking"] = {"busbw_over_link": x["busbw_over_link"], "measured_over_predicted":
@@ -84,7 +84,7 @@ def part_crossing(args, size, workdir, out) -> None:
     ranks = interleaved(cross)
     times = {}
     for policy in ("ecmp", "single-path"):
-        res = run(cross.with_policy(policy), Experiment(minbytes=size // 2, maxbytes=size // 2,
+        res = run(cross.with_policy(policy), Experiment(algorithm="ring", minbytes=size // 2, maxbytes=size // 2,
                                                          iters=args.iters, channels=4, ranks=ranks,
                                                          idle_seconds=0.5), workdir, policy)
         y = res.runs[0]
@@ -107,7 +107,7 @@ def part_imbalance(args, size, workdir, out) -> None:
     print(f"\n3. ECMP imbalance on {wide.shape()}, same placement, ring AllReduce {size // 4} B")
     out["imbalance"] = {}
     for channels in (1, 4, 16):
-        res = run(wide, Experiment(minbytes=size // 4, maxbytes=size // 4, iters=args.iters,
+        res = run(wide, Experiment(algorithm="ring", minbytes=size // 4, maxbytes=size // 4, iters=args.iters,
                                    channels=channels, ranks=interleaved(wide), idle_seconds=0.5),
                   workdir, f"channels{channels}")
         z = res.runs[0]

@@ -136,7 +136,7 @@ def part_ring(args, work: Path, out: dict) -> None:
     res = out["ring"] = {}
     for policy in POLICIES:
         with Lab(cross.with_policy(policy), work / f"ring-{policy}") as lab:
-            r = run_experiment(lab, Experiment(minbytes=2 << 20, maxbytes=2 << 20, iters=3,
+            r = run_experiment(lab, Experiment(algorithm="ring", minbytes=2 << 20, maxbytes=2 << 20, iters=3,
                                                ranks=ranks, idle_seconds=0.5),
                                work / f"ring-{policy}")
         x = r.runs[0]

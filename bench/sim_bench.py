@@ -65,14 +65,14 @@ def cases():
     odd = odd_fabric()
     rail = load_fabric(TOPOLOGIES / "rail-2x4.yaml")
     return {
-        "ring 2x2": (default, Experiment(**SIZES), None),
-        "ring 2x2 single-path": (default.with_policy("single-path"), Experiment(**SIZES), None),
+        "ring 2x2": (default, Experiment(algorithm="ring", **SIZES), None),
+        "ring 2x2 single-path": (default.with_policy("single-path"), Experiment(algorithm="ring", **SIZES), None),
         "rhd 2x2": (default, Experiment(algorithm="rhd", **SIZES), None),
         "tree 2x2": (default, Experiment(algorithm="tree", **SIZES), None),
         "rhd odd, parallel uplinks": (odd, Experiment(algorithm="rhd", **SIZES),
                                       [h.name for h in odd.endpoints][:5]),
         "ring oversubscribed": (load_fabric(TOPOLOGIES / "oversubscribed.yaml"),
-                                Experiment(**SIZES), None),
+                                Experiment(algorithm="ring", **SIZES), None),
         # 16 agents on 2 cores: at its own 10 Mbit/s the host fell behind (CPU
         # ~60%, ovs-vswitchd ~80% of a core); at 5 it keeps up, as the verdict advised
         "hierarchical multi-gpu": (at_rate(load_fabric(TOPOLOGIES / "multi-gpu.yaml"), 5),

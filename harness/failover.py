@@ -21,7 +21,7 @@ def idle_case(lab, link: str, kind: str = "down") -> dict:
 
 
 def loaded_case(lab, link: str, workdir: Path, kind: str = "down") -> dict:
-    exp = Experiment(minbytes=1 << 20, maxbytes=1 << 20, iters=10, warmup=1, idle_seconds=0.5,
+    exp = Experiment(algorithm="ring", minbytes=1 << 20, maxbytes=1 << 20, iters=10, warmup=1, idle_seconds=0.5,
                      fail=[f"{link}@{FAIL_AT}+{FAIL_FOR}:{kind}"])
     result = run_experiment(lab, exp, workdir)
     event = result.failures[0]

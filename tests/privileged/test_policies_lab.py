@@ -30,7 +30,7 @@ def allreduce(lab, tmp_path, size, iters, piece):
     f = lab.fabric
     a, b = (h.name for h in f.endpoints if h.leaf == f.leaves[0].name), \
         (h.name for h in f.endpoints if h.leaf == f.leaves[1].name)
-    exp = Experiment(minbytes=size, maxbytes=size, iters=iters, warmup=0, piece_bytes=piece,
+    exp = Experiment(algorithm="ring", minbytes=size, maxbytes=size, iters=iters, warmup=0, piece_bytes=piece,
                      ranks=[next(a), next(b)], idle_seconds=0.2)
     [record] = run_experiment(lab, exp, tmp_path).runs
     assert record["wrong"] == 0 and record["bad_chunk_elements"] == 0

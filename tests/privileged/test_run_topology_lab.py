@@ -20,7 +20,9 @@ from harness.verdicts import assert_verdict_follows_from_runs
 
 
 def test_default_fabric_end_to_end(tmp_path, clean_host):
-    """No arguments: the default fabric, all pairs, a ring AllReduce sweep."""
+    """No arguments: the default fabric, all pairs, an AllReduce sweep
+    running per size what NCCL would (-a auto): Ring or Tree, whichever the
+    lab's own costs price quicker."""
     proc = run("--json", "--results", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
@@ -30,7 +32,10 @@ def test_default_fabric_end_to_end(tmp_path, clean_host):
     runs = result["runs"]
     assert [r["size_bytes"] for r in runs] == [32768, 131072, 524288, 2097152]
     for r in runs:
-        assert (r["collective"], r["algorithm"], r["engine"], r["ranks"]) == ("allreduce", "ring", "agents", 4)
+        assert (r["collective"], r["engine"], r["ranks"]) == ("allreduce", "agents", 4)
+        weighed = r["auto"]["predicted_s"]
+        assert set(weighed) == {"ring", "tree"}
+        assert r["algorithm"] == r["auto"]["nccl"] == min(weighed, key=weighed.get)
         assert r["wrong"] == 0 and r["bad_chunk_elements"] == 0
         assert r["time_s"] > 0 and r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 1.5)
         assert set(r["latency"]) >= {"p50_us", "p99_us", "max_us"}

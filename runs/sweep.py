@@ -27,11 +27,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from collectives import metrics, registry
-from sim import alphabeta
-from sim.nccl import endhosts
+from sim import alphabeta, nccl
+from sim.nccl import endhosts, tuner
 from collectives import schedules
 from runs.experiment import Experiment
 from runs.record import RunRecord, SizeRecord
+from topologies.hardware import Server
 from traffic.engines.sim import FULL_RANKS
 
 
@@ -50,6 +51,7 @@ class Model:
     beta: float                           # seconds per payload byte on a NIC link
     beta_intra: Optional[float]           # the same on an NVLink-class link
     rate: float                           # the NIC link's Mbit/s
+    server: Optional[Server] = None       # the server as sold (server.model), if named
 
     @classmethod
     def of(cls, fabric, ranks: List[str]) -> "Model":
@@ -60,7 +62,8 @@ class Model:
                    {r: h.server for r, h in enumerate(hosts)},
                    {r: (h.leaf, h.port) for r, h in enumerate(hosts)},
                    metrics.beta_for_rate(rate, fabric.mtu),
-                   metrics.beta_for_rate(rate_intra, fabric.mtu) if rate_intra else None, rate)
+                   metrics.beta_for_rate(rate_intra, fabric.mtu) if rate_intra else None, rate,
+                   fabric.server_model)
 
 
 @dataclass(frozen=True)
@@ -188,8 +191,21 @@ def resolved(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
     costs = alphabeta.Costs(alpha, model.beta, model.beta_intra, model.nic_of.__getitem__)
     with schedules.timing_only():
         choice = endhosts.choose(exp.collective, model.n, count, costs, model.local, exp.root)
-    return replace(exp, algorithm=choice.algorithm), {
-        "nccl": choice.nccl, "predicted_s": dict(choice.table)}
+    tuned = {"nccl": choice.nccl, "predicted_s": dict(choice.table)}
+    if model.server is not None and exp.collective in tuner.COLLECTIVES:
+        tuned["nccl_model"] = nccl_on_server(exp.collective, model, count)
+    return replace(exp, algorithm=choice.algorithm), tuned
+
+
+def nccl_on_server(collective: str, model: Model, count: int) -> str:
+    """What NCCL itself would run for this size on the servers as sold
+    (server.model) at these links' rates, said "simulated only" where a
+    switch reduces (NVLS, CollNet): no end host can replay that."""
+    local = model.local if model.n % model.local == 0 else 1
+    e = nccl.predict(nccl.cluster(model.server, model.n // local, local), collective,
+                     count * metrics.TYPE_SIZE).chosen
+    return f"{model.server.name}: {e.name}" + (", simulated only" if e.algorithm in
+                                              nccl.IN_SWITCH else "")
 
 
 def _operations(sched, steps: int, n: int) -> int:

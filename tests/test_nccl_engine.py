@@ -104,3 +104,26 @@ def test_a_server_model_is_checked_in_one_sentence(server, message):
     with pytest.raises(FabricError) as err:
         parse_fabric(text, "choked.yaml", emulate=False)
     assert str(err.value) == message
+
+
+def test_the_lab_says_what_nccl_would_run_on_the_named_servers():
+    """On a lab, auto runs the end hosts' schedules; where the fabric names
+    its servers, each size also says what NCCL itself would run there, and
+    "simulated only" where a switch would reduce (NVLS, CollNet)."""
+    import yaml
+    from report.tables import _auto
+    from runs.sweep import Model, resolved
+    doc = yaml.safe_load((TOPOLOGIES / "rail-2x4.yaml").read_text())
+    plain = parse_fabric(yaml.safe_dump(doc), "rail.yaml")
+    doc["server"]["model"] = "hgx-h100"
+    named = parse_fabric(yaml.safe_dump(doc), "rail.yaml")
+    ranks = [h.name for h in named.endpoints]
+    auto = Experiment(algorithm="auto")
+    small = resolved(auto, Model.of(named, ranks), 2, 50e-6)[1]
+    large = resolved(auto, Model.of(named, ranks), 1 << 22, 50e-6)[1]
+    assert small["nccl_model"] == "hgx-h100: Tree/LL"
+    assert large["nccl_model"] == "hgx-h100: NVLSTree/Simple, simulated only"
+    assert _auto(large) == f"{large['nccl']}; hgx-h100: NVLSTree/Simple, simulated only"
+    unnamed = resolved(auto, Model.of(plain, ranks), 1 << 22, 50e-6)[1]
+    assert "nccl_model" not in unnamed and _auto(unnamed) == unnamed["nccl"]
+    assert {k: v for k, v in large.items() if k != "nccl_model"} == unnamed

@@ -24,6 +24,11 @@ from sim.nccl.overrides import enabled
 from sim.nccl.tuner import Choice, Cluster, choose
 
 
+# the algorithms whose reduction a switch carries out (the NVSwitch's NVLink
+# SHARP, the fabric's SHARP): end hosts cannot replay them
+IN_SWITCH = ("collnet_direct", "collnet_chain", "nvls", "nvls_tree")
+
+
 def cluster(server: Server, nodes: int, ppn: Optional[int] = None, **options) -> Cluster:
     """`nodes` servers of `server`, `ppn` ranks each (default all GPUs);
     `options`: Cluster's (collnet, min_channels, fabric_share)."""

@@ -13,8 +13,8 @@ COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
                "alltoall", "sendrecv")
 ALGORITHMS: Dict[str, Tuple[str, ...]] = {
     "allreduce": ("ring", "rhd", "tree", "hierarchical", "rail-ring", "nccl-tree"),
-    "allgather": ("ring",),
-    "reducescatter": ("ring",),
+    "allgather": ("ring", "pat"),
+    "reducescatter": ("ring", "pat"),
     "broadcast": ("ring",),
     "reduce": ("ring",),
     "alltoall": ("pairwise",),

@@ -22,8 +22,44 @@ count that is not a power of two) and binary-tree AllReduce, and hierarchical Al
 approach: ReduceScatter inside each server, a ring AllReduce per rail between
 servers, AllGather inside each server); NCCL's channels on multi-GPU servers:
 rail-matched multi-channel rings (rail-ring) and the double binary tree with a
-chain inside each server (nccl-tree); ring AllGather and ReduceScatter; pipelined chain Broadcast and Reduce from/to a root; pairwise
+chain inside each server (nccl-tree); ring AllGather and ReduceScatter, and
+NCCL's PAT for them (pat, below); pipelined chain Broadcast and Reduce from/to a root; pairwise
 AllToAll; SendRecv to the next rank.
+
+PAT ("Parallel Aggregated Trees", NCCL 2.23+, src/include/collectives.h's
+PatAGAlgorithm and PatRSAlgorithm, one GPU per server) sends every block
+down its own binomial tree over distances 2^d, and the trees of all blocks
+share each step's messages: ceil(log2 n) steps, each rank sending and
+receiving the ring's (n-1)/n of the buffer, for any n (offsets past n
+are left out, as NCCL skips them). The lab's `pat` has NCCL's peers (at
+dimension d AllGather sends to r - 2^d and receives from r + 2^d,
+ReduceScatter the reverse), NCCL's trees (each block's path through the
+ranks), and its order of dimensions: AllGather farthest first, halving
+the distance (Bruck's AllGather doubles it), each step forwarding all it
+has received; ReduceScatter its mirror, nearest first, adding as it goes.
+Where NCCL aggregates a step's blocks into one message, the messages are
+NCCL's too. It differs from NCCL in:
+
+- aggregation: NCCL packs a step's blocks into one message only as far
+  as its aggregation factor goes (doubled while a rank's share of a
+  channel is under half a chunk, three times more for its 8 buffer
+  slots, never past floor(n/2)). Where that stops below 2^(D-1), D =
+  ceil(log2 n) (for n = 2^m + 1: 3, 5, 9, 17, at any size; beyond 16
+  ranks at large sizes), it splits the nearer dimensions' blocks into
+  several messages, sent depth first so that few buffer slots hold a
+  block before it is forwarded. The lab always sends a step's blocks one
+  after the other to its one peer: the same bytes, trees and dependent
+  steps, fewer messages;
+- order within a step: NCCL's ReduceScatter lays a step's blocks out in
+  bit-reversed order of their offsets (7, 3, 5, 1 from 8 ranks), adds
+  what arrives into the slot it sends from, and adds the nearest
+  contribution to a rank's own block last; here the blocks go in
+  increasing order, each receive adds into the buffer as it arrives, and
+  a send waits for the receives of its block (`dependencies`). The sums
+  are the same (collectives/datatypes.py keeps them exact in any order);
+- chunks and channels: NCCL runs the whole sequence on one chunk of a
+  channel's slice after another; here pieces (`chunked`) pipeline
+  operation by operation, on the connections per peer the engine opens.
 """
 
 from __future__ import annotations
@@ -449,6 +485,63 @@ def _region(blocks, span):
     return start, blocks[hi - 1][0] + blocks[hi - 1][1] - start
 
 
+# --- PAT: NCCL's Parallel Aggregated Trees (AllGather, ReduceScatter) -----------------
+# Every block travels its own binomial tree over distances 2^d; the trees of
+# all blocks share each step's messages (aggregated), so ceil(log2 n) steps.
+# A rank's block "at offset t" is that of rank r + t (mod n). NCCL's peers at
+# dimension d (src/transport/generic.cc, prims_simple.h): AllGather sends to
+# r - 2^d and receives from r + 2^d, ReduceScatter the other way round.
+
+def pat_steps(n: int) -> int:
+    """ceil(log2 n): PAT's dimensions, one step each (0 for one rank)."""
+    return (n - 1).bit_length()
+
+
+def pat_allgather(n, count):
+    """Farthest first: step k works dimension d = D - 1 - k (distance 2^d,
+    D = `pat_steps`).
+    Rank r holds then the blocks at offsets t with no bit at or below d set
+    (its own and those received at the earlier, farther steps), and sends
+    each one whose offset at the receiver, t + 2^d, is below n, to r - 2^d;
+    it receives from r + 2^d the blocks at offsets with lowest bit d. Each
+    block reaches each rank once: the ring's (n-1)/n of the buffer each way."""
+    blocks = bounds(count, n)
+    sched = {r: [] for r in range(n)}
+    dims = pat_steps(n)
+    for k in range(dims):
+        dist = 1 << (dims - 1 - k)
+        held = range(0, n - dist, 2 * dist)
+        for r in range(n):
+            for t in held:
+                sched[r].append(_send((r - dist) % n, blocks[(r + t) % n], k))
+            for t in held:
+                b = (r + dist + t) % n
+                sched[r].append(_recv((r + dist) % n, blocks[b], k, {b}))
+    return sched
+
+
+def pat_reducescatter(n, count):
+    """AllGather's mirror, nearest first, reducing as it goes: step k works
+    dimension k (distance 2^k). Rank r sends to r + 2^k the partial sums of
+    the blocks at offsets with lowest bit k (they are then complete for the
+    subtree below it: ranks r - z for z < 2^k, offset + z < n), and adds
+    into the blocks at offsets y (multiples of 2^(k+1), y + 2^k < n) what
+    r - 2^k sends. Its own block (offset 0) ends with every rank's."""
+    blocks = bounds(count, n)
+    sched = {r: [] for r in range(n)}
+    for k in range(pat_steps(n)):
+        dist = 1 << k
+        for r in range(n):
+            for x in range(dist, n, 2 * dist):
+                sched[r].append(_send((r + dist) % n, blocks[(r + x) % n], k))
+            for y in range(0, n - dist, 2 * dist):
+                sched[r].append(_recv(
+                    (r - dist) % n, blocks[(r + y) % n], k,
+                    lambda: {(r - dist - z) % n for z in range(dist) if y + dist + z < n},
+                    reduce=True))
+    return sched
+
+
 # --- trees and chains ------------------------------------------------------------------
 
 def tree_allreduce(n, count):
@@ -529,6 +622,8 @@ BUILDERS = {
     ("allreduce", "tree"): tree_allreduce,
     ("allgather", "ring"): ring_allgather,
     ("reducescatter", "ring"): ring_reducescatter,
+    ("allgather", "pat"): pat_allgather,
+    ("reducescatter", "pat"): pat_reducescatter,
     ("broadcast", "ring"): chain_broadcast,
     ("reduce", "ring"): chain_reduce,
     ("alltoall", "pairwise"): pairwise_alltoall,

@@ -6,17 +6,28 @@ allows (tuner.py).
 
 - **Ring**: ``rail-ring`` on servers of several GPUs (a ring channel per
   rail, every hop between servers rail-matched, as NCCL's graph search
-  finds them), ``ring`` with one GPU a server;
-- **Tree**: ``nccl-tree`` on servers of several GPUs (a chain in each
-  server, the double binary tree across), ``tree`` otherwise.
+  finds them), ``ring`` with one GPU a server; the ring AllGather and
+  ReduceScatter;
+- **Tree** (AllReduce): ``nccl-tree`` on servers of several GPUs (a chain
+  in each server, the double binary tree across), ``tree`` otherwise;
+- **PAT** (AllGather and ReduceScatter): ``pat``, only with one GPU a
+  server, as NCCL connects PAT only there (init.cc: maxLocalRanks 1).
+
+By these costs PAT moves the ring's bytes in ceil(log2 n) steps instead of
+n - 1, so it is never dearer than the ring: where it is allowed it wins
+every size but where the two cost the same (a lab of no latency), which
+goes to Ring. NCCL's tuner charges PAT 0.75 of the ring's bandwidth (what
+its GPU kernel achieves, not what the wire carries) and so goes back to
+Ring at large sizes; the lab weighs what its hosts and links do.
 
 NVLS and CollNet reduce in a switch, which end hosts cannot: they are
 never chosen here, only priced by the NCCL model. The lab's connections
 are TCP, which carries what NCCL's Simple protocol does; LL and LL128 are
-GPU memory protocols with no counterpart on a host. NCCL runs the other
-collectives by Ring only (AllToAll by its point-to-point path), so they
+GPU memory protocols with no counterpart on a host. NCCL runs Broadcast
+and Reduce by Ring only (AllToAll by its point-to-point path), so they
 keep their one schedule. `algo` narrows the choice as NCCL_ALGO does
-(overrides.py: ``ring``, ``tree``, ``^tree``).
+(overrides.py: ``ring``, ``tree``, ``^tree``, ``pat``,
+``ring;allgather:pat``).
 """
 
 from __future__ import annotations
@@ -28,7 +39,9 @@ from collectives import registry
 from sim import alphabeta
 from sim.nccl.overrides import enabled
 
-STANDS_FOR = {"ring": "ring", "rail-ring": "ring", "tree": "tree", "nccl-tree": "tree"}
+STANDS_FOR = {"ring": "ring", "rail-ring": "ring", "tree": "tree", "nccl-tree": "tree",
+              "pat": "pat"}
+PAT_COLLECTIVES = ("allgather", "reducescatter")
 
 
 @dataclass(frozen=True)
@@ -43,11 +56,14 @@ def candidates(collective: str, local: int, servers: int,
                algo: Optional[str] = None) -> List[str]:
     """The lab's schedules that stand for the NCCL algorithms `algo`
     leaves enabled for `collective`, on `servers` servers of `local` GPUs."""
-    if collective != "allreduce":
+    if collective == "allreduce":
+        several = local > 1 and servers >= 1
+        out = [("rail-ring" if several else "ring"), ("nccl-tree" if several else "tree")]
+    elif collective in PAT_COLLECTIVES:
+        out = ["ring", "pat"] if local == 1 else ["ring"]
+    else:
         return [registry.default_algorithm(collective)]
-    allowed = set(enabled(algo)["allreduce"]["algorithms"])
-    several = local > 1 and servers >= 1
-    out = [("rail-ring" if several else "ring"), ("nccl-tree" if several else "tree")]
+    allowed = set(enabled(algo)[collective]["algorithms"])
     return [a for a in out if STANDS_FOR[a] in allowed]
 
 
@@ -55,14 +71,18 @@ def choose(collective: str, n: int, count: int, costs: alphabeta.Costs, local: i
            root: int = 0, algo: Optional[str] = None) -> HostChoice:
     """The quickest candidate by the lab's costs (ties to Ring, NCCL's
     order being Tree first is for its own constants; here Ring, the
-    schedule NCCL runs most, is tried first)."""
-    local = local if local > 1 and n % local == 0 else 1
-    names = candidates(collective, local, n // local, algo)
+    schedule NCCL runs most, is tried first). Ranks that are not whole
+    servers of `local` GPUs are laid out one GPU a server for AllReduce;
+    PAT still needs `local` 1."""
+    whole = local if local > 1 and n % local == 0 else 1
+    names = candidates(collective, whole if collective == "allreduce" else local,
+                       n // whole, algo)
     if not names:
+        known = " or ".join(sorted({STANDS_FOR[a] for a in candidates(collective, 1, n)}))
         raise ValueError(f"-a auto: NCCL_ALGO {algo!r} leaves no algorithm the end hosts can "
-                         f"run for {collective} (ring or tree)")
+                         f"run for {collective} ({known})")
     table = tuple((a, alphabeta.predict(collective, a, n, count, costs, root,
-                                        local if a in registry.BY_SERVER else 1))
+                                        whole if a in registry.BY_SERVER else 1))
                   for a in names)
     best = min(table, key=lambda item: item[1])
     return HostChoice(best[0], STANDS_FOR.get(best[0], best[0]), best[1], table)

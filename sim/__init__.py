@@ -10,6 +10,9 @@ routes the controller computes, with no network built and no root needed.
 - steps.py: the shortcut, step by step, for rank counts the replay cannot reach;
 - phases.py, clos.py: hierarchical AllReduce phase by phase, on a Clos given
   by its shape alone (the planner's scale);
+- closed_form.py: ring and hierarchical AllReduce priced in closed form
+  (alpha-beta, the hierarchical pipelined as NCCL runs it) from a cluster's
+  shape alone: what the planner prices with;
 - training_step.py: a training step's closed forms: compute, gradient buckets
   and the collectives that average them, overlapped or not.
 

@@ -14,19 +14,18 @@ The modules, each with one job:
 - designs: full mesh, single switch, 2- and 3-tier Clos; plan() and min_radix()
   (the formulas are in its docstring).
 - compute: the training arithmetic.
-- costmodel: ring and hierarchical AllReduce seconds, predict_allreduce,
-  fit_alpha_beta.
+- costmodel: ring and hierarchical AllReduce seconds, predict_allreduce.
 - calibration: the AllReduce model read off a fabric's schedule, calibrated
-  against an emulated run's results.
+  against an emulated run's results (fit_alpha_beta).
 - report: the plan and the fabric predictions as text.
 - cli: the command line (``python -m planner``).
 """
 
-from planner.calibration import calibrate_from_run, fabric_model, fabric_predictions
+from planner.calibration import (calibrate_from_run, fabric_model, fabric_predictions,
+                                 fit_alpha_beta)
 from planner.cli import main
-from planner.costmodel import (NVLINK_GBPS, Links, fit_alpha_beta,
-                               hierarchical_allreduce_seconds, predict_allreduce,
-                               ring_allreduce_seconds)
+from planner.costmodel import (NVLINK_GBPS, Links, hierarchical_allreduce_seconds,
+                               predict_allreduce, ring_allreduce_seconds)
 from planner.designs import DESIGNS, MAX_HOPS, Design, min_radix, plan
 from planner.inputs import (MAX_GPUS, MAX_GPUS_PER_SERVER, MAX_RADIX, MIN_GPUS, MIN_RADIX,
                             PlanError, parse_bytes)

@@ -5,13 +5,21 @@ emulated run of that fabric:
 
     time = alpha x steps + kappa x (the bandwidth term at the configured rates),
 
-fitted by least squares over the run's sizes. kappa is 1 when the links are
-the only limit; 1/kappa is the efficiency the emulation reached.
+fitted by least squares over the run's sizes (`fit_alpha_beta`). kappa is 1
+when the links are the only limit; 1/kappa is the efficiency the emulation
+reached.
+
+The fit lives here, not beside the closed forms in sim/: it prices no
+collective, it estimates the model's two parameters from measured times,
+and calibrating against a run is the planner's (`--results`); nothing in
+the simulator fits.
 """
 
 from __future__ import annotations
 
-from planner.costmodel import fit_alpha_beta
+import math
+
+from planner import inputs as check
 from planner.inputs import PlanError
 
 
@@ -71,3 +79,62 @@ def fabric_predictions(fabric, sizes, algorithms, calibration=None, alpha_s=0.0)
                 row["measured_s"] = measured[(algorithm, size)]
             rows.append(row)
     return rows
+
+
+def _fit_points(points) -> list:
+    """(steps, bytes, seconds) as floats, each checked."""
+    pts = []
+    for i, p in enumerate(points or ()):
+        try:
+            s, B, t = p
+        except (TypeError, ValueError):
+            raise PlanError(f"points[{i}] must be a (steps, bytes, seconds) triple, got {p!r}") from None
+        pts.append((float(check.non_negative(f"points[{i}] steps", s)),
+                    float(check.non_negative(f"points[{i}] bytes", B)),
+                    float(check.non_negative(f"points[{i}] seconds", t))))
+    if not pts:
+        raise PlanError("points must hold at least one (steps, bytes, seconds) triple")
+    return pts
+
+
+def fit_alpha_beta(points) -> tuple:
+    """(alpha, beta) >= 0 minimising sum (seconds - steps*alpha - bytes*beta)^2
+    over (steps, bytes, seconds) points.
+
+    The 2x2 normal equations are solved on unit-norm columns; if that solution
+    has a negative coefficient, the fit is redone with it at 0 (the best of
+    the feasible candidates wins, which is the exact non-negative solution for
+    two unknowns). When steps and bytes are proportional (one point, say) only
+    their combination is determined and alpha = 0 is chosen."""
+    pts = _fit_points(points)
+    ss = sum(s * s for s, _, _ in pts)
+    bb = sum(B * B for _, B, _ in pts)
+    if ss == 0 and bb == 0:
+        raise PlanError("points must have at least one point with steps or bytes above 0")
+    sb = sum(s * B for s, B, _ in pts)
+    st = sum(s * t for s, _, t in pts)
+    bt = sum(B * t for _, B, t in pts)
+
+    def sse(a, b):
+        return sum((t - s * a - B * b) ** 2 for s, B, t in pts)
+
+    if ss > 0 and bb > 0:
+        ns, nb = math.sqrt(ss), math.sqrt(bb)
+        c = sb / (ns * nb)                      # cosine between the two columns
+        det = 1.0 - c * c
+        if det > 1e-12:                         # columns not (nearly) proportional
+            ys, yb = st / ns, bt / nb
+            x = (ys - c * yb) / det
+            y = (yb - c * ys) / det
+            a, b = x / ns, y / nb
+            if a >= 0 and b >= 0:
+                return a, b
+    candidates = [(0.0, max(0.0, bt / bb) if bb > 0 else 0.0),       # alpha = 0 wins ties
+                  (max(0.0, st / ss) if ss > 0 else 0.0, 0.0)]
+    tolerance = 1e-12 * sum(t * t for _, _, t in pts)     # rounding, not a better fit
+    best, best_err = None, None
+    for a, b in candidates:
+        err = sse(a, b)
+        if best is None or err < best_err - tolerance:
+            best, best_err = (a, b), err
+    return best

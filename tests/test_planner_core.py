@@ -1,5 +1,5 @@
-"""Independent reference tests for the planner core (designs, costmodel, steptime,
-simulate, training, inputs).
+"""Independent reference tests for the planner core (designs, costmodel, calibration's
+fit, steptime, simulate, training, inputs).
 
 Every expectation here is a closed form written in the test (2-tier Clos of
 radix R holds R^2/2 endpoints, 3-tier R^3/4, ring AllReduce 2(n-1)a +
@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from planner import calibration as CAL
 from planner import costmodel as C
 from planner import designs as D
 from planner import inputs as I
@@ -361,14 +362,14 @@ def test_hierarchical_allreduce_refusals():
 def test_fit_recovers_exact_alpha_beta():
     # t = 2e-6 * steps + 1e-9 * bytes
     pts = [(2, 1000, 2 * 2e-6 + 1000e-9), (10, 1e6, 10 * 2e-6 + 1e-3), (4, 5e5, 8e-6 + 5e-4)]
-    a, b = C.fit_alpha_beta(pts)
+    a, b = CAL.fit_alpha_beta(pts)
     assert a == approx(2e-6, rel=1e-9) and b == approx(1e-9, rel=1e-9)
 
 
 def test_fit_least_squares_by_hand():
     """(1,0,1), (0,1,2), (1,1,4): normal equations [[2,1],[1,2]] (a,b) = (5,6):
     a = 4/3, b = 7/3."""
-    a, b = C.fit_alpha_beta([(1, 0, 1), (0, 1, 2), (1, 1, 4)])
+    a, b = CAL.fit_alpha_beta([(1, 0, 1), (0, 1, 2), (1, 1, 4)])
     assert a == approx(4 / 3, rel=1e-12) and b == approx(7 / 3, rel=1e-12)
 
 
@@ -376,55 +377,55 @@ def test_fit_clamps_a_negative_alpha_to_zero():
     """(1,1,1.0), (2,1,0.9): unconstrained a = -0.1, b = 1.1. With a = 0,
     b = (1 + 0.9)/2 = 0.95 (sse 0.005); with b = 0, a = 2.8/5 = 0.56
     (sse 0.242): a = 0 wins."""
-    a, b = C.fit_alpha_beta([(1, 1, 1.0), (2, 1, 0.9)])
+    a, b = CAL.fit_alpha_beta([(1, 1, 1.0), (2, 1, 0.9)])
     assert a == 0.0 and b == approx(0.95, rel=1e-12)
 
 
 def test_fit_clamps_a_negative_beta_to_zero():
     """Mirror image: (1,1,1.0), (1,2,0.9) gives (0.95, 0)."""
-    a, b = C.fit_alpha_beta([(1, 1, 1.0), (1, 2, 0.9)])
+    a, b = CAL.fit_alpha_beta([(1, 1, 1.0), (1, 2, 0.9)])
     assert a == approx(0.95, rel=1e-12) and b == 0.0
 
 
 def test_fit_proportional_columns_choose_alpha_zero():
     """One point (2, 100, 1): b = 100/10,000 = 0.01 or a = 2/4 = 0.5, both exact:
     alpha = 0 wins the tie."""
-    assert C.fit_alpha_beta([(2, 100, 1.0)]) == (0.0, approx(0.01, rel=1e-12))
+    assert CAL.fit_alpha_beta([(2, 100, 1.0)]) == (0.0, approx(0.01, rel=1e-12))
     # two proportional points (1,10,2), (2,20,4): b = (20+80)/(100+400) = 0.2
-    assert C.fit_alpha_beta([(1, 10, 2.0), (2, 20, 4.0)]) == (0.0, approx(0.2, rel=1e-12))
+    assert CAL.fit_alpha_beta([(1, 10, 2.0), (2, 20, 4.0)]) == (0.0, approx(0.2, rel=1e-12))
 
 
 def test_fit_with_only_steps_or_only_bytes():
     # steps only: a = (3e-6 + 12e-6)/5 = 3e-6
-    a, b = C.fit_alpha_beta([(1, 0, 3e-6), (2, 0, 6e-6)])
+    a, b = CAL.fit_alpha_beta([(1, 0, 3e-6), (2, 0, 6e-6)])
     assert a == approx(3e-6, rel=1e-12) and b == 0.0
-    a, b = C.fit_alpha_beta([(0, 10, 1e-8), (0, 20, 2e-8)])
+    a, b = CAL.fit_alpha_beta([(0, 10, 1e-8), (0, 20, 2e-8)])
     assert a == 0.0 and b == approx(1e-9, rel=1e-12)
     # bytes only but all times zero: (0, 0)
-    assert C.fit_alpha_beta([(0, 10, 0.0)]) == (0.0, 0.0)
-    assert C.fit_alpha_beta([(10, 0, 0.0)]) == (0.0, 0.0)
+    assert CAL.fit_alpha_beta([(0, 10, 0.0)]) == (0.0, 0.0)
+    assert CAL.fit_alpha_beta([(10, 0, 0.0)]) == (0.0, 0.0)
 
 
 def test_fit_prefers_the_better_candidate_when_not_tied():
     """Steps only, but a second point with bytes makes the columns independent:
     (1,0,1), (1,1,0): unconstrained a = 1, b = -1; candidates (0, 0) with sse 1
     (bt/bb = 0), and (1/2, 0) with sse 0.5: the latter."""
-    assert C.fit_alpha_beta([(1, 0, 1.0), (1, 1, 0.0)]) == (approx(0.5), 0.0)
+    assert CAL.fit_alpha_beta([(1, 0, 1.0), (1, 1, 0.0)]) == (approx(0.5), 0.0)
 
 
 def test_fit_refusals():
     triple = "(steps, bytes, seconds) triple"
-    refused(C.fit_alpha_beta, None, message=f"points must hold at least one {triple}")
-    refused(C.fit_alpha_beta, [], message=f"points must hold at least one {triple}")
-    refused(C.fit_alpha_beta, [(1, 2)], message=f"points[0] must be a {triple}, got (1, 2)")
-    refused(C.fit_alpha_beta, [(1, 1, 1), 5], message=f"points[1] must be a {triple}, got 5")
-    refused(C.fit_alpha_beta, [(0, 0, 1)],
+    refused(CAL.fit_alpha_beta, None, message=f"points must hold at least one {triple}")
+    refused(CAL.fit_alpha_beta, [], message=f"points must hold at least one {triple}")
+    refused(CAL.fit_alpha_beta, [(1, 2)], message=f"points[0] must be a {triple}, got (1, 2)")
+    refused(CAL.fit_alpha_beta, [(1, 1, 1), 5], message=f"points[1] must be a {triple}, got 5")
+    refused(CAL.fit_alpha_beta, [(0, 0, 1)],
             message="points must have at least one point with steps or bytes above 0")
-    refused(C.fit_alpha_beta, [(1, 1, 1), (-1, 1, 1)],
+    refused(CAL.fit_alpha_beta, [(1, 1, 1), (-1, 1, 1)],
             message="points[1] steps must be a number of at least 0, got -1")
-    refused(C.fit_alpha_beta, [(1, -1, 1)],
+    refused(CAL.fit_alpha_beta, [(1, -1, 1)],
             message="points[0] bytes must be a number of at least 0, got -1")
-    refused(C.fit_alpha_beta, [(1, 1, 1), (1, 1, "x")],
+    refused(CAL.fit_alpha_beta, [(1, 1, 1), (1, 1, "x")],
             message="points[1] seconds must be a number of at least 0, got 'x'")
 
 
@@ -1175,18 +1176,18 @@ def test_fit_picks_the_least_squared_error_not_the_least_signed_error():
     """(1,1,1), (2,3,4): unconstrained a = -1, b = 2. With a = 0: b = 13/10,
     residuals -0.3, +0.1 (squared error 0.1); with b = 0: a = 9/5, residuals -0.8,
     +0.4 (squared error 0.8, but a more negative signed or cubed sum)."""
-    a, b = C.fit_alpha_beta([(1, 1, 1.0), (2, 3, 4.0)])
+    a, b = CAL.fit_alpha_beta([(1, 1, 1.0), (2, 3, 4.0)])
     assert a == 0.0 and b == approx(1.3, rel=1e-12)
 
 
 def test_fit_with_columns_of_norm_below_one():
     """(0.5,0,1), (0,0.5,2), (0.5,0.5,4): normal equations x4 are
     [[2,1],[1,2]] (a,b) = (10,12): a = 8/3, b = 14/3."""
-    a, b = C.fit_alpha_beta([(0.5, 0, 1.0), (0, 0.5, 2.0), (0.5, 0.5, 4.0)])
+    a, b = CAL.fit_alpha_beta([(0.5, 0, 1.0), (0, 0.5, 2.0), (0.5, 0.5, 4.0)])
     assert a == approx(8 / 3, rel=1e-12) and b == approx(14 / 3, rel=1e-12)
     # one column only, of norm below one: (0, 0.5, 1): b = 0.5/0.25 = 2; (0.5, 0, 1): a = 2
-    assert C.fit_alpha_beta([(0, 0.5, 1.0)]) == (0.0, approx(2.0, rel=1e-12))
-    assert C.fit_alpha_beta([(0.5, 0, 1.0)]) == (approx(2.0, rel=1e-12), 0.0)
+    assert CAL.fit_alpha_beta([(0, 0.5, 1.0)]) == (0.0, approx(2.0, rel=1e-12))
+    assert CAL.fit_alpha_beta([(0.5, 0, 1.0)]) == (approx(2.0, rel=1e-12), 0.0)
 
 
 def test_two_ecmp_draws_print_their_range_in_microseconds():

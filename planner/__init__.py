@@ -14,7 +14,10 @@ The modules, each with one job:
 - designs: full mesh, single switch, 2- and 3-tier Clos; plan() and min_radix()
   (the formulas are in its docstring).
 - compute: the training arithmetic.
-- costmodel: ring and hierarchical AllReduce seconds, predict_allreduce.
+- costmodel: predict_allreduce, the plan's AllReduce priced by the
+  simulator's closed forms (sim/closed_form.py: ring and hierarchical
+  AllReduce seconds, re-exported here); the planner prices no collective
+  itself.
 - calibration: the AllReduce model read off a fabric's schedule, calibrated
   against an emulated run's results (fit_alpha_beta).
 - report: the plan and the fabric predictions as text.
@@ -24,13 +27,13 @@ The modules, each with one job:
 from planner.calibration import (calibrate_from_run, fabric_model, fabric_predictions,
                                  fit_alpha_beta)
 from planner.cli import main
-from planner.costmodel import (NVLINK_GBPS, Links, hierarchical_allreduce_seconds,
-                               predict_allreduce, ring_allreduce_seconds)
+from planner.costmodel import NVLINK_GBPS, Links, predict_allreduce
 from planner.designs import DESIGNS, MAX_HOPS, Design, min_radix, plan
 from planner.inputs import (MAX_GPUS, MAX_GPUS_PER_SERVER, MAX_RADIX, MIN_GPUS, MIN_RADIX,
                             PlanError, parse_bytes)
 from planner.report import format_fabric, format_plan
 from planner.compute import DAYS_PER_YEAR, SECONDS_PER_DAY, TrainingRun, training_arithmetic
+from sim.closed_form import hierarchical_allreduce_seconds, ring_allreduce_seconds
 
 __all__ = [
     "DAYS_PER_YEAR", "DESIGNS", "MAX_GPUS", "MAX_GPUS_PER_SERVER", "MAX_HOPS", "MAX_RADIX",

@@ -1,24 +1,13 @@
-"""AllReduce cost models: the time of an AllReduce from per-step latency and
-per-byte cost, flat ring and NCCL-style hierarchical, for a plan's GPUs (the
-least-squares fit of those two costs to measured times is calibration's).
+"""The plan's AllReduce: its GPUs, servers, NICs and link rates as the
+alpha and beta of the closed forms in sim/closed_form.py, which price it
+(a flat ring and the hierarchical AllReduce, pipelined as NCCL runs it);
+nothing is priced here.
 
-AllReduce (alpha-beta model)
-----------------------------
-A step costs alpha seconds of latency, a byte costs beta = 8 / (Gbit/s * 1e9
-* efficiency) seconds.
-
-- ring over n ranks, S bytes: ``2(n-1) alpha + 2(n-1)/n * S * beta``.
-- hierarchical (NCCL-style) over m nodes of g GPUs: intra-node ReduceScatter
-  ``(g-1) a_intra + (g-1)/g * S * b_intra``, then an inter-node ring
-  AllReduce per rail on S/g bytes ``2(m-1) a_inter + 2(m-1)/m * (S/g) *
-  b_inter``, then an intra-node AllGather costing the same as the
-  ReduceScatter. With m = 1 only the intra parts remain; with g = 1 it is the
-  flat ring.
-
-`predict_allreduce` prices the flat ring at the scale-out link for every hop
-(the design without scale-up) and the hierarchical one with NVLink inside the
-server (``NVLINK_GBPS`` unless told otherwise). When a server has fewer NICs
-than GPUs, the g/nics GPUs sharing a NIC share its rate: b_inter is multiplied
+beta = 8 / (Gbit/s * 1e9 * efficiency) seconds a byte. `predict_allreduce`
+has the flat ring priced at the scale-out link for every hop (the design
+without scale-up) and the hierarchical one with NVLink inside the server
+(``NVLINK_GBPS`` unless told otherwise). When a server has fewer NICs than
+GPUs, the g/nics GPUs sharing a NIC share its rate: b_inter is multiplied
 by g/nics.
 """
 
@@ -29,32 +18,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from planner import inputs as check
+from sim.closed_form import hierarchical_allreduce_seconds, ring_allreduce_seconds
 
 # H100 SXM: 18 NVLink-4 links x 25 GB/s per direction = 450 GB/s = 3,600 Gbit/s.
 NVLINK_GBPS = 3600.0
-
-
-def ring_allreduce_seconds(n, size_bytes, alpha_s, beta_s_per_byte) -> float:
-    """Ring AllReduce of `size_bytes` over `n` ranks: 2(n-1)a + 2(n-1)/n * S * b."""
-    n = check.whole("n", n, 1, 10 ** 12, "a whole number of at least 1")
-    S = check.non_negative("size_bytes", size_bytes)
-    a = check.non_negative("alpha_s", alpha_s)
-    b = check.non_negative("beta_s_per_byte", beta_s_per_byte)
-    return 2 * (n - 1) * a + 2 * (n - 1) / n * S * b
-
-
-def hierarchical_allreduce_seconds(nodes, gpus_per_node, size_bytes, alpha_intra, beta_intra,
-                                   alpha_inter, beta_inter) -> float:
-    """NCCL-style hierarchical AllReduce: intra-node ReduceScatter, an inter-node
-    ring AllReduce per rail on S/g bytes, intra-node AllGather."""
-    m = check.whole("nodes", nodes, 1, 10 ** 12, "a whole number of at least 1")
-    g = check.whole("gpus_per_node", gpus_per_node, 1, 10 ** 6, "a whole number of at least 1")
-    S = check.non_negative("size_bytes", size_bytes)
-    intra = (g - 1) * check.non_negative("alpha_intra", alpha_intra) \
-        + (g - 1) / g * S * check.non_negative("beta_intra", beta_intra)
-    inter = ring_allreduce_seconds(m, S / g, check.non_negative("alpha_inter", alpha_inter),
-                                   check.non_negative("beta_inter", beta_inter))
-    return intra + inter + intra
 
 
 @dataclass(frozen=True)

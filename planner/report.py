@@ -133,8 +133,8 @@ def _allreduce_lines(ar) -> list:
         f"AllReduce of {_bytes(ar['gradient_bytes'])} (alpha {_num(ar['alpha_s'] * 1e6)} us, "
         f"scale-out {_num(ar['link_gbps'])} Gbit/s, in-server {_num(ar['intra_gbps'])} Gbit/s):",
         f"  flat ring over {_count(ar['gpus'])} GPUs: {_duration(ar['ring_seconds'])}",
-        f"  hierarchical, {_count(ar['nodes'])} servers x {ar['gpus_per_node']} GPUs: "
-        f"{_duration(ar['hierarchical_seconds'])} ({ar['speedup']:.3g}x faster)",
+        f"  hierarchical, {_count(ar['nodes'])} servers x {ar['gpus_per_node']} GPUs, "
+        f"pipelined: {_duration(ar['hierarchical_seconds'])} ({ar['speedup']:.3g}x faster)",
     ] + _nccl_line(ar.get("nccl"))
 
 
@@ -144,7 +144,7 @@ def _nccl_line(nccl) -> list:
         return []
     return [f"  as NCCL runs it ({nccl['server']} servers, nothing colliding): "
             f"{_duration(nccl['seconds'])}, {nccl['ran']} on {nccl['channels']} channels "
-            "(the lines above are the textbook alpha-beta; --simulate adds the fabric)"]
+            "(the lines above are alpha-beta closed forms; --simulate adds the fabric)"]
 
 
 def format_fabric(fabric, rows, calibration=None, source="") -> str:

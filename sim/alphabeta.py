@@ -6,9 +6,11 @@ beta (Thakur et al. 2005, Patarasuk & Yuan 2009); for the other algorithms
 it is the same accounting, applied to what they move.
 
 Every sweep prints it beside the measured (or simulated) time ("meas/pred");
-the planner's closed forms (planner/costmodel.py) are the same model where a
-schedule is too large to build, and tests/test_alphabeta.py holds the two to
-equal answers.
+the closed forms (sim/closed_form.py) are the same model where a schedule
+is too large to build, and tests/test_alphabeta.py holds the two together:
+the same ring, and the hierarchical AllReduce's phases summing to what is
+read here off the lab's schedule, whose phases run one after the other
+(the closed form prices it pipelined, as NCCL runs it).
 """
 
 from __future__ import annotations

@@ -302,62 +302,7 @@ def test_plan_passes_its_training_arguments_through():
 
 
 # --------------------------------------------------------------------------
-# costmodel.py
-
-def test_ring_allreduce_closed_form():
-    # 2*7*1e-6 + 2*7/8 * 1e6 * 1e-9 = 14e-6 + 1.75e-3
-    assert C.ring_allreduce_seconds(8, 1e6, 1e-6, 1e-9) == approx(1.764e-3, rel=1e-12)
-    assert C.ring_allreduce_seconds(1, 1e9, 1.0, 1.0) == 0.0
-    # 2*1*3 + 2*1/2 * 10 * 0.5 = 6 + 5
-    assert C.ring_allreduce_seconds(2, 10, 3, 0.5) == approx(11.0)
-    assert C.ring_allreduce_seconds(10 ** 12, 0, 0, 0) == 0
-
-
-def test_ring_allreduce_refusals():
-    at_least_1 = "a whole number of at least 1"
-    refused(C.ring_allreduce_seconds, 0, 1, 1, 1, message=f"n must be {at_least_1}, got 0")
-    refused(C.ring_allreduce_seconds, 10 ** 12 + 1, 1, 1, 1,
-            message=f"n must be {at_least_1}, got 1000000000001")
-    refused(C.ring_allreduce_seconds, 2, -1, 1, 1,
-            message="size_bytes must be a number of at least 0, got -1")
-    refused(C.ring_allreduce_seconds, 2, 1, -1, 1,
-            message="alpha_s must be a number of at least 0, got -1")
-    refused(C.ring_allreduce_seconds, 2, 1, 1, -1,
-            message="beta_s_per_byte must be a number of at least 0, got -1")
-
-
-def test_hierarchical_allreduce_closed_form():
-    """4 nodes of 8, 8e6 B: intra 7*1e-6 + 7/8*8e6*1e-10 = 7.07e-4; inter ring over
-    4 on 1e6 B: 6*5e-6 + 1.5*1e6*2e-9 = 3.03e-3; total 2*7.07e-4 + 3.03e-3."""
-    got = C.hierarchical_allreduce_seconds(4, 8, 8e6, 1e-6, 1e-10, 5e-6, 2e-9)
-    assert got == approx(4.444e-3, rel=1e-12)
-    # one node: intra only, twice
-    assert C.hierarchical_allreduce_seconds(1, 8, 8e6, 1e-6, 1e-10, 5e-6, 2e-9) == \
-        approx(1.414e-3, rel=1e-12)
-    # one GPU a node: the flat ring, 2*3*5e-6 + 2*3/4*8e6*2e-9
-    assert C.hierarchical_allreduce_seconds(4, 1, 8e6, 1e-6, 1e-10, 5e-6, 2e-9) == \
-        approx(3e-5 + 2.4e-2, rel=1e-12)
-    assert C.hierarchical_allreduce_seconds(10 ** 12, 10 ** 6, 0, 0, 0, 0, 0) == 0
-
-
-def test_hierarchical_allreduce_refusals():
-    at_least_1 = "a whole number of at least 1"
-    args = [2, 2, 1, 1, 1, 1, 1]
-
-    def bad(i, value, message):
-        a = list(args)
-        a[i] = value
-        refused(C.hierarchical_allreduce_seconds, *a, message=message)
-    bad(0, 0, f"nodes must be {at_least_1}, got 0")
-    bad(0, 10 ** 12 + 1, f"nodes must be {at_least_1}, got 1000000000001")
-    bad(1, 0, f"gpus_per_node must be {at_least_1}, got 0")
-    bad(1, 10 ** 6 + 1, f"gpus_per_node must be {at_least_1}, got 1000001")
-    bad(2, -1, "size_bytes must be a number of at least 0, got -1")
-    bad(3, -1, "alpha_intra must be a number of at least 0, got -1")
-    bad(4, -1, "beta_intra must be a number of at least 0, got -1")
-    bad(5, -1, "alpha_inter must be a number of at least 0, got -1")
-    bad(6, -1, "beta_inter must be a number of at least 0, got -1")
-
+# calibration.py: the fit (the closed forms are sim's: tests/test_closed_form.py)
 
 def test_fit_recovers_exact_alpha_beta():
     # t = 2e-6 * steps + 1e-9 * bytes
@@ -429,13 +374,18 @@ def test_fit_refusals():
             message="points[1] seconds must be a number of at least 0, got 'x'")
 
 
+# --------------------------------------------------------------------------
+# costmodel.py: the plan's AllReduce, priced by sim/closed_form.py
+
 def test_predict_allreduce_16_gpus_by_hand():
     """16 GPUs, 8 a server, 8 NICs, 400 Gbit/s, NVLink 3,600, alpha 5e-6, 1e8 B.
     beta = 8/400e9 = 2e-11, beta_intra = 8/3600e9. Ring: 30*5e-6 + 30/16*1e8*2e-11
     = 1.5e-4 + 3.75e-3. Hier: intra 7*5e-6 + 7/8*1e8*8/3600e9 each; inter
-    2*5e-6 + 1.25e7*2e-11 = 2.6e-4."""
+    2*5e-6 + 1.25e7*2e-11 = 1e-5 + 2.5e-4, pipelined: the three latencies
+    (3.5e-5 + 1e-5 + 3.5e-5) and the larger of the in-server bytes (both
+    phases, 2*7/8*1e8*8/3600e9 = 3.889e-4) and the inter-server 2.5e-4."""
     p = C.predict_allreduce(16, 1e8)
-    intra = 3.5e-5 + 7 / 8 * 1e8 * 8 / 3600e9
+    hier = 8e-5 + 2 * 7 / 8 * 1e8 * 8 / 3600e9
     assert p["gpus"] == 16 and p["nodes"] == 2 and p["gpus_per_node"] == 8
     assert p["nics_per_node"] == 8 and p["gradient_bytes"] == 1e8
     assert p["alpha_s"] == 5e-6 and p["intra_alpha_s"] == 5e-6
@@ -444,16 +394,17 @@ def test_predict_allreduce_16_gpus_by_hand():
     assert p["intra_beta_s_per_byte"] == approx(8 / 3600e9, rel=1e-12)
     assert p["inter_beta_s_per_byte"] == approx(2e-11, rel=1e-12)
     assert p["ring_seconds"] == approx(3.9e-3, rel=1e-12)
-    assert p["hierarchical_seconds"] == approx(2 * intra + 2.6e-4, rel=1e-12)
-    assert p["speedup"] == approx(3.9e-3 / (2 * intra + 2.6e-4), rel=1e-12)
+    assert p["hierarchical_seconds"] == approx(hier, rel=1e-12)
+    assert p["speedup"] == approx(3.9e-3 / hier, rel=1e-12)
 
 
 def test_predict_allreduce_shared_nics_efficiency_and_intra_alpha():
     """16 GPUs, 8 a server, 2 NICs: 4 GPUs share a NIC, beta_inter = 4 beta.
     efficiency 0.5, link 100: beta = 8/(100e9*0.5) = 1.6e-10; intra 800 Gbit/s:
     2e-11; intra alpha 1e-6, alpha 2e-6, 8e6 B.
-    Hier: intra 7e-6 + 7/8*8e6*2e-11 = 7e-6 + 1.4e-4 = 1.47e-4 each;
-    inter 2*2e-6 + 1e6*6.4e-10 = 4e-6 + 6.4e-4 = 6.44e-4. Ring: 30*2e-6 +
+    Hier: intra 7e-6 + 7/8*8e6*2e-11 = 7e-6 + 1.4e-4 each;
+    inter 2*2e-6 + 1e6*6.4e-10 = 4e-6 + 6.4e-4; pipelined: 7e-6 + 4e-6 +
+    7e-6 = 1.8e-5 of latency, max(2.8e-4, 6.4e-4) of bytes. Ring: 30*2e-6 +
     30/16*8e6*1.6e-10 = 6e-5 + 2.4e-3."""
     links = C.Links(alpha_s=2e-6, link_gbps=100, intra_gbps=800, efficiency=0.5,
                     intra_alpha_s=1e-6)
@@ -463,7 +414,7 @@ def test_predict_allreduce_shared_nics_efficiency_and_intra_alpha():
     assert p["intra_beta_s_per_byte"] == approx(2e-11, rel=1e-12)
     assert p["inter_beta_s_per_byte"] == approx(6.4e-10, rel=1e-12)
     assert p["ring_seconds"] == approx(2.46e-3, rel=1e-12)
-    assert p["hierarchical_seconds"] == approx(2 * 1.47e-4 + 6.44e-4, rel=1e-12)
+    assert p["hierarchical_seconds"] == approx(1.8e-5 + 6.4e-4, rel=1e-12)
     assert p["efficiency"] == 0.5 and p["link_gbps"] == 100.0 and p["intra_gbps"] == 800.0
 
 

@@ -36,6 +36,8 @@ def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
                      f"{exp.minbytes} to {exp.maxbytes} B x{exp.stepfactor:g}, {exp.iters} "
                      f"iterations after {exp.warmup} warm-up, {exp.channels} connection(s) "
                      "per peer" + (", NVLink in memory" if exp.scale_up == "memory" else "")
+                     + "".join(f", {name}={value}" for name, value in (
+                         ("NCCL_ALGO", exp.nccl_algo), ("NCCL_PROTO", exp.nccl_proto)) if value)
                      + (f"; then the same with {', '.join(compare)}" if compare else ""))
         if exp.fail:
             lines.append(f"  failures: {', '.join(exp.fail)} (LINK@SECONDS+DURATION into the "

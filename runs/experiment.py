@@ -12,21 +12,26 @@ default it meets. The names it accepts come from collectives/registry.py.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional
 
 from topologies.schema import (MAX_FAILURES, OPTIONAL_SECTION, FabricError, choice,
                                endpoint_pair, failures, integer, normalise, number, optional,
-                               shown, size, split_failure)
+                               shown, size, split_failure, text)
 from collectives import schedules
 from policies import policy
 from sim import training_step
+from sim import nccl
+from sim.nccl import endhosts, tuner
+from sim.nccl.overrides import OverrideError, enabled
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
 from collectives.metrics import TYPE_SIZE
 from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, COLLECTIVES, ENGINES,
                                   REDUCING, ROOTED, default_algorithm)
 
-SCALE_UP = ("packets", "memory")  # how the agents carry NVLink traffic inside a server
+SCALE_UP = ("packets", "memory")
+_OVERRIDE = re.compile(r"[\^A-Za-z0-9,;: ]{1,200}")   # NCCL_ALGO / NCCL_PROTO (overrides.py)  # how the agents carry NVLink traffic inside a server
 SCHEMA = {
     "collective": (optional(choice(*COLLECTIVES)), None),
     "algorithm": (optional(choice(*ALGORITHM_CHOICES)), None),
@@ -45,6 +50,8 @@ SCHEMA = {
     "fail": (optional(failures), None),
     "datatype": (optional(choice(*TYPE_NAMES)), None),
     "op": (optional(choice(*OPS)), None),
+    "nccl_algo": (optional(text(_OVERRIDE, "a list such as ring,tree or ^nvls")), None),
+    "nccl_proto": (optional(text(_OVERRIDE, "a list such as simple or ^ll128")), None),
     "step": (training_step.STEP_SCHEMA, OPTIONAL_SECTION),
 }
 FIELDS = tuple(SCHEMA)          # what the YAML section and the flags may set
@@ -53,7 +60,8 @@ FLAGS = {"collective": "-c/--collective", "algorithm": "-a/--algorithm", "engine
          "stepfactor": "-f/--stepfactor", "iters": "-n/--iters", "warmup": "-w/--warmup",
          "root": "--root", "channels": "--channels", "piece_bytes": "--piece-bytes",
          "probe": "--probe", "cross": "--cross", "scale_up": "--scale-up", "fail": "--fail",
-         "datatype": "-d/--datatype", "op": "-o/--op", "step": "--step"}
+         "datatype": "-d/--datatype", "op": "-o/--op", "nccl_algo": "--nccl-algo",
+         "nccl_proto": "--nccl-proto", "step": "--step"}
 MAX_SIZES = 64          # sizes in one sweep (nccl-tests' -b 4 -e 1G -f 2 makes 29)
 MAX_PIECES = 16384      # pieces the largest message is cut into (1G in 64K pieces)
 MAX_HOURS = 24          # the least time a sweep can take on the fabric's fastest link
@@ -109,6 +117,8 @@ class Experiment:
     fail: List[str] = field(default_factory=list)      # LINK@SECONDS[+DURATION] during the sweep
     datatype: str = "float"                            # nccl-tests' -d (collectives/datatypes.py)
     op: str = "sum"                                    # nccl-tests' -o
+    nccl_algo: Optional[str] = None                    # auto's NCCL_ALGO (sim/nccl/overrides.py)
+    nccl_proto: Optional[str] = None                   # auto's NCCL_PROTO
     step: Optional[dict] = None                        # a training step (sim/training_step.py)
 
     def plan(self) -> "training_step.Plan":
@@ -164,6 +174,7 @@ class Experiment:
         self._check_sizes(fail, names)
         self._check_ranks(n_ranks, local, fail)
         self._check_scale_up(local, fail)
+        self._check_overrides(fail)
         if self.step is not None:
             self._check_step(fail)
 
@@ -212,6 +223,18 @@ class Experiment:
         if plan.mode == "sharded" and self.algorithm not in ("ring", AUTO):
             fail("algorithm", f"sharded steps run ring AllGather and ReduceScatter; "
                  f"{self.algorithm} is an AllReduce algorithm (use mode allreduce)")
+
+    def _check_overrides(self, fail) -> None:
+        """NCCL_ALGO / NCCL_PROTO narrow auto's choice, as NCCL's would."""
+        for key, value in (("nccl_algo", self.nccl_algo), ("nccl_proto", self.nccl_proto)):
+            if value and self.algorithm != AUTO:
+                fail(key, f"narrows -a auto's choice; -a {self.algorithm} names the algorithm "
+                     "itself")
+        try:
+            enabled(self.nccl_algo, self.nccl_proto)
+        except OverrideError as exc:
+            key = "nccl_algo" if str(exc).startswith("NCCL_ALGO") else "nccl_proto"
+            fail(key, str(exc).split(": ", 1)[1])
 
     def _check_scale_up(self, local: int, fail) -> None:
         if self.scale_up != "memory":
@@ -312,11 +335,40 @@ def experiment_from(fabric, flags: Optional[dict] = None,
     return exp
 
 
+def _check_overrides_leave(fabric, exp: Experiment, names: Namer) -> None:
+    """NCCL_ALGO / NCCL_PROTO that leave auto nothing to run are refused:
+    where NCCL's model prices the run (--engine sim on named servers), no
+    pair NCCL would run on these servers; else no algorithm the end hosts
+    replay (NVLS and CollNet reduce in a switch)."""
+    if exp.algorithm != AUTO or not (exp.nccl_algo or exp.nccl_proto):
+        return
+    local = fabric.gpus_per_server
+    if (exp.engine == "sim" and fabric.server_model is not None
+            and exp.collective in tuner.COLLECTIVES and exp.step is None):
+        try:
+            nccl.predict(nccl.cluster(fabric.server_model, max(1, len(fabric.endpoints) // local),
+                                      local), exp.collective, exp.minbytes, exp.nccl_algo,
+                         exp.nccl_proto)
+        except ValueError:
+            why = (f"NCCL would run none of what NCCL_ALGO={exp.nccl_algo or '(all)'} and "
+                   f"NCCL_PROTO={exp.nccl_proto or '(all)'} leave for {exp.collective} on "
+                   f"these {fabric.server_model.name} servers")
+            raise ExperimentError("nccl_algo", why, f"{names('nccl_algo')}: {why}") from None
+        return
+    if exp.nccl_algo and not endhosts.candidates(exp.collective, local, max(1, len(fabric.endpoints) // local),
+                               exp.nccl_algo):
+        why = (f"{exp.nccl_algo} leaves no algorithm the end hosts can replay for "
+               f"{exp.collective} (ring or tree); NVLS and CollNet reduce in a switch: "
+               "--engine sim on named servers (server.model) prices them")
+        raise ExperimentError("nccl_algo", why, f"{names('nccl_algo')}: {why}")
+
+
 def check_experiment(fabric, exp: Experiment, names: Namer, compare: List[str] = ()) -> None:
     """`exp` and the algorithms to compare on `fabric`, before anything is
     built: ExperimentError naming each field as `names` does."""
     n, local = len(fabric.endpoints), fabric.gpus_per_server
     exp.check(n, local, names)
+    _check_overrides_leave(fabric, exp, names)
     _check_flag_endpoints(fabric, exp, names)
     _check_failures(fabric, exp, names)
     for i, algorithm in enumerate(compare):

@@ -141,9 +141,19 @@ def _algorithm_help() -> str:
         return ", ".join(a + ("*" if a in registry.BY_SERVER else "") for a in algorithms)
     parts = [f"{c}: {names(a)}" for c, a in registry.ALGORITHMS.items()]
     return ("; ".join(parts) + " (* laid out by the GPUs of each server when the ranks are "
-            "whole servers: running.md); or auto (the default): per size, what NCCL would run, "
-            "as the lab's schedules priced by its own costs, or with --engine sim on a "
-            "server.model, NCCL's model itself")
+            "whole servers: running.md); or auto (the default): per size, what NCCL would run "
+            "(Ring, Tree, or PAT on one-GPU servers) as the lab's schedules priced by its own "
+            "costs, or with --engine sim on a server.model, NCCL's model itself")
+
+
+def _nccl_flags(g) -> None:
+    """NCCL_ALGO / NCCL_PROTO for -a auto."""
+    g.add_argument("--nccl-algo", metavar="LIST", type=_field("nccl_algo"),
+                   help="with -a auto, the algorithms NCCL may choose, as NCCL_ALGO takes them "
+                        "(ring,tree; ^nvls; allreduce:tree)")
+    g.add_argument("--nccl-proto", metavar="LIST", type=_field("nccl_proto"),
+                   help="with -a auto on named servers (server.model) and --engine sim, the "
+                        "protocols, as NCCL_PROTO takes them (simple; ^ll128)")
 
 
 def _collective_flags(g) -> None:
@@ -193,6 +203,7 @@ def _collective_flags(g) -> None:
     g.add_argument("--cross", type=_pair("cross"), metavar="SRC,DST",
                    help="run an iperf3 TCP flow between two servers during the whole sweep "
                         "(background traffic the collective must share the fabric with)")
+    _nccl_flags(g)
     _failure_flags(g)
     g.add_argument("--no-traffic", action="store_true",
                    help="only build, check reachability and tear down")

@@ -61,7 +61,8 @@ class SimBackend:
         self.choice = None
         if self.nccl is None or exp.collective not in NCCL_PRICED:
             return None
-        self.choice = nccl.predict(self.nccl, exp.collective, count * metrics.TYPE_SIZE)
+        self.choice = nccl.predict(self.nccl, exp.collective, count * metrics.TYPE_SIZE,
+                                   exp.nccl_algo, exp.nccl_proto)
         e = self.choice.chosen
         return {"nccl": f"{e.name}, {e.channels} channel{'s' if e.channels > 1 else ''}",
                 "model": self.nccl.topo.server.name, "fabric_share": self.nccl.fabric_share,

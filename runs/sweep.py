@@ -177,8 +177,9 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
 
 def resolved(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
     """(`exp` with the algorithm this size runs, what -a auto weighed): with
-    auto, NCCL's Ring or Tree as the lab's schedules, whichever the model's
-    costs price quicker (sim/nccl/endhosts.py); else `exp` as it is, None.
+    auto, NCCL's Ring, Tree or PAT as the lab's schedules, whichever the
+    model's costs price quicker (sim/nccl/endhosts.py); else `exp` as it is,
+    None.
     Beyond what the simulator replays event by event, the candidates'
     schedules are too large to price: NCCL's Ring there, as the step
     shortcut takes it (hierarchical on servers of several GPUs: one ring per
@@ -190,20 +191,21 @@ def resolved(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
         return replace(exp, algorithm=ring), {"nccl": "ring", "predicted_s": {}}
     costs = alphabeta.Costs(alpha, model.beta, model.beta_intra, model.nic_of.__getitem__)
     with schedules.timing_only():
-        choice = endhosts.choose(exp.collective, model.n, count, costs, model.local, exp.root)
+        choice = endhosts.choose(exp.collective, model.n, count, costs, model.local, exp.root,
+                                 exp.nccl_algo)
     tuned = {"nccl": choice.nccl, "predicted_s": dict(choice.table)}
     if model.server is not None and exp.collective in tuner.COLLECTIVES:
-        tuned["nccl_model"] = nccl_on_server(exp.collective, model, count)
+        tuned["nccl_model"] = nccl_on_server(exp, model, count)
     return replace(exp, algorithm=choice.algorithm), tuned
 
 
-def nccl_on_server(collective: str, model: Model, count: int) -> str:
+def nccl_on_server(exp: Experiment, model: Model, count: int) -> str:
     """What NCCL itself would run for this size on the servers as sold
     (server.model) at these links' rates, said "simulated only" where a
     switch reduces (NVLS, CollNet): no end host can replay that."""
     local = model.local if model.n % model.local == 0 else 1
-    e = nccl.predict(nccl.cluster(model.server, model.n // local, local), collective,
-                     count * metrics.TYPE_SIZE).chosen
+    e = nccl.predict(nccl.cluster(model.server, model.n // local, local), exp.collective,
+                     count * metrics.TYPE_SIZE, exp.nccl_algo, exp.nccl_proto).chosen
     return f"{model.server.name}: {e.name}" + (", simulated only" if e.algorithm in
                                               nccl.IN_SWITCH else "")
 

@@ -127,3 +127,35 @@ def test_the_lab_says_what_nccl_would_run_on_the_named_servers():
     unnamed = resolved(auto, Model.of(plain, ranks), 1 << 22, 50e-6)[1]
     assert "nccl_model" not in unnamed and _auto(unnamed) == unnamed["nccl"]
     assert {k: v for k, v in large.items() if k != "nccl_model"} == unnamed
+
+
+def test_nccl_algo_and_proto_narrow_what_auto_may_choose():
+    """As NCCL_ALGO=Ring and NCCL_PROTO=LL would: nccl-tests issue 309 ran
+    Ring alone on the same servers at 392.69 GB/s (8 GiB)."""
+    (ring,) = sweep(H100_2X8, minbytes=GIB, maxbytes=GIB, nccl_algo="ring").runs
+    assert ring["auto"]["nccl"].startswith("Ring/Simple")
+    assert abs(ring["busbw_gbps"] / 392.69 - 1) <= 0.15
+    (ll,) = sweep(H100_2X8, minbytes=GIB, maxbytes=GIB, nccl_algo="ring", nccl_proto="LL").runs
+    assert ll["auto"]["nccl"].startswith("Ring/LL,") and ll["time_s"] > 2 * ring["time_s"]
+    (lab_tree,) = sweep(load_fabric(TOPOLOGIES / "default.yaml"), minbytes=1 << 20,
+                        maxbytes=1 << 20, nccl_algo="tree").runs
+    assert lab_tree["algorithm"] == "tree" and set(lab_tree["auto"]["predicted_s"]) == {"tree"}
+
+
+@pytest.mark.parametrize("fabric, flags, message", [
+    ("sim/hgx-h100-2x8.yaml", ["--nccl-algo", "nvls"],
+     "error: --nccl-algo: NCCL would run none of what NCCL_ALGO=nvls and NCCL_PROTO=(all) "
+     "leave for allreduce on these hgx-h100 servers\n"),
+    ("default.yaml", ["--nccl-algo", "nvls,collnetdirect"],
+     "error: --nccl-algo: nvls,collnetdirect leaves no algorithm the end hosts can replay for "
+     "allreduce (ring or tree); NVLS and CollNet reduce in a switch: --engine sim on named "
+     "servers (server.model) prices them\n"),
+    ("default.yaml", ["--nccl-algo", "rung"],
+     "error: --nccl-algo: 'rung' is not one of collnetchain, collnetdirect, nvls, nvlstree, "
+     "pat, ring, tree\n"),
+    ("default.yaml", ["-a", "ring", "--nccl-proto", "simple"],
+     "error: --nccl-proto: narrows -a auto's choice; -a ring names the algorithm itself\n"),
+])
+def test_overrides_that_leave_nothing_are_refused_before_anything_runs(fabric, flags, message):
+    out = run("--check", str(TOPOLOGIES / fabric), *flags)
+    assert out.returncode == 2 and out.stderr == message

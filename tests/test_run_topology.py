@@ -47,7 +47,7 @@ def test_the_yaml_experiment_is_checked_and_flags_override_it(tmp_path):
     bad = run("--check", str(path), "-a", "tree")
     assert bad.returncode == 2 and bad.stderr == (
         "error: -a/--algorithm: 'tree' is not an algorithm of allgather; expected one of ring, "
-        "auto\n")
+        "pat, auto\n")
     for flags, message in ((["-w", "-3"], "argument -w/--warmup: expected a whole number"),
                            (["--channels", "17"], "argument --channels: expected a whole number from 1 to 16"),
                            (["--probe", "h1,h1"], "--probe: 'h1,h1' names one server twice"),
@@ -58,4 +58,4 @@ def test_the_yaml_experiment_is_checked_and_flags_override_it(tmp_path):
     path.write_text(EXPERIMENT_YAML.replace("collective: allgather", "collective: allgather, algorithm: rhd"))
     bad = run("--check", str(path))
     assert bad.stderr == (f"error: {path}: experiment.algorithm: 'rhd' is not an algorithm of "
-                          "allgather; expected one of ring, auto\n")
+                          "allgather; expected one of ring, pat, auto\n")

@@ -345,7 +345,9 @@ def _check_keys(value: dict, schema: dict, path: str, fail_at) -> None:
         if key not in schema:
             close = difflib.get_close_matches(key, schema, n=1) if len(key) <= 64 else []
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            listed = "" if close and len(schema) > 10 else f"; expected one of {expected}"
+            listed = ("" if close and len(schema) > 10 else
+                      f"; expected one of {expected}" if len(expected) <= 150 else
+                      "; the keys are in docs/fabric.md")
             fail_at(_join(path, key))(f"unknown key{hint}{listed}")
 
 

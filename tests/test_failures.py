@@ -10,6 +10,7 @@ import json
 import random
 import subprocess
 import sys
+import socket
 import threading
 import time
 
@@ -243,8 +244,11 @@ def test_the_probe_programs_over_loopback(capsys):
 def test_the_receiver_program_ends_when_its_stdin_closes():
     """The lab closes the receiver's stdin once the sender is done: it
     ends then, not at its (here ten-minute) cap."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as free:    # a port no one holds
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "programs.failprobe", "recv", "--port",
-                             "47212", "--seconds", "600", "--until-eof"], cwd=REPO,
+                             str(port), "--seconds", "600", "--until-eof"], cwd=REPO,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert json.loads(proc.stdout.readline()) == {"ready": True}

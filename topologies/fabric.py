@@ -239,8 +239,9 @@ class Fabric:
         head = self.kind_class.head(self)
         gpus = self.gpus_per_server
         nics = self.spec["server"]["nics"]
-        inside = (f", {n_servers} servers x {gpus} GPUs ({nics} NIC{'s' if nics > 1 else ''} "
-                  "each)" if multi else "")
+        sold = self.spec["server"].get("model")
+        inside = (f", {n_servers} {sold + ' ' if sold else ''}servers x {gpus} GPUs "
+                  f"({nics} NIC{'s' if nics > 1 else ''} each)" if multi else "")
         over = self.oversubscription()
         ratio = f", oversubscription {over:.2g}:1" if over > 1.0001 else ""
         return (f"{head}{inside} = {len(self.endpoints)} "

@@ -73,12 +73,15 @@ def _interrupt(signum, _frame):
 
 # --- the command -------------------------------------------------------------------
 
-def main(argv=None) -> int:
-    """The command; its output guarded against a reader that stops reading."""
+def main(argv=None, sweeps=None) -> int:
+    """The command; its output guarded against a reader that stops reading.
+    `sweeps` (ncclperf/nccl_sweeps.py): what replays the collective sweeps in
+    place of report.write.sweep_collectives, with its `check(fabric, exp)`
+    run before anything is built."""
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _PipeGuard(sys.stdout), _PipeGuard(sys.stderr)
     try:
-        code = _main(argv)
+        code = _main(argv, sweeps)
         sys.stdout.flush()
         return code
     except PipeClosed:
@@ -87,9 +90,10 @@ def main(argv=None) -> int:
         sys.stdout, sys.stderr = streams
 
 
-def _main(argv) -> int:
+def _main(argv, sweeps=None) -> int:
     try:
         args = flags.parse_args(argv, __doc__, REPO / "results")
+        args.sweeps = sweeps
         if args.cleanup:
             return _cleanup()
         fabric = load_fabric(args.fabric, emulate=False)      # the model's limits
@@ -104,6 +108,8 @@ def _main(argv) -> int:
                               exp.algorithm, len(exp.ranks or fabric.endpoints),
                               exp.step is None and fabric.server_model is not None)
         _check_fabric_flags(fabric, args)
+        if sweeps is not None and exp is not None:
+            sweeps.check(fabric, exp)
         cluster = cluster_of(fabric, args.cluster)
         placement = cluster and place_cluster(fabric, cluster)
         if cluster and not args.check:
@@ -127,7 +133,7 @@ def _main(argv) -> int:
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
         from report.write import simulated_run
         return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
-                             args.csv, _progress(args.json), args.compare)
+                             args.csv, _progress(args.json), args.compare, sweeps)
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)
@@ -285,7 +291,7 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
         from runs.training import run_step
         summary["step"] = run_step(lab, exp, progress=_progress(args.json))
         return report_step(summary["step"], run_dir, args.csv, say)
-    results, figures, failed = sweep_collectives(
+    results, figures, failed = (args.sweeps or sweep_collectives)(
         lab.fabric, exp, args.compare,
         lambda e, folder: run_experiment(lab, e, folder, progress=_progress(args.json)),
         Outputs(run_dir, args.csv, say, machines=lab.hosts() if lab.spread else None,

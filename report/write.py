@@ -121,10 +121,11 @@ def _record_dict(value) -> dict:
 
 
 def simulated_run(fabric, exp, run_dir: Path, as_json: bool, csv_path, progress,
-                  compare=()) -> int:
+                  compare=(), sweeps=None) -> int:
     """run_topology.py with a simulating engine: the sweeps (or the training
     step), their tables (or the summary as JSON), results.csv, summary.json
-    and the figures in `run_dir`."""
+    and the figures in `run_dir`. `sweeps`: what replays them in place of
+    `sweep_collectives` (run_topology.main's)."""
     from runs.simulated import simulate_experiment
     say = (lambda *a: None) if as_json else print
     say(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
@@ -135,7 +136,7 @@ def simulated_run(fabric, exp, run_dir: Path, as_json: bool, csv_path, progress,
         summary["step"] = simulate_step(fabric, exp)
         report_step(summary["step"], run_dir, csv_path, say)
     else:
-        results, figures, _failed = sweep_collectives(
+        results, figures, _failed = (sweeps or sweep_collectives)(
             fabric, exp, compare, lambda e, _folder: simulate_experiment(fabric, e,
                                                                          progress=progress),
             Outputs(run_dir, csv_path, say))

@@ -55,6 +55,7 @@ class SizeRecord(TypedDict, total=False):
     iterations: int                     # the timed ones
     time_s: float                       # their mean
     time_min_s: float
+    times_s: List[float]                # each timed iteration's (nccl-tests' -I 1)
     algbw_gbps: float
     busbw_gbps: float
     busbw_over_link: float

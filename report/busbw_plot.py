@@ -1,7 +1,10 @@
 """The bus-bandwidth figure: busbw (GB/s) against message size on a log2 axis
-with K/M/G ticks, one marked line per curve, the link rate dashed, and the
-sizes the fidelity verdict says are not figures to quote ringed in red and
-labelled with their flags (over-rate, below-resolution, ...)."""
+with K/M/G ticks, one marked line per curve, beside a curve the simulator's
+busbw for the same sizes (dashed, open markers, the curve's colour), the
+link rate dashed, and the sizes the fidelity verdict says are not figures to
+quote ringed in red and labelled with their flags, one a line (over-rate,
+below-resolution, ...); a flagged size without a figure (NaN) gets a red
+cross on the size axis."""
 
 from __future__ import annotations
 
@@ -16,6 +19,15 @@ from report.canvas import finite, new_figure, number, plain, save
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 FLAG_COLOUR = "#d62728"
 FLAGGED_LABEL = "not a figure to quote (flagged)"
+MEASURED = ", measured"
+SIMULATED = ", simulated"
+
+
+def simulated_label(label) -> str:
+    """The legend label of the simulated curve beside `label`: "X, measured"
+    becomes "X, simulated"; any other label gets ", simulated" added."""
+    label = str(label)
+    return (label[:-len(MEASURED)] if label.endswith(MEASURED) else label) + SIMULATED
 
 
 def size_label(size) -> str:
@@ -86,9 +98,21 @@ def _check_flagged(flagged, checked: dict) -> list:
             size = finite(size, f"curve {label!r}: a flagged size")
             if size not in points:
                 raise ValueError(f"curve {label!r} has no point at {size:g} B to flag.")
-            text = flags if isinstance(flags, str) else ", ".join(map(str, flags))
+            text = flags if isinstance(flags, str) else "\n".join(map(str, flags))
             out.append((label, size, points[size], text))
     return sorted(out, key=lambda f: f[1])
+
+
+def _check_simulated(simulated, checked: dict) -> dict:
+    """{curve label: [(size, busbw)]} of the simulated curves, each beside a curve."""
+    if not simulated:
+        return {}
+    for label in simulated:
+        if label not in checked:
+            raise ValueError(f"simulated names curve {label!r}, which is not one of the curves "
+                             f"({', '.join(map(repr, checked))}).")
+    return {label: _check_curve(simulated_label(label), points)
+            for label, points in simulated.items()}
 
 
 def _check_link_rate(link_gbps):
@@ -102,14 +126,22 @@ def _check_link_rate(link_gbps):
 
 # --- drawing ------------------------------------------------------------------
 
-def _draw_curves(ax, checked: dict, link_gbps) -> int:
-    """A marked line per curve, then the link rate; returns the number of points."""
+def _draw_curves(ax, checked: dict, simulated: dict, link_gbps) -> int:
+    """A marked line per curve, its simulated curve (if any) dashed in its
+    colour right after it, then the link rate; returns the number of points."""
     total = 0
     for i, (label, rows) in enumerate(checked.items()):
         sizes, bws = zip(*rows)
         total += len(rows)
-        ax.plot(sizes, bws, marker=MARKERS[i % len(MARKERS)], markersize=5, linewidth=1.5,
-                label=plain(label))
+        marker = MARKERS[i % len(MARKERS)]
+        (line,) = ax.plot(sizes, bws, marker=marker, markersize=5, linewidth=1.5,
+                          label=plain(label))
+        if label in simulated:
+            sizes, bws = zip(*simulated[label])
+            total += len(sizes)
+            ax.plot(sizes, bws, marker=marker, markersize=6, markerfacecolor="none",
+                    linestyle=(0, (4, 2)), linewidth=1.2, color=line.get_color(),
+                    label=plain(simulated_label(label)))
     if link_gbps is not None:
         ax.axhline(link_gbps, color="black", linestyle="--", linewidth=1.0,
                    label=f"link rate ({link_gbps:g} GB/s)")
@@ -117,17 +149,23 @@ def _draw_curves(ax, checked: dict, link_gbps) -> int:
 
 
 def _draw_flagged(ax, flagged: list) -> None:
-    """A red ring round each flagged point (one legend entry for all) and its
-    flags written above it; a flagged NaN (no figure) gets the text alone."""
+    """A red ring round each flagged point and its flags written above it;
+    a flagged NaN (no figure to ring) a red cross on the size axis with its
+    flags above that. One legend entry for all of them."""
     shown = [(size, bw) for _, size, bw, _ in flagged if not math.isnan(bw)]
+    blank = [size for _, size, bw, _ in flagged if math.isnan(bw)]
     if shown:
         sizes, bws = zip(*shown)
         ax.plot(sizes, bws, linestyle="none", marker="o", markersize=12, markerfacecolor="none",
                 markeredgecolor=FLAG_COLOUR, markeredgewidth=1.6, label=FLAGGED_LABEL, zorder=4)
-    for _, size, bw, text in flagged:
-        if not math.isnan(bw):
-            ax.annotate(plain(text), (size, bw), xytext=(0, 9), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=7, color=FLAG_COLOUR, zorder=5)
+    if blank:
+        ax.plot(blank, [0.0] * len(blank), linestyle="none", marker="X", markersize=9,
+                color=FLAG_COLOUR, clip_on=False, zorder=4,
+                label="_" if shown else FLAGGED_LABEL)
+    for i, (_, size, bw, text) in enumerate(flagged):      # neighbours' texts staggered
+        ax.annotate(plain(text), (size, 0.0 if math.isnan(bw) else bw),
+                    xytext=(0, 9 + 18 * (i % 2)), textcoords="offset points", ha="center",
+                    va="bottom", fontsize=7, color=FLAG_COLOUR, zorder=5)
 
 
 def _size_axis(ax, checked: dict) -> None:
@@ -141,29 +179,35 @@ def _size_axis(ax, checked: dict) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def _bandwidth_axis(ax, checked: dict, link_gbps) -> None:
-    """From 0 to a little above the highest bandwidth or link rate."""
+def _bandwidth_axis(ax, checked: dict, link_gbps, flagged: bool = False) -> None:
+    """From 0 to a little above the highest bandwidth or link rate (more
+    room above when flags are written over points)."""
     bws = [b for rows in checked.values() for _, b in rows if not math.isnan(b)]
     peak = max(bws + ([link_gbps] if link_gbps else []), default=0.0)
-    ax.set_ylim(0, peak * 1.12 if peak > 0 else 1.0)
+    ax.set_ylim(0, peak * (1.3 if flagged else 1.12) if peak > 0 else 1.0)
 
 
-def busbw_figure(curves, title: str = "", link_gbps=None, flagged=None) -> Figure:
+def busbw_figure(curves, title: str = "", link_gbps=None, flagged=None,
+                 simulated=None) -> Figure:
     """The figure plot_busbw writes, for reading what it shows: bus bandwidth
     (GB/s) against message size (log2 axis, K/M/G ticks), one line with
     markers per curve, and the link rate as a dashed line if given. A NaN
     bandwidth leaves a gap in its curve. `flagged` {curve label: {size:
-    [flag, ...]}} rings those points in red and writes their flags above."""
+    [flag, ...]}} rings those points in red and writes their flags above.
+    `simulated` {curve label: [(size, busbw)]} draws the simulator's busbw
+    beside that curve, dashed in its colour, labelled simulated_label(label)."""
     checked = _check_curves(curves)
     link_gbps = _check_link_rate(link_gbps)
     marks = _check_flagged(flagged, checked)
+    beside = _check_simulated(simulated, checked)
 
     fig = new_figure(8.5, 5.0)
     ax = fig.add_subplot()
-    total = _draw_curves(ax, checked, link_gbps)
+    total = _draw_curves(ax, checked, beside, link_gbps)
     _draw_flagged(ax, marks)
-    _size_axis(ax, checked)
-    _bandwidth_axis(ax, checked, link_gbps)
+    every = {**checked, **{simulated_label(k): v for k, v in beside.items()}}
+    _size_axis(ax, every)
+    _bandwidth_axis(ax, every, link_gbps, bool(marks))
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
@@ -173,6 +217,7 @@ def busbw_figure(curves, title: str = "", link_gbps=None, flagged=None) -> Figur
     return fig
 
 
-def plot_busbw(curves, path, title: str = "", link_gbps=None, flagged=None) -> Path:
+def plot_busbw(curves, path, title: str = "", link_gbps=None, flagged=None,
+               simulated=None) -> Path:
     """busbw_figure written as a PNG to `path`."""
-    return save(busbw_figure(curves, title, link_gbps, flagged), path)
+    return save(busbw_figure(curves, title, link_gbps, flagged, simulated), path)

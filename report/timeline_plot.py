@@ -20,6 +20,16 @@ SPARE_COLOURS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f
 PHASE_COLOURS = ["#a6cee3", "#fdbf6f", "#b2df8a", "#cab2d6", "#fb9a99", "#ffff99", "#d9d9d9"]
 MS = 1e3                     # seconds to the axis' milliseconds
 LABELS_UP_TO = 500           # more events than this: no text inside the bars
+LANES_WIDTH_IN = 8.3         # about, the lanes' width in an 11 in figure less ticks and legends
+CHAR_WIDTH = 0.62            # a character's width, as a share of the font size (about)
+
+
+def fits(text: str, fontsize: float, width_ms: float, span_ms: float) -> bool:
+    """Whether `text` at `fontsize` fits (with a little margin) across a bar
+    `width_ms` long on lanes showing `span_ms`: what keeps labels from
+    running over their bar and into the next one."""
+    text_in = (len(text) * CHAR_WIDTH * fontsize + 4) / 72
+    return width_ms / span_ms * LANES_WIDTH_IN >= text_in
 
 
 @dataclass
@@ -170,13 +180,15 @@ def _draw_phase_strips(ax, plan: _Plan) -> None:
 
 
 def _label_bars(ax, plan: _Plan) -> None:
-    """Labels inside bars wide enough to hold them, and only while there are few events."""
+    """Labels inside bars wide enough to hold them (never over a neighbour),
+    and only while there are few events."""
     if len(plan.evs) > LABELS_UP_TO:
         return
     bar_top, bar_bottom = plan.bar_extent
+    span = plan.xlim[1] - plan.xlim[0]
     for e in plan.evs:
         text = e["label"] or (f"s{e['step']}" if e["step"] is not None else None)
-        if text and (e["end"] - e["start"]) * MS >= 0.04 * plan.span:
+        if text and fits(text, 6, (e["end"] - e["start"]) * MS, span):
             ax.text((e["start"] + e["end"]) / 2 * MS, plan.lane[e["rank"]] + (bar_top + bar_bottom) / 2,
                     plain(text), ha="center", va="center", fontsize=6, color="white",
                     clip_on=True)
@@ -203,14 +215,15 @@ def _kind_legend(fig, plan: _Plan) -> None:
 
 
 def _draw_phase_band(band, ax, plan: _Plan) -> None:
-    """Each phase's span as a named bar in its band row, with dotted lines
-    marking its start and end across the lanes."""
+    """Each phase's span as a bar in its band row, named when the name fits,
+    with dotted lines marking its start and end across the lanes."""
     for (s, t, p), r in zip(plan.phase_spans, plan.phase_rows):
         colour = plan.phase_colour[p]
         band.broken_barh([(s, t - s)], (r + 0.1, 0.8), facecolors=colour,
                          edgecolors=darker(colour), linewidths=0.5)
-        band.text((s + t) / 2, r + 0.5, plain(p), ha="center", va="center", fontsize=7,
-                  clip_on=True)
+        if fits(p, 7, t - s, plan.xlim[1] - plan.xlim[0]):      # else the legend names it
+            band.text((s + t) / 2, r + 0.5, plain(p), ha="center", va="center", fontsize=7,
+                      clip_on=True)
         for x in (s, t):
             ax.axvline(x, color="#555555", linewidth=0.6, linestyle=":", zorder=0)
     band.set_ylim(plan.n_phase_rows, 0)

@@ -312,7 +312,7 @@ def test_busbw_rings_and_names_the_sizes_not_to_quote(tmp_path, written):
     (ax,) = written[0].axes
     ringed, notes = flag_marks(ax)
     assert ringed == ([32768.0, 65536.0], [13.1, 9.0])
-    assert notes == {(32768.0, 13.1): "over-rate, below-resolution",
+    assert notes == {(32768.0, 13.1): "over-rate\nbelow-resolution",      # a flag a line
                      (65536.0, 9.0): "below-resolution"}
     assert ringed[1][0] > link_rate(ax)                    # the ring is above the rate line
     assert legend_texts(ax) == ["ring", "rhd", "link rate (12.5 GB/s)", busbw_plot.FLAGGED_LABEL]
@@ -418,7 +418,7 @@ def test_timeline_eight_ranks_three_phases(tmp_path, written):
                       for e in events if e["kind"] == kind)
         assert sorted(drawn[colour]) == want, kind
     assert texts(ax.texts).count("w") == 0                       # 0.1 ms: too narrow to label
-    assert texts(ax.texts).count("s0") == 8                            # a 0.4 ms send per rank
+    assert texts(ax.texts).count("s0") == 16               # its 0.4 ms send and 0.3 ms reduce per rank
 
 
 def test_timeline_without_phases_and_with_zero_length_events(tmp_path, written):

@@ -1,6 +1,8 @@
 """The fabric figure: tiers stacked bottom to top, nodes of a tier left to
-right, every link coloured (and thickened) by its utilisation or other value,
-with a colorbar and a one-line summary naming the busiest link."""
+right, every link coloured (and thickened) by its utilisation, its bytes as
+a share of the busiest link between the same tiers, or another value, with
+a colorbar, each switch's up-links' max/mean written beside it when given,
+and a one-line summary naming the busiest link or the worst spread."""
 
 from __future__ import annotations
 
@@ -25,6 +27,12 @@ LABEL_ALL_UP_TO = 32         # a tier with more nodes labels only its first and 
 
 TIER_COLOURS = {0: "#4c72b0", 1: "#55a868", 2: "#8172b2", 3: "#c44e52", 4: "#937860"}
 UTILISATION_LABEL = "link utilisation (busiest direction, share of rate)"
+SHARE = "share"              # the unit of bytes as a share of the busiest link between the same tiers
+SHARE_LABEL = "bytes (busiest direction), share of the busiest link between the same tiers"
+PERCENT_UNITS = ("utilisation", SHARE)
+IMBALANCE_WARN = 1.25        # an up-link max/mean from here on is written in red
+IMBALANCE_COLOURS = ("#333333", "#d62728")
+MARK_GID = "up-links max/mean"   # the gid of the marks' texts, to tell them from node names
 NO_DATA_COLOUR = "#9e9e9e"
 OVER_COLOUR = "#3b0f70"      # utilisation above 100 %
 SATURATED_REL_EPS = 1e-9     # a share this close to 1 is a saturated link (float error), not over
@@ -44,8 +52,10 @@ class _Layout:
 
 @dataclass
 class _Scale:
-    """How a value becomes a colour: utilisation 0-100 % or 0 to the largest value."""
+    """How a value becomes a colour: utilisation or share 0-100 % (`percent`),
+    or 0 to the largest value."""
     utilisation: bool
+    percent: bool
     values: list
     top: float
     cmap: Colormap
@@ -139,11 +149,11 @@ def _saturated_is_one(links: list) -> list:
 
 
 def _scale(links: list, unit: str) -> _Scale:
-    utilisation = unit == "utilisation"
+    utilisation, percent = unit == "utilisation", unit in PERCENT_UNITS
     values = [v for _, _, v in links if v is not None]
-    top = 1.0 if utilisation else max(values, default=0.0) or 1.0
-    cmap = _utilisation_cmap() if utilisation else matplotlib.colormaps["viridis"]
-    return _Scale(utilisation, values, top, cmap, Normalize(vmin=0.0, vmax=top))
+    top = 1.0 if percent else max(values, default=0.0) or 1.0
+    cmap = _utilisation_cmap() if percent else matplotlib.colormaps["viridis"]
+    return _Scale(utilisation, percent, values, top, cmap, Normalize(vmin=0.0, vmax=top))
 
 
 def _thinness(links: list, tiers: dict, spacing_in: dict):
@@ -224,8 +234,9 @@ def _colorbar(fig, ax, scale: _Scale, unit: str) -> None:
     mappable = ScalarMappable(norm=scale.norm, cmap=scale.cmap)
     over = any(v > scale.top for v in scale.values)
     bar = fig.colorbar(mappable, ax=ax, fraction=0.04, pad=0.01, extend="max" if over else "neither")
-    bar.set_label(UTILISATION_LABEL if scale.utilisation else plain(unit), fontsize=8)
-    if scale.utilisation:
+    label = {"utilisation": UTILISATION_LABEL, SHARE: SHARE_LABEL}.get(unit, plain(unit))
+    bar.set_label(label, fontsize=8)
+    if scale.percent:
         bar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
 
 
@@ -234,32 +245,69 @@ def _no_data_legend(ax) -> None:
                               label="no data")], loc="upper right", fontsize=7, frameon=False)
 
 
-def _summary(n_nodes: int, n_links: int, missing: list, measured: list, utilisation: bool) -> str:
-    """'N nodes, M links; busiest a - b: 95%; K without data'."""
+def _draw_marks(ax, marks: dict, pos: dict) -> None:
+    """Each switch's up-links' max/mean ("x1.99") above and right of it, in
+    red from IMBALANCE_WARN on."""
+    for name, ratio in marks.items():
+        colour = IMBALANCE_COLOURS[ratio >= IMBALANCE_WARN]
+        ax.annotate(f"x{ratio:.2f}", pos[name], xytext=(6, 5), textcoords="offset points",
+                    ha="left", va="bottom", fontsize=7, color=colour, fontweight="bold",
+                    zorder=5, gid=MARK_GID, bbox=dict(boxstyle="square,pad=0.1", fc="white",
+                                                      ec="none", alpha=0.8))
+
+
+def _check_marks(marks, tiers: dict) -> dict:
+    """{switch: up-links' max/mean}, each a node's, each a finite number >= 0."""
+    checked = {}
+    for name, ratio in (marks or {}).items():
+        if name not in tiers:
+            raise ValueError(f"marks name {name!r}, which is not in the nodes.")
+        ratio = number(ratio, f"the up-links' max/mean of {name!r}")
+        if not math.isfinite(ratio) or ratio < 0:
+            raise ValueError(f"the up-links' max/mean of {name!r} must be finite and >= 0, "
+                             f"not {ratio!r}.")
+        checked[name] = ratio
+    return checked
+
+
+def _summary(n_nodes: int, n_links: int, missing: list, measured: list, scale: _Scale,
+             marks: dict) -> str:
+    """'N nodes, M links; busiest a - b: 95%; K without data'; in the share
+    unit (where every tier's busiest is 100 %), the worst up-link spread
+    instead of the busiest link."""
     summary = f"{n_nodes} nodes, {n_links} links"
-    if measured:
+    if measured and (scale.utilisation or not scale.percent):
         a, b, v = measured[-1]
-        shown_v = f"{v:.0%}" if utilisation else f"{v:g}"
+        shown_v = f"{v:.0%}" if scale.utilisation else f"{v:g}"
         summary += f"; busiest {plain(a)} - {plain(b)}: {shown_v}"
+    if marks:
+        worst = max(marks, key=marks.get)
+        summary += f"; up-links' max/mean (x) worst {plain(worst)}: {marks[worst]:.2f}"
     if missing:
         summary += f"; {len(missing)} without data"
     return summary
 
 
-def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation") -> Figure:
+def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation",
+                  marks=None) -> Figure:
     """The figure draw_fabric writes, for reading what it shows: the fabric
     as tiers stacked bottom (tier 0) to top, nodes of a tier left to right in
     the given order, and each edge coloured by its value.
 
     With unit "utilisation" (the default) values are shares of the link rate:
     the colour scale runs 0-100 %, a value above 1 takes the over-colour, and
-    the colorbar reads as link utilisation. Any other unit is used as the
-    colorbar's label and the scale runs from 0 to the largest value. An edge
-    whose value is None (or NaN) is drawn grey and dashed as "no data". A
-    utilisation within SATURATED_REL_EPS of 1 is a saturated link (100 %).
+    the colorbar reads as link utilisation. With unit SHARE values are a
+    link's bytes over the busiest link's between the same tiers, 0-100 %,
+    so an uneven spread shows where utilisation would read the same. Any
+    other unit is used as the colorbar's label and the scale runs from 0 to
+    the largest value. An edge whose value is None (or NaN) is drawn grey
+    and dashed as "no data". A utilisation within SATURATED_REL_EPS of 1 is
+    a saturated link (100 %). `marks` {switch: its up-links' max/mean}
+    writes "x1.99" beside each, red from IMBALANCE_WARN on.
     """
     tiers = _check_nodes(nodes)
     links = _check_edges(edges, tiers)
+    marks = _check_marks(marks, tiers)
     if unit == "utilisation":
         links = _saturated_is_one(links)
     layout = _layout(tiers)
@@ -271,6 +319,7 @@ def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation") -> F
     missing, measured = _draw_links(ax, links, layout.pos, scale, thinness)
     for tier, names in layout.members.items():
         _draw_tier(ax, tier, names, layout.pos, layout.spacing_in[tier])
+    _draw_marks(ax, marks, layout.pos)
     _tier_axes(ax, layout.levels, layout.members)
     _colorbar(fig, ax, scale, unit)
     if missing:
@@ -278,12 +327,13 @@ def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation") -> F
 
     if title:
         fig.suptitle(plain(title))
-    ax.set_title(_summary(len(tiers), len(links), missing, measured, scale.utilisation),
+    ax.set_title(_summary(len(tiers), len(links), missing, measured, scale, marks),
                  fontsize=9, loc="left")
     return fig
 
 
-def draw_fabric(nodes, edges, path, title: str = "", unit: str = "utilisation") -> Path:
+def draw_fabric(nodes, edges, path, title: str = "", unit: str = "utilisation",
+                marks=None) -> Path:
     """fabric_figure written as a PNG to `path`: the fabric as tiers stacked
     bottom (tier 0) to top, each edge coloured by its value (see fabric_figure)."""
-    return save(fabric_figure(nodes, edges, title, unit), path)
+    return save(fabric_figure(nodes, edges, title, unit, marks), path)

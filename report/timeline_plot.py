@@ -24,12 +24,16 @@ LANES_WIDTH_IN = 8.3         # about, the lanes' width in an 11 in figure less t
 CHAR_WIDTH = 0.62            # a character's width, as a share of the font size (about)
 
 
+def text_ms(text: str, fontsize: float, span_ms: float) -> float:
+    """About how many ms of lanes showing `span_ms` `text` covers, a margin included."""
+    return (len(text) * CHAR_WIDTH * fontsize + 4) / 72 / LANES_WIDTH_IN * span_ms
+
+
 def fits(text: str, fontsize: float, width_ms: float, span_ms: float) -> bool:
     """Whether `text` at `fontsize` fits (with a little margin) across a bar
     `width_ms` long on lanes showing `span_ms`: what keeps labels from
     running over their bar and into the next one."""
-    text_in = (len(text) * CHAR_WIDTH * fontsize + 4) / 72
-    return width_ms / span_ms * LANES_WIDTH_IN >= text_in
+    return width_ms >= text_ms(text, fontsize, span_ms)
 
 
 @dataclass
@@ -180,18 +184,25 @@ def _draw_phase_strips(ax, plan: _Plan) -> None:
 
 
 def _label_bars(ax, plan: _Plan) -> None:
-    """Labels inside bars wide enough to hold them (never over a neighbour),
-    and only while there are few events."""
+    """Labels inside bars wide enough to hold them, never over another
+    label of the same lane (bars of a lane may overlap: a recv under its
+    reduce), and only while there are few events."""
     if len(plan.evs) > LABELS_UP_TO:
         return
     bar_top, bar_bottom = plan.bar_extent
     span = plan.xlim[1] - plan.xlim[0]
+    placed: dict = {}
     for e in plan.evs:
         text = e["label"] or (f"s{e['step']}" if e["step"] is not None else None)
-        if text and fits(text, 6, (e["end"] - e["start"]) * MS, span):
-            ax.text((e["start"] + e["end"]) / 2 * MS, plan.lane[e["rank"]] + (bar_top + bar_bottom) / 2,
-                    plain(text), ha="center", va="center", fontsize=6, color="white",
-                    clip_on=True)
+        if not text or not fits(text, 6, (e["end"] - e["start"]) * MS, span):
+            continue
+        mid, half = (e["start"] + e["end"]) / 2 * MS, text_ms(text, 6, span) / 2
+        taken = placed.setdefault(e["rank"], [])
+        if any(mid - half < b and a < mid + half for a, b in taken):
+            continue
+        taken.append((mid - half, mid + half))
+        ax.text(mid, plan.lane[e["rank"]] + (bar_top + bar_bottom) / 2, plain(text),
+                ha="center", va="center", fontsize=6, color="white", clip_on=True)
 
 
 def _lane_axes(ax, plan: _Plan) -> None:

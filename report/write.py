@@ -79,16 +79,13 @@ def sweep_text(fabric, result: RunRecord, machines: Optional[List[str]] = None) 
 
 def write_sweep_figures(fabric, results: Dict[str, RunRecord], run_dir: Path):
     """The PNGs of a run (busbw.png with a curve per algorithm when several
-    were swept): their names, and why none were drawn (a picture is never
+    were swept, each with its flags and its simulated curve): their names, and why none were drawn (a picture is never
     worth the run)."""
     from report.figures import write_figures
-    first = next(iter(results.values()))
-    curves = None if len(results) == 1 else {
-        f"{r.experiment['collective']} ({alg})": [(x["size_bytes"], x["busbw_gbps"])
-                                                  for x in r.runs]
-        for alg, r in results.items()}
+    first, *others = results
+    compared = {alg: results[alg] for alg in others}
     try:
-        return [p.name for p in write_figures(fabric, first, run_dir, curves)], None
+        return [p.name for p in write_figures(fabric, results[first], run_dir, compared)], None
     except Exception as exc:          # noqa: BLE001
         return [], f"{type(exc).__name__}: {exc}"
 

@@ -97,7 +97,8 @@ def drawn_links(fig) -> dict:
     """{frozenset((a, b)): (colour hex, dashed)} for every link drawn, its
     ends found by the node labels drawn at them."""
     ax = fig.axes[0]
-    at = {tuple(np.round(t.xy, 9)): t.get_text() for t in ax.texts}
+    at = {tuple(np.round(t.xy, 9)): t.get_text() for t in ax.texts
+          if t.get_gid() != fabric_plot.MARK_GID}
     links = {}
     for coll in ax.collections:
         if not isinstance(coll, LineCollection):
@@ -494,46 +495,53 @@ def test_a_runs_figures_ring_the_size_that_beat_the_link_and_no_other(tmp_path, 
     for path in files:
         assert P.is_png(path) and path.parent == tmp_path
     fab, busbw, timeline = written
-    assert fab.get_suptitle() == "t2x2: mean link utilisation during allreduce (ring), 128KB"
+    assert fab.get_suptitle().startswith(
+        "t2x2, simulated: bytes per link during allreduce (ring), 128KB\nbusiest link at ")
+    assert fab.axes[1].get_ylabel() == fabric_plot.SHARE_LABEL
     colour, top, over = colour_scale(fab)
     links = drawn_links(fab)
     largest = result.runs[-1]["links"]
-    for link in fabric.links:
-        util = max(largest[i]["mean_util"] for i in (link.a_intf, link.b_intf) if i in largest)
-        want = top if abs(util - 1) < 1e-9 else colour(util)
+    tier = dict(figures.fabric_nodes(fabric))
+    sent = {frozenset((l.a, l.b)): max(largest[i]["tx_bytes"] for i in (l.a_intf, l.b_intf)
+                                       if i in largest) for l in fabric.links}
+    for link in fabric.links:           # bytes over the busiest link's between the same tiers
+        busiest = max(n for ends, n in sent.items()
+                      if sorted(tier[e] for e in ends) == sorted((tier[link.a], tier[link.b])))
+        share = sent[frozenset((link.a, link.b))] / busiest
+        want = top if share == 1 else colour(share)
         assert links[frozenset((link.a, link.b))] == (want, False), (link.a, link.b)
-    assert over is None                                           # no link over its rate
+    assert over is None                                           # a share is never over 100 %
 
     (ax,) = busbw.axes
-    assert ax.get_title() == "allreduce: bus bandwidth by message size"
+    assert ax.get_title() == "allreduce, simulated: bus bandwidth by message size"
     rate = link_rate(ax)
     assert rate == pytest.approx(20 / 8e3)
-    assert curve(ax, "t2x2 allreduce (ring)") == (
+    assert curve(ax, "t2x2 allreduce (ring), simulated") == (
         [32768.0, 131072.0], [r["busbw_gbps"] for r in result.runs])
     ringed, notes = flag_marks(ax)
     assert ringed == ([32768.0], [pytest.approx(1.2 * rate)]) and ringed[1][0] > rate
     assert list(notes.values()) == ["over-rate"]
 
     assert timeline.axes[0].get_title() == (
-        f"allreduce (ring), {P.size_label(result.timeline['size_bytes'])}B, 4 ranks: "
+        f"allreduce (ring), {P.size_label(result.timeline['size_bytes'])}B, 4 ranks, simulated: "
         "the last iteration, step by step")
     assert lanes(timeline.axes[1]) == ([f"rank {r}" for r in range(4)], 4)
 
 
-def test_a_clean_run_rings_nothing_and_compared_curves_carry_the_runs_flags(tmp_path, written):
+def test_a_clean_run_rings_nothing_and_compared_curves_carry_their_flags(tmp_path, written):
     fabric, clean = simulated_run()
     figures.write_figures(fabric, clean, tmp_path / "clean")
     assert flag_marks(written[1].axes[0]) == (([], []), {})
     assert busbw_plot.FLAGGED_LABEL not in legend_texts(written[1].axes[0])
 
     fabric, result = simulated_run(s131072=1.05)
-    curves = {"allreduce (ring)": [(r["size_bytes"], r["busbw_gbps"]) for r in result.runs],
-              "allreduce (rhd)": [(r["size_bytes"], 0.5) for r in result.runs]}
-    names = dict(figures.figures(fabric, result, curves))
+    _, other = simulated_run(s32768=1.1)
+    names = dict(figures.figures(fabric, result, {"rhd": other}))
     ax = names["busbw.png"].axes[0]
-    assert legend_texts(ax)[:2] == list(curves)
+    assert legend_texts(ax)[:2] == ["allreduce (ring), simulated", "allreduce (rhd), simulated"]
     ringed, notes = flag_marks(ax)
-    assert ringed[0] == [131072.0] and ringed[1] == [curve(ax, "allreduce (ring)")[1][1]]
+    assert sorted(zip(*ringed)) == [(32768.0, curve(ax, "allreduce (rhd), simulated")[1][0]),
+                                    (131072.0, curve(ax, "allreduce (ring), simulated")[1][1])]
 
 
 def step_result(kinds=("forward", "backward", "allreduce")):

@@ -1,0 +1,13 @@
+"""broadcast_perf: nccl-tests' broadcast_perf on a fabric-lab fabric (docs/nccl-tests.md).
+
+    python -m ncclperf.broadcast_perf [FABRIC] [nccl-tests flags] [--engine sim ...]
+"""
+
+import sys
+
+from ncclperf.nccl_sweeps import command
+
+main = command("broadcast_perf")
+
+if __name__ == "__main__":
+    sys.exit(main())

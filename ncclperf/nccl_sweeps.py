@@ -1,0 +1,261 @@
+"""An nccl-tests binary on the lab: run_topology.py's run, with the sweeps
+nccl-tests would run and its output.
+
+`command(collective)` is each program's main: it reads nccl-tests' flags
+(ncclperf/nccl_options.py) and hands the rest to run_topology.main with an
+`NcclSweeps`, which run_topology calls where it would sweep the collective:
+the same lab, set up and torn down by run_topology, the same results folder.
+For each run cycle (-N), data type (-d), op (-o) and root (-r), it runs the
+sizes out-of-place and then again for the in-place columns: the rank agents
+keep one buffer per rank and have no in-place mode, so in-place is the same
+operation measured again, and a `#` line says so.
+
+nccl-tests' output goes to stdout (report/nccl_tests.py); fabric-lab's own
+lines and tables (the lab, reachability, the fabric during each size, the
+fidelity verdict, the teardown) go to stderr. The results folder holds
+nccl-tests.txt and nccl-tests.json besides run_topology's files; -J FILE.json
+writes the JSON there too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import List, Optional
+
+import run_topology
+from ncclperf.nccl_options import NcclFlagError, NcclOptions, parse
+from collectives.registry import ENGINES, REDUCING, ROOTED
+from report import nccl_tests
+from report.write import Outputs, sweep_collectives, sweep_text
+from runs.experiment import MAX_HOURS, MAX_SIZES, ExperimentError, check_experiment, size_text
+
+IN_PLACE_NOTE = ("note: in-place: the rank agents keep one buffer per rank and have no in-place "
+                 "mode, so the in-place columns are the same operation {verb} again, as a second "
+                 "sweep of the sizes after the out-of-place one")
+
+
+class NcclSweeps:
+    """run_topology's sweep, as nccl-tests runs it (see the module)."""
+
+    def __init__(self, opts: NcclOptions, out):
+        self.opts, self.out = opts, out
+        self.rows: List[dict] = []
+        self.lines: List[str] = []
+        self.started = time.time()
+        self.wrong = 0
+        self.count = 1                      # sweeps made
+        self._ranks = 0
+        self.min_bw: Optional[float] = None
+        self.config: Optional[nccl_tests.Config] = None
+
+    # --- before anything is built ------------------------------------------------
+
+    def variants(self, exp) -> List[tuple]:
+        """(data type, op, root) of each sweep pair, in nccl-tests' order."""
+        roots = self.opts.roots or [exp.root]
+        if roots == [-1]:                   # every rank, in turn
+            roots = list(range(self._ranks))
+        ops = self.opts.ops or [exp.op]
+        return [(t, o, r) for t in (self.opts.types or [exp.datatype]) for o in ops
+                for r in roots]
+
+    def chunks(self, exp) -> List[tuple]:
+        """(minbytes, maxbytes, stepfactor) of each sweep: the whole sweep,
+        or with additive sizes (-i), a size at a time."""
+        if self.opts.stepbytes is None:
+            return [(exp.minbytes, exp.maxbytes, exp.stepfactor)]
+        sizes = range(exp.minbytes, exp.maxbytes + 1, self.opts.stepbytes)
+        return [(s, s, exp.stepfactor) for s in sizes[:MAX_SIZES + 1]]
+
+    def experiment(self, exp, variant, chunk):
+        dtype, op, root = variant
+        lo, hi, factor = chunk
+        return replace(exp, datatype=dtype, op=op if exp.collective in REDUCING else "sum",
+                       root=root if exp.collective in ROOTED else exp.root,
+                       minbytes=lo, maxbytes=hi, stepfactor=factor)
+
+    def check(self, fabric, exp) -> None:
+        """Each sweep this run would make, as run_topology checks its own;
+        and all of them together within its limits. ValueError: one sentence."""
+        self._ranks = len(exp.ranks or fabric.endpoints)
+        chunks = self.chunks(exp)
+        if len(chunks) > MAX_SIZES:
+            raise ValueError(f"-i {size_text(self.opts.stepbytes)} would run more than "
+                             f"{MAX_SIZES} sizes from {size_text(exp.minbytes)} to "
+                             f"{size_text(exp.maxbytes)}; at most {MAX_SIZES}: raise -i or use -f")
+        flags = {"datatype": "-d", "op": "-o", "root": "-r", "minbytes": "-b", "maxbytes": "-e"}
+        variants = self.variants(exp)
+        for variant in variants:
+            for chunk in chunks:
+                try:
+                    check_experiment(fabric, self.experiment(exp, variant, chunk),
+                                     lambda key: flags.get(key, key))
+                except ExperimentError as exc:
+                    raise ValueError(str(exc)) from None
+        self._check_hours(fabric, exp, len(variants) * 2 * self.opts.cycles)
+
+    def _check_hours(self, fabric, exp, sweeps: int) -> None:
+        """run_topology's 24-hour bound, over every sweep this run makes."""
+        fastest = max(link["rate_mbit"] for link in fabric.spec["links"].values() if link)
+        sizes = [c[0] for c in self.chunks(exp)] if self.opts.stepbytes else exp.sizes()
+        iters = 1 if not ENGINES[exp.engine].needs_lab else exp.iters + exp.warmup
+        seconds = sweeps * iters * sum(sizes) / 2 * 8 / (fastest * 1e6)
+        if seconds > MAX_HOURS * 3600:
+            raise ValueError(f"{sweeps} sweeps (types, ops, roots, cycles, out-of-place and "
+                             f"in-place) would take at least {seconds / 3600:,.0f} hours at "
+                             f"{fastest:g} Mbit/s; at most {MAX_HOURS}: fewer of them, fewer "
+                             "iterations or smaller sizes")
+
+    # --- run_topology's sweep ----------------------------------------------------
+
+    def __call__(self, fabric, exp, compare, replay, out: Outputs):
+        """What run_topology calls in place of sweep_collectives."""
+        self._header(fabric, exp, out.run_dir)
+        first = figures = failed = None
+        for _cycle in range(self.opts.cycles):
+            for variant in self.variants(exp):
+                pairs = []
+                for chunk in self.chunks(exp):
+                    e = self.experiment(exp, variant, chunk)
+                    if first is None:       # run_topology's own outputs: CSV, figures
+                        results, figures, failed = sweep_collectives(fabric, e, [], replay, out)
+                        first = results[e.algorithm]
+                        placed = [first]
+                    else:
+                        placed = [self._replay(fabric, e, replay, out, "out-of-place")]
+                    placed.append(self._replay(fabric, e, replay, out, "in-place"))
+                    pairs.append(placed)
+                self._rows(exp, variant[1], pairs)
+        self._footer(out.run_dir)
+        return {exp.algorithm: first}, figures, failed
+
+    def _replay(self, fabric, e, replay, out: Outputs, placement: str):
+        self.count += 1                     # the first sweep was sweep_collectives'
+        folder = out.run_dir / "nccl-tests" / (f"{self.count:03d}-{e.datatype}-{e.op}-root"
+                                              f"{e.root}-{placement}")
+        out.say(f"# nccl-tests sweep {self.count}: {e.datatype} {e.op} root {e.root}, "
+                f"{placement}")
+        record = replay(e, folder)
+        out.say(sweep_text(fabric, record, out.machines))
+        return record
+
+    def _rows(self, exp, op: str, pairs) -> None:
+        """The rows of one (type, op, root): out-of-place and in-place side by side."""
+        rows = []
+        for oop, ip in pairs:
+            for a, b in zip(oop.runs, ip.runs):
+                rows.append({"size": a["size_bytes"], "count": a["count"], "type": a["type"],
+                             # nccl-tests' sendrecv names the op it was given
+                             "redop": op if exp.collective == "sendrecv" else a["redop"],
+                             "root": a["root"], "placements": [self._place(a), self._place(b)]})
+        for row in rows:
+            self._say(nccl_tests.row_line(row, self.opts.per_iter, self.opts.per_iter_skip))
+        self.rows += rows
+
+    def _place(self, r) -> dict:
+        self.wrong += r["wrong"] or 0
+        return {"time_us": r["time_s"] * 1e6, "alg_bw": r["algbw_gbps"],
+                "bus_bw": r["busbw_gbps"], "wrong": None if self.opts.check == 0 else r["wrong"],
+                "times_us": [t * 1e6 for t in r.get("times_s", [r["time_s"]])]}
+
+    def _say(self, line: str) -> None:
+        self.lines.append(line)
+        print(line, file=self.out, flush=True)
+
+    def _header(self, fabric, exp, run_dir: Path) -> None:
+        o = self.opts
+        ranks = exp.ranks or [h.name for h in fabric.endpoints]
+        rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        devices = [{"rank": i, "group": 0, "pid": os.getpid(),
+                    "hostname": fabric.endpoint(name).box or name,
+                    "device": fabric.endpoint(name).gpu - 1, "device_hex": "0000:00:00",
+                    "device_info": f"fabric-lab rank {name} ({rate:g} Mbit/s NIC)"}
+                   for i, name in enumerate(ranks)]
+        additive = o.stepbytes is not None
+        self.config = nccl_tests.Config(
+            o.program, exp.minbytes, exp.maxbytes,
+            o.stepbytes if additive else int(exp.stepfactor), not additive,
+            0 if not ENGINES[exp.engine].needs_lab else exp.warmup,
+            1 if not ENGINES[exp.engine].needs_lab else exp.iters,
+            o.check, o.per_iter, o.per_iter_skip, devices, self._notes(fabric, exp, run_dir))
+        if o.json_path:
+            o.json_path = _free_name(o.json_path)
+            self._say(f"# Writing JSON output to {o.json_path}")
+        for line in nccl_tests.header_lines(self.config) + nccl_tests.column_header(o.per_iter):
+            self._say(line)
+
+    def _notes(self, fabric, exp, run_dir: Path) -> List[str]:
+        engine = ENGINES[exp.engine]
+        notes = [f"fabric-lab: fabric {fabric.name}, engine {exp.engine}, algorithm "
+                 f"{exp.algorithm}, {len(exp.ranks or fabric.endpoints)} ranks; results in "
+                 f"{run_dir}", *self.opts.notes]
+        if not engine.needs_lab:
+            notes.append(f"note: --engine {exp.engine} simulates one iteration per size and "
+                         "moves no data: #wrong is N/A, -n and -w change nothing")
+        elif not engine.checks_data:
+            notes.append(f"note: --engine {exp.engine} checks no data: #wrong is N/A")
+        if self.opts.stepfactor is None and self.opts.stepbytes is None:
+            notes.append(f"note: no -f or -i: the fabric's experiment steps sizes by "
+                         f"{exp.stepfactor:g}x")
+        notes.append(IN_PLACE_NOTE.format(verb="run and measured" if engine.needs_lab
+                                          else "simulated"))
+        return notes
+
+    def _footer(self, run_dir: Path) -> None:
+        min_bw = os.environ.get("NCCL_TESTS_MIN_BW")
+        self.min_bw = float(min_bw) if min_bw else None
+        for line in nccl_tests.footer_lines(self.rows, self.opts.program, self.min_bw):
+            self._say(line)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "nccl-tests.txt").write_text("\n".join(self.lines) + "\n")
+        env = sorted(f"{k}={v}" for k, v in os.environ.items()
+                     if k.startswith(("NCCL_", "FABRIC_LAB_")))
+        document = nccl_tests.json_document(self.config, self.rows, self.opts.argv, env,
+                                            self.started, self.min_bw)
+        text = json.dumps(document)
+        (run_dir / "nccl-tests.json").write_text(text)
+        if self.opts.json_path:
+            with open(self.opts.json_path, "x") as f:
+                f.write(text)
+
+    def failed(self) -> bool:
+        """A wrong element anywhere, or the average busbw under NCCL_TESTS_MIN_BW."""
+        low = self.min_bw is not None and \
+            nccl_tests.average_bus_bandwidth(self.rows) < self.min_bw * 0.9
+        return bool(self.wrong) or low
+
+
+def _free_name(path: Path) -> Path:
+    """nccl-tests' choice: FILE, else FILE.0, FILE.1, ... the first that is free."""
+    k, candidate = 0, path
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}.{k}")
+        k += 1
+    return candidate
+
+
+def command(program: str):
+    """The main of an nccl-tests program (all_reduce_perf, ...)."""
+    def main(argv=None) -> int:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        try:
+            opts = parse(program, argv)
+        except NcclFlagError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except SystemExit as exc:           # -h
+            return exc.code if isinstance(exc.code, int) else 0
+        if opts.dry_run:
+            return run_topology.main(opts.forward, NcclSweeps(opts, sys.stdout))
+        sweeps = NcclSweeps(opts, run_topology._PipeGuard(sys.stdout))
+        with contextlib.redirect_stdout(sys.stderr):    # fabric-lab's own lines
+            code = run_topology.main(opts.forward, sweeps)
+        return 1 if code == 0 and sweeps.failed() else code
+    main.__doc__ = f"{program}: nccl-tests' command line on fabric-lab"
+    return main

@@ -1,0 +1,13 @@
+"""reduce_scatter_perf: nccl-tests' reduce_scatter_perf on a fabric-lab fabric (docs/nccl-tests.md).
+
+    python -m ncclperf.reduce_scatter_perf [FABRIC] [nccl-tests flags] [--engine sim ...]
+"""
+
+import sys
+
+from ncclperf.nccl_sweeps import command
+
+main = command("reduce_scatter_perf")
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -242,10 +242,11 @@ def test_every_program_is_a_console_script_and_a_module():
 
 def test_scripts_lab_dispatches_to_the_programs(tmp_path):
     proc = subprocess.run([str(REPO / "scripts" / "lab"), "nccl", "sendrecv_perf", *SIM, "-b",
-                           "4K", "-e", "4K", "--results", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+                           "4K", "-e", "4K", "--results", "here"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert len(nccl_output.parse(proc.stdout)["rows"]) == 1
+    assert list((tmp_path / "here").iterdir())          # --results where the user stands
     bad = subprocess.run([str(REPO / "scripts" / "lab"), "nccl", "gather_perf"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "all_reduce_perf" in bad.stderr

@@ -84,6 +84,10 @@ class NcclSweeps:
         """Each sweep this run would make, as run_topology checks its own;
         and all of them together within its limits. ValueError: one sentence."""
         self._ranks = len(exp.ranks or fabric.endpoints)
+        timed = exp.iters if ENGINES[exp.engine].needs_lab else 1
+        if self.opts.per_iter_skip >= timed:
+            raise ValueError(f"-K {self.opts.per_iter_skip}: each size has {timed} timed "
+                             f"iteration(s) here, so -K must leave at least one")
         chunks = self.chunks(exp)
         if len(chunks) > MAX_SIZES:
             raise ValueError(f"-i {size_text(self.opts.stepbytes)} would run more than "

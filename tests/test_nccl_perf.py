@@ -221,6 +221,9 @@ def test_refusal_and_lab_errors_exit_2_in_one_line(tmp_path):
         "error: --root: 9 is not a rank: there are 4 ranks, 0 to 3\n")     # -r's long name
     proc = perf("all_reduce_perf", *SIM, "-b", "8", "-e", "1G", "-i", "1K")
     assert proc.returncode == 2 and "at most 64" in proc.stderr and proc.stdout == ""
+    proc = perf("all_reduce_perf", *SIM, "-I", "1", "-K", "2")     # the simulator times one
+    assert proc.returncode == 2 and proc.stderr == (
+        "error: -K 2: each size has 1 timed iteration(s) here, so -K must leave at least one\n")
 
 
 def test_dry_run_checks_as_run_topology_check():

@@ -9,14 +9,23 @@ objects), writes one PNG to `path` and returns it as a `pathlib.Path`:
         2 = leaf, 3 = spine/aggregation, 4 = core (numbers may be skipped).
         edges: [(a, b, value)], value a share of the link's rate (0..1, a little
         over 1 is fine) or None for no data (drawn grey and dashed).
-    plot_busbw(curves, path, title="", link_gbps=None, flagged=None)
+    plot_busbw(curves, path, title="", link_gbps=None, flagged=None, simulated=None)
         curves: {label: [(size_bytes, busbw_GBps)]}, one line per label.
         flagged: {label: {size_bytes: [flag, ...]}}, points not to quote,
         ringed in red with their flags written above.
+        simulated: {label: [(size_bytes, busbw_GBps)]}, the simulator's
+        curve beside that one, dashed.
     plot_timeline(events, path, title="")
         events: [{"rank", "start", "end", "kind", optional "step", "label",
         "phase"}], times in seconds from the iteration start.
     is_png(path) -> bool, png_size(path) -> (width, height)
+
+    draw_fabric_tiers(nodes, edges, path, title="", groups=None, marks=None)
+        a large fabric by tier: tiers of over 16 nodes folded into groups,
+        links between groups drawn as bundles coloured by their max/mean.
+    plot_timeline_busy(events, path, title="", lane_of=None)
+        many ranks: a lane per server ({rank: server}), the share of its
+        ranks busy over time.
 
 fabric_figure, busbw_figure and timeline_figure take the same arguments less
 `path` and return the matplotlib `Figure` unwritten, so what a figure shows
@@ -42,10 +51,13 @@ import zlib
 
 from report.busbw_plot import busbw_figure, plot_busbw, size_label
 from report.fabric_plot import draw_fabric, fabric_figure
+from report.fabric_tiers_plot import draw_fabric_tiers, fabric_tiers_figure
+from report.timeline_heatmap import plot_timeline_busy, timeline_busy_figure
 from report.timeline_plot import plot_timeline, timeline_figure
 
 __all__ = ["draw_fabric", "plot_busbw", "plot_timeline", "fabric_figure", "busbw_figure",
-           "timeline_figure", "is_png", "png_size", "size_label"]
+           "timeline_figure", "draw_fabric_tiers", "fabric_tiers_figure", "plot_timeline_busy",
+           "timeline_busy_figure", "is_png", "png_size", "size_label"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"     # the empty IEND chunk every PNG ends with

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import stat
 import sys
@@ -26,6 +25,7 @@ from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, nccl_plan, stderr_pr
 from topologies.hardware import SERVERS
 from topologies.errors import OneLineParser
 from topologies.schema import shown
+from topologies.units import parse_count, parse_rate_mbit, parse_ratio
 
 
 PATH_SHOWN = 64             # characters of a path a message quotes
@@ -50,21 +50,40 @@ class _Parser(OneLineParser):
 
 
 def _cli_number(kind):
-    """An argparse type: a number, with , or _ between digits allowed (200,000)."""
+    """An argparse type: a count as topologies/units.py reads them (200000,
+    200,000, 2e5, 200k, 70B), or a rate in Gbit/s (400, 400G, 50GB/s), or a
+    ratio (2:1)."""
+    read = {"a whole number": lambda t: parse_count(t),
+            "a number": lambda t: _float(parse_count(t, whole=False)),
+            "a rate": lambda t: _gbps(parse_rate_mbit(t, plain_mbit=1000.0)),
+            "a ratio": parse_ratio}[kind]
+
     def convert(text):
-        try:
-            value = float(text.replace(",", "").replace("_", "")) if len(text) <= 40 else None
-        except ValueError:
-            value = None
-        if value is None or kind == "a whole number" and not (
-                math.isfinite(value) and value.is_integer()):
-            raise argparse.ArgumentTypeError(f"expected {kind}, got {shown(text)}")
-        return int(value) if kind == "a whole number" else value
+        value = read(text)
+        if value is None:
+            example = {"a whole number": " such as 200000, 200k or 2e5",
+                       "a number": " such as 1e24 or 70B", "a rate": " such as 400 or 400G",
+                       "a ratio": " such as 2 or 2:1"}[kind]
+            raise argparse.ArgumentTypeError(f"expected {kind}{example}, got {shown(text)}")
+        return value
     return convert
+
+
+def _float(value):
+    """A float, None for none or beyond a float's range (1e400)."""
+    try:
+        return None if value is None else float(value)
+    except OverflowError:
+        return None
+
+
+def _gbps(mbit):
+    return None if mbit is None else mbit / 1000.0
 
 
 def _parser():
     whole, number = _cli_number("a whole number"), _cli_number("a number")
+    rate, ratio = _cli_number("a rate"), _cli_number("a ratio")
     p = _Parser(prog="python -m planner",
                 description="Switches, ports, cables, training time and AllReduce time for "
                             "a GPU cluster under each network design (closed-form, no network built).")
@@ -82,10 +101,12 @@ def _parser():
     p.add_argument("--nics-per-server", type=whole,
                    help="scale-out NICs per server, the network's endpoints, 1 to "
                         "--gpus-per-server (default one per GPU)")
-    p.add_argument("--link-gbps", type=number,
-                   help="link rate, Gbit/s, 0.00001 to 1,000,000 (default 400)")
-    p.add_argument("--oversubscription", type=number,
-                   help="leaf downlink:uplink ratio, 1 = nonblocking, up to 1,023 (default 1)")
+    p.add_argument("--link-gbps", type=rate,
+                   help="link rate, Gbit/s (400) or with its unit (400G, 50GB/s), 0.00001 to "
+                        "1,000,000 (default 400)")
+    p.add_argument("--oversubscription", type=ratio,
+                   help="leaf downlink:uplink ratio, 1 or 1:1 = nonblocking, up to 1,023 "
+                        "(default 1)")
     p.add_argument("--gpu-pflops", type=number,
                    help="PFLOP/s per GPU, 0.000001 to 10,000 (default 2)")
     p.add_argument("--flops", type=number, help="FLOPs of the training run, 1 to 1e30 "
@@ -96,7 +117,7 @@ def _parser():
                    help="AllReduce size: 1048576, 512M, 1G (powers of 1024; default 1G)")
     p.add_argument("--alpha-us", type=number,
                    help="per-step latency, us, 0 to 1,000,000 (default 5)")
-    p.add_argument("--intra-gbps", type=number,
+    p.add_argument("--intra-gbps", type=rate,
                    help=f"in-server (NVLink) rate, Gbit/s (default {NVLINK_GBPS:,.0f})")
     p.add_argument("--nvlink-gbytes", type=number,
                    help="in-server (NVLink) rate in GB/s per GPU and direction, e.g. 450: "

@@ -224,8 +224,8 @@ def _step_flags(g) -> None:
                         "collectives) instead of a size sweep; experiment.step, or defaults")
     g.add_argument("--layers", dest="step_layers", type=field("layers", _whole),
                    help="layers of the model, 1 to 1000 (default 8)")
-    g.add_argument("--params", dest="step_params", type=field("params", _params_text),
-                   help="the model's parameters, such as 512K or 1.3e9 (default 512K)")
+    g.add_argument("--params", dest="step_params", type=field("params"),
+                   help="the model's parameters, such as 1.3e9, 70B or 512k (default 524288)")
     g.add_argument("--bucket", dest="step_bucket", type=field("bucket"),
                    help="gradient bucket size, 4 to 1G (default 256K; PyTorch's is 25M)")
     g.add_argument("--overlap", dest="step_overlap", metavar="on|off",
@@ -238,14 +238,6 @@ def _step_flags(g) -> None:
                         "AllGather before the forward pass, ReduceScatter after the backward")
     g.add_argument("--in-flight", dest="step_in_flight", type=field("in_flight", _whole),
                    help="collectives running at once, 1 to 8 (default 1: one NCCL stream)")
-
-
-def _params_text(text):
-    try:
-        return float(text) if any(c in text for c in ".eE") and len(text) <= 40 else (
-            int(text) if _INTEGER.fullmatch(text) else text)
-    except ValueError:
-        return text
 
 
 def _failure_flags(g) -> None:

@@ -29,8 +29,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from topologies.schema import (Section, _is_int, _is_number, described, integer, number,
-                               optional, parse_size, shown, size)
+from topologies.schema import (Section, _is_int, described, integer, number, optional, shown,
+                               size)
+from topologies.units import parse_count
 from topologies.schema import choice as _choice
 from collectives.datatypes import datatype
 from collectives.metrics import TYPE_SIZE
@@ -43,14 +44,13 @@ DEFAULTS = {"layers": 8, "params": 512 * 1024, "fwd_ms": 50.0}
 
 
 def _params(v, fail):
-    """A parameter count: 1.3e9, or with K, M or G as sizes take them
-    (powers of 1024: 7G is 7.5e9), rounded to a whole count."""
-    n = parse_size(v, whole=False) if isinstance(v, str) else v
-    if _is_number(n) and not isinstance(n, bool) and math.isfinite(n):
-        n = int(round(n))
-    if not _is_int(n) or not 1 <= n <= MAX_PARAMS:
-        fail(f"expected a parameter count from 1 to 1e13 (a number such as 1.3e9, or with K, "
-             f"M or G, powers of 1024), got {shown(v)}")
+    """A parameter count as counts are written (topologies/units.py: 1.3e9,
+    70B, 512k; SI prefixes, powers of 1000), rounded to a whole count."""
+    n = parse_count(v, whole=False)
+    n = int(round(n)) if n is not None else None
+    if n is None or not 1 <= n <= MAX_PARAMS:
+        fail(f"expected a parameter count from 1 to 1e13 (such as 1.3e9, 70B or 512k), "
+             f"got {shown(v)}")
     return n
 
 

@@ -110,7 +110,7 @@ BAD = [
      "t.yaml: links.leaf_spine.rate_mbit: expected a number from 0.01 to 1e+08 (Mbit/s), got 0"),
     ("rate too small for HTB", variant("links.leaf_spine.rate_mbit", 1e-7), "got 1e-07"),
     ("negative rate", variant("links.server_leaf.rate_mbit", -5), "got -5"),
-    ("rate is text", variant("links.server_leaf.rate_mbit", "10G"), "(Mbit/s), got '10G'"),
+    ("rate is text", variant("links.server_leaf.rate_mbit", "10X"), "(Mbit/s), got '10X'"),
     ("queue zero", variant("links.server_leaf.queue_packets", 0),
      "links.server_leaf.queue_packets: expected a whole number from 1 to 100000, got 0"),
     ("negative delay", variant("links.leaf_spine.delay_ms", -1),

@@ -37,12 +37,22 @@ FRACTIONS = [
 @pytest.mark.parametrize("text,exact,nearest", FRACTIONS, ids=[f[0] for f in FRACTIONS])
 def test_a_fraction_of_a_byte_is_refused_kept_exact_or_rounded_to_nearest(text, exact, nearest):
     """parse_size refuses it (whole bytes), keeps it exact (whole=False), and
-    the planner and a step round it to the nearest whole count, neither up
-    nor down."""
+    the planner rounds it to the nearest whole byte, neither up nor down."""
     assert parse_size(text) is None
     assert parse_size(text, whole=False) == exact
     assert parse_bytes(text) == nearest
-    assert _params(text, _refuse) == nearest
+
+
+# (text, the count by hand): counts take SI prefixes, powers of 1000
+COUNTS = [("1.4K", 1400), ("0.3k", 300), ("1.2G", 1_200_000_000), ("70B", 70_000_000_000),
+          ("2.7M", 2_700_000), ("1.5", 2), ("2.5", 2), ("1Ki", 1024)]
+
+
+@pytest.mark.parametrize("text,count", COUNTS, ids=[c[0] for c in COUNTS])
+def test_a_parameter_count_takes_si_prefixes_and_rounds_to_nearest_even(text, count):
+    """70B parameters are 70e9, not 70 bytes' worth; a fraction rounds as
+    Python rounds (half to even)."""
+    assert _params(text, _refuse) == count
 
 
 # (text, bytes), by hand
@@ -58,9 +68,15 @@ def test_whole_sizes_parse_to_their_bytes(text, want):
     assert parse_size(text, whole=False) == want
 
 
-@pytest.mark.parametrize("text", ["", "K", "1.2.3K", "-1K", "1X", "1e3", "1 KB B", None, 1.5])
+@pytest.mark.parametrize("text", ["", "K", "1.2.3K", "-1K", "1X", "1e3K", "1.5e0", "1 KB B",
+                                  "1e-3", None, 1.5])
 def test_what_is_not_a_size(text):
     assert parse_size(text) is None
+
+
+def test_a_size_in_scientific_notation_is_that_many_bytes():
+    assert parse_size("1e6") == 1_000_000 and parse_size("1.5e3") == 1500
+    assert parse_size("1.5e0", whole=False) == 1.5
 
 
 @PROPERTY

@@ -182,8 +182,9 @@ def test_buckets_hold_the_gradients_exactly_but_for_the_last_ones_rounding():
 
 
 def test_parameters_take_suffixes_as_sizes_do():
-    assert section(params="1.5K")["params"] == 1536
-    assert section(params="7G")["params"] == 7 << 30
+    assert section(params="1.5K")["params"] == 1500            # counts: powers of 1000
+    assert section(params="7G")["params"] == section(params="7B")["params"] == 7 * 10 ** 9
+    assert section(params="70B")["params"] == 70 * 10 ** 9
     assert section(params=1.3e9)["params"] == 1_300_000_000
 
 

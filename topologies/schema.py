@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from topologies import hardware, kinds
+from topologies.units import RATE_PATTERN, parse_rate_mbit
 from topologies.errors import FabricError, kind_of, printable, shown, shown_key  # noqa: F401
 from topologies.roles import ROLES
 from topologies.limits import (EMULATED_RATE_MBIT, IFNAME_MAX, MAX_PER_LEAF,  # noqa: F401
@@ -61,6 +62,7 @@ _PREFIX = re.compile(r"[a-z][a-z0-9]{0,9}")
 _ENDPOINT = re.compile(r"[a-z][a-z0-9]{0,14}")
 _SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20}) ?"
                    r"(?:([KMGTkmgt])(?:[iI]?[bB])?|[bB])?")
+_SCIENTIFIC = re.compile(r"[0-9]{1,20}(?:\.[0-9]{0,20})?[eE]\+?[0-9]{1,2}")
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _SUBNET = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}/(?:[0-9]{{1,2}})")
 _SUBNET_JSON = rf"^{_OCTET}(?:\.{_OCTET}){{3}}/(?:[89]|1[0-6])$"
@@ -185,6 +187,10 @@ def parse_size(v, whole: bool = True, exact: bool = False):
     Fraction (a float of 4e12 bytes can be a byte off)."""
     if _is_int(v):
         return v
+    if isinstance(v, str) and _SCIENTIFIC.fullmatch(v):            # 1e6: a million bytes
+        value = Fraction(v)
+        return (int(value) if value.denominator == 1 else None if whole else
+                value if exact else float(value))
     m = _SIZE.fullmatch(v) if isinstance(v, str) else None
     if not m:
         return None
@@ -207,7 +213,23 @@ def size(lo: int, hi: int) -> Callable:
                  f"got {shown(v)}")
         return n
     return _meta(check, anyOf=[{"type": "integer", "minimum": lo, "maximum": hi},
-                               {"type": "string", "pattern": f"^(?:{_SIZE.pattern})$"}])
+                               {"type": "string", "pattern": f"^(?:{_SIZE.pattern})$"},
+                               {"type": "string", "pattern": f"^(?:{_SCIENTIFIC.pattern})$"}])
+
+
+def rate(lo: float, hi: float) -> Callable:
+    """A link rate in Mbit/s: a number, or with its unit (400G, 400Gbit/s,
+    900GB/s: topologies/units.py)."""
+    def check(v, fail):
+        mbit = parse_rate_mbit(v)
+        if mbit is None or not lo <= mbit <= hi:
+            unread = " (or a rate with its unit, such as 400G or 900GB/s)" if mbit is None \
+                and isinstance(v, str) else ""
+            got = shown(v) if isinstance(v, str) else _got(v)      # quotes are fine here
+            fail(f"expected a number from {lo:g} to {hi:g} (Mbit/s), got {got}{unread}")
+        return v if _is_number(v) and not isinstance(v, bool) else mbit
+    return _meta(check, anyOf=[{"type": "number", "minimum": lo, "maximum": hi},
+                               {"type": "string", "pattern": RATE_PATTERN}])
 
 
 def optional(check: Callable) -> Callable:
@@ -358,9 +380,9 @@ def _join(path: str, key: Any) -> str:
 # --- the fabric's schema ------------------------------------------------------------
 
 LINK = {
-    "rate_mbit": (described("the rate, both directions (HTB's when emulated, at most "
-                             f"{EMULATED_RATE_MBIT:,} Mbit/s there)", number(
-        MIN_RATE_MBIT, MAX_RATE_MBIT, "Mbit/s")), REQUIRED),
+    "rate_mbit": (described("the rate, both directions, in Mbit/s or with its unit (400G, "
+                            f"900GB/s); HTB's when emulated, at most {EMULATED_RATE_MBIT:,} "
+                            "Mbit/s there", rate(MIN_RATE_MBIT, MAX_RATE_MBIT)), REQUIRED),
     "queue_packets": (described("egress queue of every interface (pfifo), in packets",
                                 integer(1, 100_000)), 100),
     "delay_ms": (described("one-way delay; needs the kernel's sch_netem",

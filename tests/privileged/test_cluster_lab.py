@@ -162,7 +162,7 @@ def test_run_topology_across_two_machines(bed, tmp_path):
 def test_a_training_step_across_two_machines(bed, tmp_path):
     """The rank agents on both machines run a step: compute timers, four
     buckets launched as the backward pass makes them, data right."""
-    proc = run("--cluster", ",".join(MACHINES), "--step", "--layers", "4", "--params", "64K",
+    proc = run("--cluster", ",".join(MACHINES), "--step", "--layers", "4", "--params", "64Ki",
                "--bucket", "32K", "-n", "1", "-w", "0", "-d", "bfloat16", "--json",
                "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

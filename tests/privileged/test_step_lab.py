@@ -88,7 +88,7 @@ def test_sharded_steps_gather_each_bucket_before_its_forward_pass(lab):
 
 
 def test_a_step_from_the_command_line_writes_its_table_csv_and_figure(tmp_path, clean_host):
-    proc = run("--step", "--layers", "4", "--params", "64K", "--bucket", "64K", "-n", "1",
+    proc = run("--step", "--layers", "4", "--params", "64Ki", "--bucket", "64K", "-n", "1",
                "-w", "0", "-d", "half", "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "# Training step: 4 layers, 65,536 parameters (131,072 B of half gradients)" \

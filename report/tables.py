@@ -35,13 +35,21 @@ def nccl_table(result: RunRecord, link_rate_mbit: float) -> str:
         lines.append(f"{r['size_bytes']:12d}  {r['count']:12d}  {r['type']:>8}  {r['redop']:>6}  "
                      f"{r['root']:>6}  {r['time_s'] * 1e6:9.0f}  {r['algbw_gbps']:6.4f}  "
                      f"{r['busbw_gbps']:6.4f}  {_num(r['wrong'], 'd'):>6}"
-                     + (f"  {r['algorithm']} ({_auto(r['auto'])})" if "auto" in r else ""))
+                     + (f"  {_ran(r)}" if "auto" in r else ""))
     checked = [r["wrong"] for r in runs if r["wrong"] is not None]
     if checked:
         lines.append(f"# Out of bounds values : {sum(checked)} {'OK' if sum(checked) == 0 else 'FAILED'}")
     avg = sum(r["busbw_gbps"] for r in runs) / len(runs) if runs else 0.0
     lines.append(f"# Avg bus bandwidth    : {avg:.6f}")
     return "\n".join(lines)
+
+
+def _ran(r: dict) -> str:
+    """What a size of auto ran: the lab's schedule, and the NCCL algorithm
+    it stands for where the name differs (rail-ring (ring)), or NCCL's own
+    choice where its model priced it (auto (NVLSTree/Simple, 16 channels))."""
+    said = _auto(r["auto"])
+    return r["algorithm"] if said == r["algorithm"] else f"{r['algorithm']} ({said})"
 
 
 def _auto(tuned: dict) -> str:

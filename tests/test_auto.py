@@ -29,6 +29,9 @@ def test_each_size_runs_the_quickest_by_the_sweeps_own_costs():
         assert r["predicted_s"] == pytest.approx(want.predicted_s)
     ran = [r["algorithm"] for r in record.runs]
     assert ran[0] == "tree" and ran[-1] == "ring"       # latency rules small, bytes large
+    # the table's last column: the schedule, with NCCL's name only where it differs
+    rows = [line for line in nccl_table(record, 20).splitlines() if not line.startswith("#")]
+    assert [row.split()[-1] for row in rows] == ran and "(ring)" not in "".join(rows)
 
 
 def test_servers_of_several_gpus_choose_between_nccls_rail_ring_and_tree():

@@ -52,6 +52,7 @@ try:
     from runs import flags
     from runs.experiment import FIELDS, experiment_from
     from runs.outputs import output_problem
+    from runs.provenance import provenance
     from collectives.registry import ENGINES
     from traffic.engines.sim import simulation_method
     from lab.host import Interrupted
@@ -94,6 +95,7 @@ def _main(argv, sweeps=None) -> int:
     try:
         args = flags.parse_args(argv, __doc__, REPO / "results")
         args.sweeps = sweeps
+        args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.cleanup:
             return _cleanup()
         fabric = load_fabric(args.fabric, emulate=False)      # the model's limits
@@ -133,7 +135,8 @@ def _main(argv, sweeps=None) -> int:
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
         from report.write import simulated_run
         return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
-                             args.csv, _progress(args.json), args.compare, sweeps)
+                             args.csv, _progress(args.json), args.compare, sweeps,
+                             provenance(args.argv, fabric))
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)
@@ -227,7 +230,7 @@ def _run(fabric, exp, args, cluster=None) -> int:
     say = (lambda *a: None) if args.json else print
     summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
                "links": describe_links(fabric), "policy": fabric.policy,
-               "warnings": list(fabric.warnings)}
+               "warnings": list(fabric.warnings), "provenance": provenance(args.argv, fabric)}
     say(f"fabric   {fabric.name}: {fabric.shape()}")
     if cluster:
         from lab.cluster import ClusterLab
@@ -348,7 +351,10 @@ def _check(fabric, exp, args) -> int:
             except LabError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
-    print(console.check_summary(fabric, exp, args.compare))
+    if args.json:
+        print(json.dumps(console.check_record(fabric, exp, args.compare), indent=1))
+    else:
+        print(console.check_summary(fabric, exp, args.compare))
     return 0
 
 

@@ -4,11 +4,13 @@ iperf3 check and the cross traffic. Each function returns text."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Dict, List, Sequence, Tuple
 
 from topologies.fabric import describe_links
 from collectives.metrics import imbalance
 from collectives.registry import REDUCING
+from runs.experiment import expected_seconds
 from runs.record import RunRecord
 
 
@@ -42,8 +44,30 @@ def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
         if exp.fail:
             lines.append(f"  failures: {', '.join(exp.fail)} (LINK@SECONDS+DURATION into the "
                          "sweep)")
+    seconds = expected_seconds(fabric, exp, 1 + len(compare))
+    if seconds is not None:
+        lines.append(f"  expected: about {_duration(seconds)} of collectives (nccl-tests' bus "
+                     "bytes at the NIC rate), plus a few seconds to build, probe and tear down")
     lines += [f"  warning: {w}" for w in fabric.warnings]
     return "\n".join(lines)
+
+
+def check_record(fabric, exp, compare: Sequence[str] = ()) -> dict:
+    """What `--check --json` prints: the check_summary's facts as data."""
+    return {"source": str(fabric.source), "valid": True, "fabric": fabric.name,
+            "shape": fabric.shape(), "links": describe_links(fabric), "policy": fabric.policy,
+            "servers": [h.ip for h in fabric.endpoints[:1] + fabric.endpoints[-1:]],
+            "experiment": None if exp is None else asdict(exp), "compare": list(compare),
+            "expected_seconds": expected_seconds(fabric, exp, 1 + len(compare)),
+            "warnings": list(fabric.warnings)}
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def pairs_text(pairs: List[Tuple[str, str]], limit: int = 5) -> str:

@@ -118,7 +118,7 @@ def _record_dict(value) -> dict:
 
 
 def simulated_run(fabric, exp, run_dir: Path, as_json: bool, csv_path, progress,
-                  compare=(), sweeps=None) -> int:
+                  compare=(), sweeps=None, origin: Optional[dict] = None) -> int:
     """run_topology.py with a simulating engine: the sweeps (or the training
     step), their tables (or the summary as JSON), results.csv, summary.json
     and the figures in `run_dir`. `sweeps`: what replays them in place of
@@ -127,6 +127,8 @@ def simulated_run(fabric, exp, run_dir: Path, as_json: bool, csv_path, progress,
     say = (lambda *a: None) if as_json else print
     say(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
     summary = fabric_summary(fabric, run_dir)
+    if origin is not None:
+        summary["provenance"] = origin          # runs/provenance.py
     if exp.step is not None:
         from report.step_report import report_step
         from runs.training import simulate_step

@@ -26,7 +26,7 @@ from sim import nccl
 from sim.nccl import endhosts, tuner
 from sim.nccl.overrides import OverrideError, enabled
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
-from collectives.metrics import TYPE_SIZE
+from collectives.metrics import TYPE_SIZE, bus_factor
 from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, COLLECTIVES, ENGINES,
                                   REDUCING, ROOTED, default_algorithm)
 
@@ -451,6 +451,23 @@ def _check_duration(fabric, exp: Experiment, runs: int) -> None:
                   f"each{f', {runs} algorithms' if runs > 1 else ''}); at most {MAX_HOURS} "
                   "hours: fewer iterations, smaller sizes or faster links")
         raise ExperimentError(None, detail, detail)
+
+
+def expected_seconds(fabric, exp: Experiment, runs: int = 1) -> Optional[float]:
+    """About how long a lab's collectives take: each iteration of each size
+    moving nccl-tests' bus bytes at the NIC rate (what busbw/link 1 means),
+    a step's compute and its gradients likewise; None for the simulator,
+    whose time is the host's computing, not the links'."""
+    if exp is None or not ENGINES[exp.engine].needs_lab:
+        return None
+    nic_bps = fabric.spec["links"]["server_leaf"]["rate_mbit"] * 1e6
+    n = len(exp.ranks or fabric.endpoints)
+    if exp.step is not None:
+        plan = exp.plan()
+        wire = bus_factor("allreduce", n) * plan.gradient_bytes * 8 / nic_bps
+        return (exp.iters + exp.warmup) * (plan.compute_s + wire)
+    per_pass = sum(bus_factor(exp.collective, n) * s * 8 / nic_bps for s in exp.sizes())
+    return runs * (exp.iters + exp.warmup) * per_pass
 
 
 def _namer(flags, section) -> Namer:

@@ -16,6 +16,7 @@ from topologies.errors import OneLineParser
 from policies import POLICIES, all_policies, policy
 from topologies.schema import choice, integer, machines, shown
 from collectives import registry
+from runs.provenance import version_text
 from collectives.datatypes import OPS, TYPE_NAMES
 from runs.experiment import FLAGS, SCHEMA
 from sim.training_step import MODES, STEP_FLAGS, STEP_SCHEMA
@@ -36,6 +37,19 @@ class _Parser(OneLineParser):
     usage-and-exit."""
 
     error_class = FlagError
+
+
+class _Version(argparse.Action):
+    """--version: the project's version and commit (runs/provenance.py),
+    found only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **{k: v for k, v in kwargs.items()
+                                                           if k == "help"})
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text("run_topology.py"))
+        parser.exit()
 
 
 def _checked(validate, parse=str, what=None):
@@ -263,7 +277,9 @@ def _run_flags(p) -> None:
     p.add_argument("--results", type=Path,
                    help="folder for this run's folder: summary.json, controller log "
                         "(default ./results)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text; "
+                   "with --check, what it found")
+    p.add_argument("--version", action=_Version, help="print the version and commit, then exit")
     p.add_argument("--csv", type=Path, help="also write one CSV row per collective size here")
     p.add_argument("--cleanup", action="store_true",
                    help="remove what labs killed without teardown (SIGKILL) left behind, "

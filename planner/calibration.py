@@ -45,19 +45,29 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
 
 def calibrate_from_run(fabric, runs) -> dict:
     """alpha and kappa from an emulated run's AllReduce sizes (summary.json's
-    collectives.runs), with the fit's inputs."""
-    points, used = [], []
+    collectives.runs), with the fit's inputs. Sizes the run's verdict
+    flagged as not to quote (too small for the link's rate, faster than the
+    link, behind the simulator) are left out and listed under `skipped`: a
+    fit to them would carry their error."""
+    points, used, skipped = [], [], []
     for r in runs:
         if r.get("collective") != "allreduce" or not r.get("time_s"):
+            continue
+        if r.get("flags"):
+            skipped.append({"algorithm": r["algorithm"], "size_bytes": r["size_bytes"],
+                            "flags": list(r["flags"])})
             continue
         model = fabric_model(fabric, r["algorithm"], r["size_bytes"])
         points.append((model["steps"], model["bandwidth_s"], r["time_s"]))
         used.append({"algorithm": r["algorithm"], "size_bytes": r["size_bytes"],
                      "measured_s": r["time_s"], **model})
     if not points:
-        raise PlanError("the results hold no AllReduce run to calibrate from")
+        raise PlanError("the results hold no AllReduce run to calibrate from" + (
+            f": all {len(skipped)} of its sizes are flagged as not to quote "
+            f"({', '.join(sorted({f for s in skipped for f in s['flags']}))}); "
+            "calibrate on a run with larger sizes" if skipped else ""))
     alpha, kappa = fit_alpha_beta(points)
-    return {"alpha_s": alpha, "kappa": kappa, "points": used}
+    return {"alpha_s": alpha, "kappa": kappa, "points": used, "skipped": skipped}
 
 
 def fabric_predictions(fabric, sizes, algorithms, calibration=None, alpha_s=0.0) -> list:

@@ -162,6 +162,11 @@ def format_fabric(fabric, rows, calibration=None, source="") -> str:
                      f"per step, bandwidth term x{calibration['kappa']:.2f}"
                      + (f" (efficiency {1 / calibration['kappa']:.0%})"
                         if calibration["kappa"] else ""))
+        if calibration.get("skipped"):
+            lines.append(f"  left out of the fit: {len(calibration['skipped'])} size(s) the run "
+                         "flagged as not to quote ("
+                         + ", ".join(f"{s['size_bytes']:,} B" for s in calibration["skipped"])
+                         + ")")
     head = f"  {'size':>10}  {'algorithm':<13} {'steps':>5}  {'model s':>9}"
     if calibration:
         head += f"  {'calibrated s':>12}  {'measured s':>10}  {'meas/cal':>8}"

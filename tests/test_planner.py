@@ -409,6 +409,31 @@ def test_calibration_recovers_alpha_and_kappa(tmp_path):
     assert cal["kappa"] == pytest.approx(1.6, rel=1e-6)
 
 
+def test_calibration_leaves_out_the_sizes_the_run_flagged(tmp_path, capsys):
+    """A size the verdict says not to quote (too small for the link's rate)
+    would pull the fit: it is left out, and said so."""
+    folder = _synthetic_results(tmp_path / "run", alpha=0.004, kappa=1.6)
+    summary = json.loads((folder / "summary.json").read_text())
+    runs = summary["collectives"]["runs"]
+    runs[0]["flags"], runs[0]["time_s"] = ["below-resolution"], runs[0]["time_s"] * 0.3
+    cal = P.calibrate_from_run(_load_fabric(_MULTI), runs)
+    assert cal["alpha_s"] == pytest.approx(0.004, rel=1e-6)      # the others still fit exactly
+    assert cal["kappa"] == pytest.approx(1.6, rel=1e-6)
+    assert cal["skipped"] == [{"algorithm": runs[0]["algorithm"],
+                               "size_bytes": runs[0]["size_bytes"],
+                               "flags": ["below-resolution"]}]
+    assert runs[0]["size_bytes"] not in {p["size_bytes"] for p in cal["points"]
+                                         if p["algorithm"] == runs[0]["algorithm"]}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    assert P.main(["--results", str(folder)]) == 0
+    assert "left out of the fit: 1 size(s) the run flagged as not to quote (" \
+        in capsys.readouterr().out
+    for r in runs:
+        r["flags"] = ["over-rate"]
+    with pytest.raises(P.PlanError, match="are flagged as not to quote \\(over-rate\\)"):
+        P.calibrate_from_run(_load_fabric(_MULTI), runs)
+
+
 def test_cli_plans_a_yaml_and_calibrates_from_its_results(tmp_path, capsys):
     folder = _synthetic_results(tmp_path / "run", alpha=0.002, kappa=1.25)
     assert P.main(["--results", str(folder)]) == 0

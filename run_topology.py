@@ -318,16 +318,10 @@ def _mininet_cli(lab) -> None:
 
 
 def _progress(quiet):
-    """A one-line progress display on a terminal; nothing otherwise."""
-    if quiet or not sys.stderr.isatty():
-        return lambda msg: None
-
-    def show(msg):
-        sys.stderr.write(f"\r\033[K# {msg}")
-        sys.stderr.flush()
-        if msg == "done":
-            sys.stderr.write("\r\033[K")
-    return show
+    """A one-line progress display with the time left, on a terminal only
+    (report/progress.py); nothing with --json."""
+    from report.progress import Progress
+    return Progress(enabled=False) if quiet else Progress()
 
 
 def _calibrate(fabric, args) -> int:

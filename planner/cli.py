@@ -20,10 +20,10 @@ from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
 from planner import steptime
 from planner.simulate import format_simulation, simulate_plan
-from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, nccl_plan, stderr_progress,
-                               unhindered)
+from planner.nccl_plan import DEFAULT_SERVER, format_nccl, nccl_plan, unhindered
 from topologies.hardware import SERVERS
 from topologies.errors import OneLineParser
+from report.progress import Progress
 from topologies.schema import shown
 from topologies.units import parse_count, parse_rate_mbit, parse_ratio
 
@@ -195,17 +195,18 @@ def _main(argv) -> int:
 def _simulate(args, result, sizes) -> str:
     """What NCCL would run on the plan's designs, and (up to TEXTBOOK_MAX_GPUS)
     the lab's own schedules simulated beside it; progress on a terminal."""
-    progress = stderr_progress if sys.stderr.isatty() else None
+    progress = Progress()                  # on a terminal only (report/progress.py)
     result["nccl"] = nccl_plan(result, sizes, args.seeds, args.server, progress)
     text = "\n\n" + format_nccl(result["nccl"], result["inputs"])
     gpus = result["nccl"]["gpus"]
     if gpus > TEXTBOOK_MAX_GPUS:
+        progress("done")
         return text + (f"\n\n# the lab's ring and hierarchical schedules are simulated up to "
                        f"{TEXTBOOK_MAX_GPUS:,} GPUs; NCCL runs neither at {gpus:,}")
-    if progress:
-        progress("the lab's ring and hierarchical schedules")
+    progress("the lab's ring and hierarchical schedules")
     result["simulated"] = simulate_plan(result, sizes, args.hop_latency_us * 1e-6,
                                         args.intra_gbps, args.seeds)
+    progress("done")
     return text + "\n\n" + format_simulation(result["simulated"], result["inputs"])
 
 

@@ -12,7 +12,6 @@ collides: what the fabric itself costs NCCL.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 from planner.report import _count, _num, ratio_text
@@ -40,16 +39,20 @@ def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
     servers = result["servers"]
     conns = connections_per_nic(hw, servers)
     rows, notes = [], []
-    for design, radix, note in clos_designs(result):
+    designs, wirings = list(clos_designs(result)), simulate_wirings(inp)
+    for k, (design, radix, note) in enumerate(designs):
         if note:
             notes.append(note)
-        for wiring in simulate_wirings(inp):
+        for j, wiring in enumerate(wirings):
             if progress:
                 progress(f"NCCL's rail rings on {design}, {WIRING_NAMES[wiring]} wiring")
             shape = shape_of(result, design, radix, wiring, inp.get("intra_gbps", 3600.0))
             share = rails.share(shape, conns, seeds)
             for size in sizes:
                 rows.append(_row(hw, servers, design, radix, wiring, size, share))
+            done = getattr(progress, "done", None)     # how far, for the time left
+            if done:
+                done((k * len(wirings) + j + 1) / (len(designs) * len(wirings)))
     return {"server": server, "gpus": servers * hw.gpus, "connections_per_nic": conns,
             "seeds": seeds, "rows": rows, "notes": notes}
 
@@ -105,5 +108,4 @@ def format_nccl(sim: dict, inp: dict) -> str:
     return "\n".join(lines)
 
 
-def stderr_progress(text: str) -> None:
-    print(f"... {text}", file=sys.stderr, flush=True)
+

@@ -23,7 +23,7 @@ parts, then the backend's.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from collectives import metrics, registry
@@ -114,6 +114,7 @@ def sweep(backend: Backend, exp: Experiment,
     try:
         loop = _Loop(backend, exp, model, backend.begin(exp, model, ranks, progress), progress)
         sizes = metrics.sweep_sizes(exp.minbytes, exp.maxbytes, exp.stepfactor)
+        loop.tally[1] = sum(backend.iterations(exp)) * sum(sizes)
         for k, size in enumerate(sizes):
             one, timeline_ = _one_size(loop, size, f"[{k + 1}/{len(sizes)}] {exp.collective}",
                                        k == len(sizes) - 1)
@@ -137,6 +138,9 @@ class _Loop:
     model: Model
     alpha: float                          # the model's latency, from the backend's `begin`
     progress: Callable[[str], None]
+    # bytes of the iterations done, and of all: how far the sweep is, for a
+    # progress display's time left (report/progress.py); sizes weigh as their time
+    tally: list = field(default_factory=lambda: [0, 0])
 
 
 def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
@@ -161,6 +165,7 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
         progress(f"{label}: iteration {i + 1}/{warmup + timed}")
         iters.append(engine.iterate(i, 60 + 20 * predicted,
                                     timeline=record_timeline and i == warmup + timed - 1))
+        _advance(loop, size)
     timeline = None
     if "timeline" in iters[-1]:
         timeline = {"size_bytes": count * metrics.TYPE_SIZE, "events": [
@@ -173,6 +178,14 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     record.update(backend.measure(exp, model, Size(count, sched, steps, predicted, timed_iters,
                                                  tuple(iters[:warmup])), record))
     return record, timeline
+
+
+def _advance(loop: _Loop, size: int) -> None:
+    """One iteration of `size` done: tell a progress display that weighs."""
+    loop.tally[0] += size
+    done = getattr(loop.progress, "done", None)
+    if done is not None and loop.tally[1]:
+        done(loop.tally[0] / loop.tally[1])
 
 
 def resolved(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:

@@ -136,7 +136,8 @@ def test_a_flagged_size_is_marked_and_its_ratio_not_quoted(runs, tmp_path):
     assert "unknown  fabric digest, commit, host: run(s) 2 have no provenance" in out
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.strip() and line.split()[0].isdigit()}
-    ring, tree = summary(runs["ring"])["collectives"]["runs"], summary(runs["tree"])["collectives"]["runs"]
+    ring = summary(runs["ring"])["collectives"]["runs"]
+    tree = summary(runs["tree"])["collectives"]["runs"]
     small, large = rows["32768"], rows["131072"]
     assert small[-1] == f"{tree[0]['time_s'] / ring[0]['time_s']:.2f}!"      # not to quote
     assert small[-4].endswith("!") and small[-2] == "0"                  # busbw marked; #wrong

@@ -27,7 +27,7 @@ from sim.nccl import endhosts, tuner
 from sim.nccl.overrides import OverrideError, enabled
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
 from collectives.metrics import TYPE_SIZE, bus_factor
-from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, COLLECTIVES, ENGINES,
+from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, BY_SERVER, COLLECTIVES, ENGINES,
                                   REDUCING, ROOTED, default_algorithm)
 
 SCALE_UP = ("packets", "memory")
@@ -455,13 +455,16 @@ def _check_duration(fabric, exp: Experiment, runs: int) -> None:
 
 def expected_seconds(fabric, exp: Experiment, runs: int = 1) -> Optional[float]:
     """About how long a lab's collectives take: each iteration of each size
-    moving nccl-tests' bus bytes at the NIC rate (what busbw/link 1 means),
+    moving nccl-tests' bus bytes at the NIC rate (what busbw/link 1 means;
+    all of a server's NICs at once for the algorithms laid out by server),
     a step's compute and its gradients likewise; None for the simulator,
     whose time is the host's computing, not the links'."""
     if exp is None or not ENGINES[exp.engine].needs_lab:
         return None
     nic_bps = fabric.spec["links"]["server_leaf"]["rate_mbit"] * 1e6
     n = len(exp.ranks or fabric.endpoints)
+    if exp.algorithm in BY_SERVER + (AUTO,) and fabric.gpus_per_server > 1:
+        nic_bps *= fabric.spec["server"]["nics"]    # laid out by server: every NIC at once
     if exp.step is not None:
         plan = exp.plan()
         wire = bus_factor("allreduce", n) * plan.gradient_bytes * 8 / nic_bps

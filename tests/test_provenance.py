@@ -66,3 +66,14 @@ def test_a_simulation_has_no_expected_link_time():
     got = json.loads(run("--check", "--json", str(H100)).stdout)
     assert got["expected_seconds"] is None and got["experiment"]["engine"] == "sim"
     assert "expected:" not in run("--check", str(H100)).stdout
+
+
+def test_servers_of_several_nics_are_expected_to_use_them_all():
+    """The SuperPOD unit's hierarchical AllReduce lays out by server: its 8
+    NICs of 1 Mbit/s each carry an eighth. By hand: 2 iterations of 16 MiB,
+    2(255)/256 of them, over 8 x 1 Mbit/s."""
+    got = json.loads(run("--check", "--json", str(TOPOLOGIES / "superpod-su.yaml")).stdout)
+    assert got["expected_seconds"] == pytest.approx(2 * 2 * 255 / 256 * (16 << 20) * 8 / 8e6)
+    flat = json.loads(run("--check", "--json", str(TOPOLOGIES / "superpod-su.yaml"), "-a",
+                          "ring", "--scale-up", "packets").stdout)
+    assert flat["expected_seconds"] == pytest.approx(8 * got["expected_seconds"])

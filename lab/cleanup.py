@@ -1,25 +1,32 @@
 """Cleaning up after labs killed without their teardown (SIGKILL): from each
 dead lab's record (lab/records.py), exactly what it owned, on this host and,
-for a cluster run's head, on its machines; never by process name."""
+for a cluster run's head, on its machines; never by process name. A kept
+lab's keeper (lab/kept.py) killed so leaves its record and socket too."""
 
 from __future__ import annotations
 
 import json
 import shutil
 
+from lab import kept
 from lab.cluster import cleanup_machines
 from lab.host import existing_interfaces, remove_network, tagged_bridges
 from lab.records import (RECORDS, kill_if_same, kill_registered, pid_alive, record_owner,
                          records, registered_dir)
 
 
-def cleanup_dead_labs(log=print) -> int:
+def cleanup_dead_labs(log=print, owner=None) -> int:
     """Remove what labs that died without teardown left, from their records:
     their processes (same pid and start time), the bridges tagged with their
-    record, and their interfaces unless a live lab has claimed the names since."""
+    record, and their interfaces unless a live lab has claimed the names since;
+    and a dead keeper's record and socket. With `owner`, only the labs that
+    process (a dead keeper) ran. How many records it removed."""
     live, dead = [], []
     for path in records():
-        (live if pid_alive(record_owner(path)) else dead).append(path)
+        if pid_alive(record_owner(path)):
+            live.append(path)
+        elif owner is None or record_owner(path) == owner:
+            dead.append(path)
     claimed = set()
     for path in live:
         try:
@@ -43,4 +50,18 @@ def cleanup_dead_labs(log=print) -> int:
         if record.get("cluster"):              # a cluster run's head: its machines too
             cleanup_machines(record["cluster"]["machines"], record["cluster"]["user"], log)
         path.unlink()
-    return len(dead)
+    return len(dead) + cleanup_dead_keeper(log)
+
+
+def cleanup_dead_keeper(log=print) -> int:
+    """The record and socket of a kept lab whose keeper is gone (its lab's
+    own record, owned by the keeper's pid, is cleaned up as any dead lab's)."""
+    record = kept.read_record()
+    if record is None and not kept.RECORD.exists():
+        return 0
+    if kept.keeper_alive(record):
+        return 0
+    kept.remove_record()
+    log(f"removed the record and socket of the kept lab whose keeper "
+        f"(pid {record and record.get('pid')}) died")
+    return 1

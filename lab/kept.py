@@ -1,0 +1,126 @@
+"""The one kept lab (`scripts/lab up`): its keeper's record and the request
+protocol on its socket.
+
+The keeper (runs/keeper.py) owns a running Lab and answers on a unix socket
+next to the labs' records: /run/fabric-lab/kept.sock (0600: root only). Its
+record, /run/fabric-lab/kept.json, names its pid and start time (a reused
+pid is never taken for it), the fabric, the lab's folder, its log and its
+state ("starting" until the lab is ready, then "up", then "down").
+
+The protocol is JSON lines: the client sends one request,
+
+    {"op": "inspect"}
+    {"op": "exec", "node": "h1", "argv": ["ping", "-c1", "10.0.0.4"]}
+    {"op": "run", "argv": ["-b", "32K"], "cwd": "/home/me"}     then perhaps {"op": "cancel"}
+    {"op": "down"}
+
+and the keeper answers with messages: {"out": text} and {"err": text} as the
+work prints, then one last message, {"exit": status} (and for inspect
+{"inspect": {...}}), or {"error": sentence} when it refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Iterator, Optional
+
+from lab.records import RECORDS, pid_alive, start_time, write_json
+
+RECORD = RECORDS / "kept.json"
+SOCKET = RECORDS / "kept.sock"
+LAST = ("exit", "error", "inspect")         # the keys of a reply's last message
+
+
+class KeptError(Exception):
+    """No kept lab to talk to, or it refused: one sentence."""
+
+
+# --- the record ----------------------------------------------------------------------
+
+def write_record(**fields) -> None:
+    write_json(RECORD, fields)
+
+
+def read_record() -> Optional[dict]:
+    try:
+        return json.loads(RECORD.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def keeper_alive(record: Optional[dict]) -> bool:
+    """Whether the process the record names still runs (same pid, same start)."""
+    return bool(record) and pid_alive(record["pid"]) and \
+        start_time(record["pid"]) == record.get("start_time")
+
+
+def own_record(pid: int, **fields) -> dict:
+    """The record of keeper `pid`: its start time beside the fields."""
+    return {"pid": pid, "start_time": start_time(pid), "since": time.time(), **fields}
+
+
+def remove_record() -> None:
+    SOCKET.unlink(missing_ok=True)
+    RECORD.unlink(missing_ok=True)
+
+
+def running_text(record: dict) -> str:
+    """Which kept lab is up, in a few words."""
+    return (f"{record.get('fabric')} (keeper pid {record['pid']}, folder "
+            f"{record.get('folder')})")
+
+
+# --- the protocol --------------------------------------------------------------------
+
+def encode(message: dict) -> bytes:
+    return (json.dumps(message) + "\n").encode()
+
+
+def send(conn: socket.socket, **message) -> None:
+    conn.sendall(encode(message))
+
+
+def messages(conn: socket.socket) -> Iterator[dict]:
+    """Every message on `conn` until it closes; a line that is not a JSON
+    object ends it with an error message."""
+    buffered = b""
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        buffered += chunk
+        *lines, buffered = buffered.split(b"\n")
+        for line in filter(None, lines):
+            yield decode(line)
+
+
+def decode(line: bytes) -> dict:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return {"error": "the other end sent something that is not JSON"}
+    return message if isinstance(message, dict) else {"error": "expected a JSON object"}
+
+
+def connect(path: Path = SOCKET) -> socket.socket:
+    """A connection to the keeper; KeptError saying why there is none."""
+    if os.geteuid() != 0:
+        raise KeptError("the kept lab answers root only: run it with sudo")
+    record = read_record()
+    if not keeper_alive(record):
+        raise KeptError("no lab is up: `sudo scripts/lab up [FABRIC]` starts one"
+                        + (" (a dead keeper's record is here: `sudo scripts/lab down` "
+                           "removes what it left)" if record else ""))
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+    except OSError as exc:
+        conn.close()
+        state = record.get("state")
+        raise KeptError(f"the keeper (pid {record['pid']}) does not answer on {path}"
+                        + (f": its lab is {state}" if state != "up" else f" ({exc.strerror})"))
+    return conn

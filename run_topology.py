@@ -9,6 +9,8 @@
     python run_topology.py --check topologies/my.yaml # validate only, no root needed
     sudo python run_topology.py --cli                 # then a Mininet prompt
     sudo python run_topology.py --step --bucket 1M    # a training step: compute + buckets
+    sudo python run_topology.py --up                  # build the lab and keep it up (scripts/lab up)
+    sudo python run_topology.py --lab -b 32K -e 1M    # an experiment on the lab that is up
 
 A run: validate the YAML; start the os-ken ECMP controller; build the Mininet
 network of Open vSwitch bridges; shape every link; wait until every switch is
@@ -98,6 +100,8 @@ def _main(argv, sweeps=None) -> int:
         args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.cleanup:
             return _cleanup()
+        if _kept_flags(args):                       # --lab: the kept lab's keeper runs it
+            return _on_kept_lab(args)
         fabric = load_fabric(args.fabric, emulate=False)      # the model's limits
         if args.policy:
             fabric = fabric.with_policy(args.policy)
@@ -145,9 +149,18 @@ def _main(argv, sweeps=None) -> int:
         print(f"warning: {fabric.source}: {warning}", file=sys.stderr)
     for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
+    if args.calibrate or args.up or args.keeper:
+        return _other_mode(fabric, args)
+    return _guarded(lambda: _run(fabric, exp, args, cluster and (cluster, placement)))
+
+
+def _other_mode(fabric, args) -> int:
+    """--calibrate, --up, or the keeper --up starts."""
     if args.calibrate:
         return _guarded(lambda: _calibrate(fabric, args))
-    return _guarded(lambda: _run(fabric, exp, args, cluster and (cluster, placement)))
+    if args.up:
+        return _up(fabric, args)
+    return _guarded(lambda: _keep(fabric, args))
 
 
 def _check_fabric_flags(fabric, args) -> None:
@@ -207,6 +220,17 @@ class _PipeGuard:
 
 def _guarded(job) -> int:
     """Run a job that builds labs; every way it can fail ends in one sentence."""
+    try:
+        return _failing(job)
+    except Interrupted as exc:
+        name = "Ctrl-C" if exc.args[0] == "SIGINT" else exc.args[0]
+        print(f"\ninterrupted ({name}): the lab was torn down", file=sys.stderr)
+        return 130
+
+
+def _failing(job) -> int:
+    """Run a job on a lab; a lab's or a check's failure ends in one sentence
+    (an interruption goes on up)."""
     from lab.host import LabError
     from lab.processes import CheckError
     try:
@@ -217,10 +241,6 @@ def _guarded(job) -> int:
     except (subprocess.TimeoutExpired, CheckError) as exc:
         print(f"error: a check did not finish: {exc}", file=sys.stderr)
         return 1
-    except Interrupted as exc:
-        name = "Ctrl-C" if exc.args[0] == "SIGINT" else exc.args[0]
-        print(f"\ninterrupted ({name}): the lab was torn down", file=sys.stderr)
-        return 130
 
 
 def _run(fabric, exp, args, cluster=None) -> int:
@@ -228,28 +248,45 @@ def _run(fabric, exp, args, cluster=None) -> int:
 
     run_dir = args.results / _run_name(fabric, args)
     say = (lambda *a: None) if args.json else print
-    summary = {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
-               "links": describe_links(fabric), "policy": fabric.policy,
-               "warnings": list(fabric.warnings), "provenance": provenance(args.argv, fabric)}
-    say(f"fabric   {fabric.name}: {fabric.shape()}")
+    summary = _summary_start(fabric, args, say)
     if cluster:
         from lab.cluster import ClusterLab
         lab = ClusterLab(fabric, run_dir, *cluster, datapath=args.datapath, verbose=args.verbose)
     else:
         lab = Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose)
     with lab:
-        _lab_summary(lab, summary, say)
-        if _reachability(lab, summary, say) and not args.no_traffic and exp is not None:
-            _traffic(lab, exp, run_dir, args, summary, say)
+        _measure(lab, exp, args, run_dir, summary, say)
         if args.cli:
             _mininet_cli(lab)
     summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)
     if "cluster" in summary:                       # each machine's teardown, now known
         summary["cluster"] = lab.summary()
+    return _finish(summary, run_dir, args,
+                   f"teardown {summary['timings']['teardown_s']:.1f} s; results in {run_dir}")
+
+
+def _summary_start(fabric, args, say) -> dict:
+    """The summary's first keys: the fabric and how the run was asked for."""
+    say(f"fabric   {fabric.name}: {fabric.shape()}")
+    return {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
+            "links": describe_links(fabric), "policy": fabric.policy,
+            "warnings": list(fabric.warnings), "provenance": provenance(args.argv, fabric)}
+
+
+def _measure(lab, exp, args, run_dir, summary, say) -> None:
+    """What a run does on a lab that is up: all pairs, then the experiment."""
+    _lab_summary(lab, summary, say)
+    if _reachability(lab, summary, say) and not args.no_traffic and exp is not None:
+        _traffic(lab, exp, run_dir, args, summary, say)
+
+
+def _finish(summary, run_dir, args, last_line) -> int:
+    """summary.json (and --json); the run's exit status: 0 when every pair
+    reached every other and no collective came out wrong."""
     from report.write import write_summary
     write_summary(summary, run_dir, args.json)
     if not args.json:
-        print(f"teardown {summary['timings']['teardown_s']:.1f} s; results in {run_dir}")
+        print(last_line)
     ok = summary["reachability"]["ok"] == summary["reachability"]["total"]
     records = ([summary["collectives"]] if "collectives" in summary else []) + list(
         summary.get("compared", {}).values())
@@ -360,6 +397,135 @@ def _cleanup() -> int:
     if not cleanup_dead_labs():
         print("nothing to clean up: no records of dead labs in /run/fabric-lab")
     return 0
+
+
+# --- the kept lab: --up, --lab (docs/running.md, "A lab that stays up") ---------------
+
+LAB_OPTIONS = ("fabric", "policy", "datapath", "results", "verbose", "up", "keeper")
+BUILDS = ("fabric", "policy", "datapath", "cli", "calibrate", "cluster", "check", "up")
+
+
+def _given(args, key) -> bool:
+    value = getattr(args, key, None)
+    if key == "datapath":
+        return value not in (None, "auto")
+    if key in ("seconds", "streams", "results"):      # their defaults are filled in
+        return False
+    return value is not None and value is not False and value != []
+
+
+def _kept_flags(args) -> bool:
+    """Whether this is --lab; ValueError for flags --up or --lab would ignore."""
+    problem = _kept_refusal(args) if args.up or args.lab or args.keeper else None
+    if problem:
+        raise ValueError(problem)
+    return args.lab
+
+
+def _kept_refusal(args):
+    """One sentence for flags that --up, or --lab, would ignore; None if none."""
+    given = [key for key in flags.NAMES if _given(args, key)]
+    if args.up and args.lab:
+        return "--up builds a lab and --lab runs an experiment on it: use one of them"
+    if args.up or args.keeper:
+        other = [key for key in given if key not in LAB_OPTIONS]
+        if other:
+            return (f"--up builds a lab and keeps it up, and {flags.NAMES[other[0]]} belongs "
+                    f"to an experiment on it: run that afterwards with --lab")
+    if args.lab:
+        other = [key for key in given if key in BUILDS]
+        if other:
+            return (f"--lab runs an experiment on the lab that is up, which is built already, "
+                    f"so {flags.NAMES[other[0]]} would do nothing: `sudo scripts/lab down`, "
+                    "then `sudo scripts/lab up` with it")
+    return None
+
+
+def _on_kept_lab(args) -> int:
+    """run_topology.py --lab ...: the experiment, run by the keeper; its output here."""
+    from lab import kept_client
+    argv = list(args.argv)
+    argv.remove("--lab")
+    return kept_client.run(argv, os.getcwd())
+
+
+def _up(fabric, args) -> int:
+    """Start the keeper (its own session; its output in the lab's folder),
+    wait until its lab is up, then print what inspect prints."""
+    from lab import kept, kept_client
+    record = kept.read_record()
+    if kept.keeper_alive(record):
+        print(f"error: a lab is already up: {kept.running_text(record)}; "
+              "`sudo scripts/lab down` takes it down", file=sys.stderr)
+        return 1
+    folder = (args.results / (_run_name(fabric, args) + "-lab")).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = list(args.argv)
+    argv.remove("--up")
+    with open(folder / "keeper.log", "w") as log:
+        keeper = subprocess.Popen([sys.executable, __file__, "--keeper", str(folder), *argv],
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        return kept_client.wait_up(keeper, folder / "keeper.log")
+    except Interrupted as exc:                # the lab goes down with this command
+        keeper.terminate()
+        keeper.wait()
+        print(f"\ninterrupted ({exc.args[0]}): the lab was torn down", file=sys.stderr)
+        return 130
+
+
+def _keep(fabric, args) -> int:
+    """The keeper: build the lab, keep it, serve requests until down."""
+    from lab.lifecycle import Lab
+    from runs.keeper import Keeper
+
+    def ready(lab):
+        summary = _summary_start(fabric, args, print)
+        _lab_summary(lab, summary, print)
+        ok = _reachability(lab, summary, print)
+        reach = summary["reachability"]
+        return f"{reach['ok']}/{reach['total']} server pairs reach each other", ok
+
+    lab = Lab(fabric, args.keeper, datapath=args.datapath, verbose=args.verbose)
+    return Keeper(lab, ready, _kept_experiment, str(args.keeper)).keep()
+
+
+def _kept_experiment(lab, argv, cwd, number):
+    """One experiment of `run_topology.py --lab`, on the kept lab: its flags
+    as a normal run takes them, then what a normal run does on its lab.
+    (exit status, results folder)."""
+    try:
+        args = flags.parse_args(["--lab", *argv], __doc__, REPO / "results")
+        problem = _kept_refusal(args)
+        if problem:
+            raise ValueError(problem)
+        args.results, args.sweeps = Path(cwd) / args.results, None
+        args.csv = args.csv and Path(cwd) / args.csv
+        args.argv = ["--lab", *argv]
+        exp = experiment_from(lab.fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
+        if exp is not None and not ENGINES[exp.engine].needs_lab:
+            raise ValueError(f"--engine {exp.engine} builds no network: run it without --lab")
+        name = f"{_run_name(lab.fabric, args)}-exp{number}"
+        problem, notes = output_problem(args, name)
+        if problem:
+            raise ValueError(problem)
+    except SystemExit as exc:                   # --help
+        return (exc.code if isinstance(exc.code, int) else 0), None
+    except (FabricError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2, None
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    run_dir = args.results / name
+    say = (lambda *a: None) if args.json else print
+
+    def measure():
+        summary = _summary_start(lab.fabric, args, say)
+        _measure(lab, exp, args, run_dir, summary, say)
+        summary.update(results=str(run_dir), lab=str(lab.run_dir))
+        return _finish(summary, run_dir, args, f"results in {run_dir} (the lab stays up)")
+    return _failing(measure), str(run_dir)
 
 
 if __name__ == "__main__":

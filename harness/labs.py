@@ -15,7 +15,7 @@ from lab import records
 # Every process a test run starts inherits it (tests/conftest.py sets it):
 # our_state counts only those.
 OWNER_VARIABLE = "FABRIC_LAB_OWNER"
-LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec")
+LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec|run_topology\.py --keeper")
 
 
 def foreign_records(owner: str) -> list:

@@ -290,6 +290,13 @@ def _run_flags(p) -> None:
                         "the YAML's cluster.machines; docs/cluster.md); with --check, print "
                         "where each switch and server would run")
     p.add_argument("-v", "--verbose", action="store_true", help="Mininet and controller detail")
+    p.add_argument("--up", action="store_true",
+                   help="build the lab and keep it up (scripts/lab up): a keeper process owns "
+                        "it until `scripts/lab down`; docs/running.md")
+    p.add_argument("--lab", action="store_true",
+                   help="run this experiment on the lab that is up (scripts/lab up), in its "
+                        "own results folder; Ctrl-C stops the experiment, not the lab")
+    p.add_argument("--keeper", type=Path, help=argparse.SUPPRESS)   # what --up starts
 
 
 # --- combinations -----------------------------------------------------------------------
@@ -299,7 +306,7 @@ NAMES = {**FLAGS, "compare": "--compare", "fabric": "the fabric file", "check": 
          "iperf_check": "--iperf-check", "seconds": "--seconds", "streams": "--streams",
          "calibrate": "--calibrate", "cli": "--cli", "results": "--results", "json": "--json",
          "csv": "--csv", "cleanup": "--cleanup", "verbose": "-v/--verbose",
-         "cluster": "--cluster", "step": "--step"}
+         "cluster": "--cluster", "step": "--step", "up": "--up", "lab": "--lab"}
 CALIBRATE_IGNORES = COLLECTIVE_FLAGS + ("no_traffic", "iperf_check", "seconds", "streams",
                                         "csv", "policy")
 NO_TRAFFIC_IGNORES = COLLECTIVE_FLAGS + ("iperf_check", "seconds", "streams", "csv")

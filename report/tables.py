@@ -24,7 +24,9 @@ def nccl_table(result: RunRecord, link_rate_mbit: float) -> str:
     exp, runs = result.experiment, result.runs
     lines = [f"# Collective test: {exp['collective']} ({exp['algorithm']}), engine {exp['engine']}, "
              f"{len(result.ranks)} ranks, {exp['channels']} connection(s) per peer, "
-             f"{exp['iters']} iterations after {exp['warmup']} warm-up"
+             + (f"{exp['iters']} iterations after {exp['warmup']} warm-up"
+                if exp["engine"] != "sim" else "one iteration a size (the simulation is "
+                                               "deterministic)")
              + (", NVLink in memory" if exp.get("scale_up") == "memory" else ""),
              f"# Ranks: {' '.join(result.ranks)}; links {link_rate_mbit:g} Mbit/s "
              f"= {link_rate_mbit / 8e3:.6f} GB/s",
@@ -33,8 +35,8 @@ def nccl_table(result: RunRecord, link_rate_mbit: float) -> str:
         lines[-1] += "  algorithm (NCCL's)"
     for r in runs:
         lines.append(f"{r['size_bytes']:12d}  {r['count']:12d}  {r['type']:>8}  {r['redop']:>6}  "
-                     f"{r['root']:>6}  {r['time_s'] * 1e6:9.0f}  {r['algbw_gbps']:6.4f}  "
-                     f"{r['busbw_gbps']:6.4f}  {_num(r['wrong'], 'd'):>6}"
+                     f"{r['root']:>6}  {r['time_s'] * 1e6:9.0f}  {_gbs(r['algbw_gbps'])}  "
+                     f"{_gbs(r['busbw_gbps'])}  {_num(r['wrong'], 'd'):>6}"
                      + (f"  {_ran(r)}" if "auto" in r else ""))
     checked = [r["wrong"] for r in runs if r["wrong"] is not None]
     if checked:
@@ -42,6 +44,12 @@ def nccl_table(result: RunRecord, link_rate_mbit: float) -> str:
     avg = sum(r["busbw_gbps"] for r in runs) / len(runs) if runs else 0.0
     lines.append(f"# Avg bus bandwidth    : {avg:.6f}")
     return "\n".join(lines)
+
+
+def _gbs(x: float) -> str:
+    """GB/s in the column's six characters: four decimals for a lab's slow
+    links (0.0025), two from 10 GB/s up (434.95), as nccl-tests prints."""
+    return f"{x:6.4f}" if x < 10 else f"{x:6.2f}"
 
 
 def _ran(r: dict) -> str:

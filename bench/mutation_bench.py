@@ -17,7 +17,8 @@ counts as surviving: nothing would notice it.
 The copy is made from this checkout's files as they are now (committed or
 not, ignored files left out) into --workdir (default results/mutation), so
 edits made while it runs do not reach it; mutmut keeps its results there, and
-a second run re-checks only the mutants of functions that changed.
+a second run re-checks only the mutants of functions that changed, or every
+mutant once a test has changed (`forget_if_tests_changed`).
 
 Prints, per module, the mutants, killed, timed out, survived, untested and
 the score, then every surviving mutant as its name and changed lines.
@@ -26,6 +27,7 @@ the score, then every surviving mutant as its name and changed lines.
 from __future__ import annotations
 
 import configparser
+import hashlib
 import json
 import os
 import shutil
@@ -43,6 +45,20 @@ KILLED = {1, 3, 37}
 TIMEOUT = {24, -24, 36, 152, 255}
 SURVIVED = {0}
 UNTESTED = {5, 33}
+
+
+def forget_if_tests_changed(dest: Path) -> None:
+    """mutmut re-checks only the mutants of functions that changed, so a
+    test added since the last run would never meet the mutants it kills:
+    where any file under tests/ changed, its results go and every mutant
+    is checked again."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    stamp, now = dest / ".tests-digest", digest.hexdigest()
+    if stamp.exists() and stamp.read_text() != now:
+        shutil.rmtree(dest / "mutants", ignore_errors=True)
+    stamp.write_text(now)
 
 
 def copy_tree(dest: Path) -> None:
@@ -176,6 +192,7 @@ def main(argv=None) -> int:
         return 2
     workdir = args.workdir.resolve()
     copy_tree(workdir)
+    forget_if_tests_changed(workdir)
     if args.only or args.tests:
         restrict(workdir / "setup.cfg", args.only, args.tests)
     started = time.monotonic()

@@ -77,3 +77,18 @@ def test_the_planner_and_a_step_take_what_users_write(capsys):
     assert step.returncode == 2 and "(280,000,000,000 bytes)" in step.stderr
     sweep = run("--check", str(TOPOLOGIES / "default.yaml"), "-b", "1e6", "-e", "1e6")
     assert sweep.returncode == 0 and "1000000 to 1000000 B" in sweep.stdout, sweep.stderr
+
+
+def test_the_edges_of_what_is_read():
+    """Texts up to 64 characters are read (padding included), longer ones
+    are not; bytes per second without a prefix; a fractional ratio; nothing
+    infinite."""
+    assert parse_count(" " * 60 + "200k") == 200_000 and parse_count(" " * 61 + "200k") is None
+    assert parse_rate_mbit(" " * 60 + "400G") == 400_000
+    assert parse_rate_mbit(" " * 61 + "400G") is None
+    assert parse_ratio(" " * 61 + "2:1") == 2.0 and parse_ratio(" " * 62 + "2:1") is None
+    assert parse_rate_mbit("1000000Bps") == pytest.approx(8.0)
+    assert parse_rate_mbit("1000000B/s") == pytest.approx(8.0)
+    assert parse_ratio("1.5") == 1.5 and parse_ratio(float("inf")) is None
+    assert parse_rate_mbit(float("nan")) is None and parse_count(float("inf")) is None
+    assert parse_ratio(None) is None and parse_rate_mbit(None) is None and parse_count(None) is None

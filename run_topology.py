@@ -427,6 +427,9 @@ def _kept_refusal(args):
     given = [key for key in flags.NAMES if _given(args, key)]
     if args.up and args.lab:
         return "--up builds a lab and --lab runs an experiment on it: use one of them"
+    if args.check and (args.up or args.lab):
+        mode = "--up builds a lab" if args.up else "--lab runs an experiment on the lab that is up"
+        return f"{mode} and --check builds and runs nothing: use one of them"
     if args.up or args.keeper:
         other = [key for key in given if key not in LAB_OPTIONS]
         if other:

@@ -87,15 +87,30 @@ def send(conn: socket.socket, **message) -> None:
 def messages(conn: socket.socket) -> Iterator[dict]:
     """Every message on `conn` until it closes; a line that is not a JSON
     object ends it with an error message."""
-    buffered = b""
+    reader = Reader(conn)
     while True:
-        chunk = conn.recv(65536)
-        if not chunk:
+        message = reader.next()
+        if message is None:
             return
-        buffered += chunk
-        *lines, buffered = buffered.split(b"\n")
-        for line in filter(None, lines):
-            yield decode(line)
+        yield message
+
+
+class Reader:
+    """The messages on a connection, one at a time; an exception while it
+    waits (Ctrl-C) loses nothing: the next call goes on where it was."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn, self.buffered, self.lines = conn, b"", []
+
+    def next(self) -> Optional[dict]:
+        """The next message; None once the connection has closed."""
+        while not self.lines:
+            chunk = self.conn.recv(65536)
+            if not chunk:
+                return None
+            *lines, self.buffered = (self.buffered + chunk).split(b"\n")
+            self.lines = [line for line in lines if line]
+        return decode(self.lines.pop(0))
 
 
 def decode(line: bytes) -> dict:

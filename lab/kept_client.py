@@ -33,11 +33,11 @@ def ask(request: dict) -> Iterable[dict]:
     conn = kept.connect()
     try:
         kept.send(conn, **request)
-        stream = kept.messages(conn)
+        reader = kept.Reader(conn)
         cancelled = False
         while True:
             try:
-                message = next(stream, None)
+                message = reader.next()
             except KeyboardInterrupt:
                 if cancelled:
                     raise

@@ -195,6 +195,7 @@ class Keeper:
             sys.stdout, sys.stderr = _Frames(job.conn, "out"), _Frames(job.conn, "err")
             code, record.results = self.experiment(self.lab, argv, cwd, record.number)
         except Cancelled:
+            resync(self.lab.net.hosts + self.lab.net.switches)
             sys.stderr.write("\ninterrupted (Ctrl-C): the experiment was stopped; "
                              "the lab stays up\n")
         except Interrupted:
@@ -365,6 +366,17 @@ def forward(proc: subprocess.Popen, conn: socket.socket) -> int:
                 continue
             send(conn, **{streams[fd]: chunk.decode(errors="replace")})
     return proc.wait()
+
+
+def resync(nodes) -> None:
+    """Node shells a cancel cut in the middle of a command (Mininet's
+    `waiting`): interrupted and read up to their prompt, so that the next
+    experiment's commands find them ready."""
+    for node in nodes:
+        if getattr(node, "waiting", False):
+            with contextlib.suppress(Exception):
+                node.sendInt()
+                node.waitOutput()
 
 
 def send_quietly(conn, **message) -> None:

@@ -22,6 +22,25 @@ def test_messages_cross_a_socket_whole_however_they_are_cut():
         assert list(kept.messages(b)) == [{"op": "run", "argv": ["-b", "32K"]}, {"out": "x\ny"}]
 
 
+def test_a_reader_interrupted_while_waiting_loses_nothing():
+    """Ctrl-C in the client while it waits: the cancel it sends is answered
+    on the same connection, so what was read so far must stay."""
+    class Conn:
+        chunks = [b'{"out": "a"}\n{"ex', KeyboardInterrupt, b'it": 130}\n', b""]
+
+        def recv(self, _n):
+            chunk = self.chunks.pop(0)
+            if chunk is KeyboardInterrupt:
+                raise KeyboardInterrupt
+            return chunk
+    reader = kept.Reader(Conn())
+    assert reader.next() == {"out": "a"}
+    with pytest.raises(KeyboardInterrupt):
+        reader.next()
+    assert reader.next() == {"exit": 130}
+    assert reader.next() is None
+
+
 def test_a_line_that_is_not_a_json_object_is_an_error_message():
     assert kept.decode(b"nonsense") == {"error": "the other end sent something that is not JSON"}
     assert kept.decode(b"[1]") == {"error": "expected a JSON object"}

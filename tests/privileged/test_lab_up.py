@@ -1,0 +1,184 @@
+"""A lab that stays up (scripts/lab up): up on the default fabric, inspect,
+exec in a server's namespace, experiments one after another in their own
+folders after one that Ctrl-C stopped (and not the lab), a second up
+refused, down leaving nothing; and a keeper killed with SIGKILL, then
+--cleanup, leaving nothing either. The tests run in this file's order, on
+one kept lab (the last brings up its own)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from harness import REPO, TOPOLOGIES
+from harness.commands import ENV, RUN_TOPOLOGY, run
+from harness.labs import our_state
+from lab import kept, records
+
+LAB = REPO / "scripts" / "lab"
+DEFAULT = str(TOPOLOGIES / "default.yaml")
+SMALL = ("-b", "32K", "-e", "32K", "-n", "1", "-w", "0")
+
+
+def lab(*args, timeout=120) -> subprocess.CompletedProcess:
+    """scripts/lab inspect, exec or down, as a user types it."""
+    return subprocess.run([str(LAB), *args], capture_output=True, text=True, timeout=timeout,
+                          env=ENV)
+
+
+def wait_gone(pid, timeout=60):
+    """Until process `pid` has exited (a cap, however slow the host)."""
+    deadline = time.monotonic() + timeout
+    while records.pid_alive(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still runs"
+        time.sleep(0.05)
+
+
+def wait_moving(intf="leaf1-eth1", nbytes=1 << 20, timeout=120):
+    """Until a server's link has carried `nbytes` more: a collective is
+    under way (the latency probe alone moves 10 kB a second)."""
+    def tx():
+        return int(open(f"/sys/class/net/{intf}/statistics/tx_bytes").read())
+    start, deadline = tx(), time.monotonic() + timeout
+    while tx() - start < nbytes:
+        assert time.monotonic() < deadline, "no collective traffic"
+        time.sleep(0.01)
+
+
+def settle(before, timeout=60):
+    """Until the host is as it was (what a SIGKILL leaves takes a moment to go)."""
+    deadline = time.monotonic() + timeout
+    while our_state() != before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert our_state() == before
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory):
+    assert not kept.keeper_alive(kept.read_record()), "a kept lab is up already on this host"
+    before = our_state()
+    results = tmp_path_factory.mktemp("kept")
+    proc = run("--up", DEFAULT, "--results", str(results), timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    yield {"before": before, "results": results, "out": proc.stdout}
+    if kept.keeper_alive(kept.read_record()):         # a test failed half-way: take it down
+        lab("down")
+
+
+def test_up_prints_what_inspect_prints(up):
+    out = up["out"]
+    assert out.startswith("lab      leaf-spine-2x2 (") and "12/12 server pairs reach each other" in out
+    assert "servers  4" in out and "links    8" in out
+    record = kept.read_record()
+    assert record["state"] == "up" and f"keeper   pid {record['pid']}" in out
+    assert oct(os.stat(kept.SOCKET).st_mode & 0o777) == "0o600"
+
+
+def test_inspect_lists_servers_links_controller_and_keeper(up):
+    proc = lab("inspect", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert [h["name"] for h in info["servers"]] == ["h1", "h2", "h3", "h4"]
+    assert all(re.fullmatch(r"10\.\d+\.\d+\.\d+", h["ip"]) for h in info["servers"])
+    assert len(info["links"]) == 8 and all(l["rate_mbit"] > 0 and l["queue_packets"] > 0
+                                           for l in info["links"])
+    assert records.pid_alive(info["controller"]["pid"]) and info["controller"]["port"] > 0
+    assert info["keeper"]["pid"] == kept.read_record()["pid"] and info["uptime_s"] >= 0
+    text = lab("inspect").stdout
+    assert "h1-eth0" in text and "Mbit/s, queue" in text
+
+
+def test_exec_runs_in_a_servers_namespace(up):
+    info = json.loads(lab("inspect", "--json").stdout)
+    h4 = next(h["ip"] for h in info["servers"] if h["name"] == "h4")
+    proc = lab("exec", "h1", "--", "ping", "-c1", "-W5", h4)
+    assert proc.returncode == 0 and "1 received" in proc.stdout, proc.stdout + proc.stderr
+    assert lab("exec", "h1", "--", "false").returncode == 1         # its exit status
+    unknown = lab("exec", "h99", "--", "true")
+    assert unknown.returncode == 1
+    assert unknown.stderr.startswith("error: no node 'h99' in this lab: its nodes are h1, h2")
+    assert unknown.stderr.count("\n") == 1
+
+
+def test_ctrl_c_stops_the_experiment_not_the_lab(up):
+    proc = subprocess.Popen(RUN_TOPOLOGY + ["--lab", "-b", "4M", "-e", "4M", "-n", "50",
+                                            "--results", str(up["results"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            cwd=REPO)
+    try:
+        def running():
+            info = json.loads(lab("inspect", "--json").stdout)
+            return info["running"] and len(info["experiments"]) == 1
+        deadline = time.monotonic() + 120
+        while not running():
+            assert time.monotonic() < deadline and proc.poll() is None, "it never started"
+            time.sleep(0.1)
+        wait_moving()                                   # in the collective itself
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "the lab stays up" in err, err
+    info = json.loads(lab("inspect", "--json").stdout)
+    assert info["experiments"][-1]["exit"] == 130 and not info["running"]
+    assert lab("exec", "h2", "--", "true").returncode == 0
+
+
+def test_experiments_run_one_after_another_in_their_own_folders(up):
+    folders = []
+    for _ in range(2):
+        proc = run("--lab", *SMALL, "--results", str(up["results"]), timeout=300)
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        rows = [l.split() for l in proc.stdout.splitlines()
+                if l.startswith("       ") and l.split()[0] == "32768"]
+        assert rows and rows[0][8] == "0", proc.stdout           # #wrong
+        folders.append(re.search(r"results in (\S+)", proc.stdout).group(1))
+    assert folders[0] != folders[1]
+    for folder in folders:
+        summary = json.loads(open(f"{folder}/summary.json").read())
+        assert summary["collectives"]["runs"][0]["wrong"] == 0
+    info = json.loads(lab("inspect", "--json").stdout)        # after the one stopped
+    assert [e["results"] for e in info["experiments"]][1:] == folders
+    assert [e["exit"] for e in info["experiments"]] == [130, 0, 0]
+
+
+def test_a_second_up_is_refused(up):
+    proc = run("--up", DEFAULT, "--results", str(up["results"]))
+    record = kept.read_record()
+    assert proc.returncode == 1
+    assert proc.stderr == (f"error: a lab is already up: {kept.running_text(record)}; "
+                           "`sudo scripts/lab down` takes it down\n")
+
+
+def test_down_leaves_nothing(up):
+    keeper = kept.read_record()["pid"]
+    proc = lab("down")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"removed 4 bridges, \d+ interfaces and \d+ processes", proc.stdout)
+    wait_gone(keeper)
+    assert our_state() == up["before"]
+    assert not kept.RECORD.exists() and not kept.SOCKET.exists()
+    assert not [p for p in records.records() if records.record_owner(p) == keeper]
+    assert "no lab is up" in lab("inspect").stderr
+
+
+def test_a_killed_keeper_then_cleanup_leaves_nothing(tmp_path):
+    assert not kept.keeper_alive(kept.read_record())
+    before = our_state()
+    proc = run("--up", DEFAULT, "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    keeper = kept.read_record()["pid"]
+    os.kill(keeper, signal.SIGKILL)
+    wait_gone(keeper)
+    assert our_state() != before, "a SIGKILLed keeper should have left its lab"
+    out = run("--cleanup")
+    assert out.returncode == 0 and "cleaned up after lab" in out.stdout, out.stdout
+    assert "removed the record and socket of the kept lab" in out.stdout
+    settle(before)
+    assert not kept.RECORD.exists() and not kept.SOCKET.exists()
+    assert "nothing to clean up" in run("--cleanup").stdout

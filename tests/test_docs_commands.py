@@ -1,4 +1,5 @@
-"""Every command the README and docs/ show, run as the docs say: those that
+"""Every command the README and docs/ show, run as the docs say, and what
+they quote a command printing, printed by it today. Commands: those that
 need no root as they are (simulations, the planner, nccl-tests' programs,
 --check), those that build a lab with --check added, which validates every
 flag as the run would without root. An example whose next line in the
@@ -111,3 +112,39 @@ def test_the_docs_show_commands_and_most_run_here():
     runnable = [c for c in CASES if not why_not_here(shlex.split(c[1])[
         1 if c[1].startswith("sudo ") else 0:])]
     assert len(CASES) >= 80 and len(runnable) >= 50, (len(CASES), len(runnable))
+
+
+def quoted_outputs():
+    """(file:line, `$ command`, the output lines the docs quote under it)."""
+    for path in DOCS:
+        lines, inside = path.read_text().splitlines(), False
+        for i, line in enumerate(lines):
+            if line.startswith("```"):
+                inside = not inside
+                continue
+            if not inside or not line.startswith("$ "):
+                continue
+            shown = []
+            for after in lines[i + 1:]:
+                if after.startswith(("```", "$ ")):
+                    break
+                shown.append(after)
+            if shown:
+                yield f"{path.relative_to(REPO)}:{i + 1}", line[2:], shown
+
+
+QUOTED = list(quoted_outputs())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where,command,shown", QUOTED, ids=[q[0] for q in QUOTED])
+def test_what_the_docs_quote_a_command_printing_it_prints(where, command, shown, tmp_path):
+    """Every line quoted under a `$ command` is a line the command prints
+    today (these are the deterministic ones: --check, the planner, the
+    simulator); `...` stands for lines left out."""
+    words = shlex.split(re.sub(r"\s+#.*$", "", command))
+    out = python(*as_run_here(words, False, tmp_path), timeout=300)
+    printed = {line.strip() for line in (out.stdout + out.stderr).splitlines()}
+    missing = [line for line in shown if line.strip() not in ("...", "")
+               and line.strip() not in printed]
+    assert not missing, (where, missing[:3])

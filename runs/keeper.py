@@ -110,7 +110,7 @@ class Keeper:
     def keep(self) -> int:
         """Claim the one kept lab, build it, serve until down (0) or a signal
         (Interrupted, after the teardown); the record and socket go last."""
-        claim(self.folder)
+        claim(self.folder, f"{self.lab.fabric.name} ({self.lab.fabric.source})")
         down: Optional[Job] = None
         try:
             signal.signal(signal.SIGUSR1, self._cancel_signal)
@@ -339,14 +339,15 @@ class Keeper:
             "running": bool(running)}
 
 
-def claim(folder: str) -> None:
+def claim(folder: str, fabric: str) -> None:
     """Make this process the one kept lab's keeper, or refuse (LabError)."""
     with records.names_lock():
         record = kept.read_record()
         if kept.keeper_alive(record) and record["pid"] != os.getpid():
             raise host.LabError(f"a lab is already up: {kept.running_text(record)}; "
                                 "`sudo scripts/lab down` takes it down")
-        kept.write_record(**kept.own_record(os.getpid(), folder=folder, state="starting",
+        kept.write_record(**kept.own_record(os.getpid(), folder=folder, fabric=fabric,
+                                            state="starting",
                                             log=f"{folder}/keeper.log"))
 
 

@@ -1,9 +1,10 @@
 """A lab that stays up (scripts/lab up): up on the default fabric, inspect,
 exec in a server's namespace, experiments one after another in their own
 folders after one that Ctrl-C stopped (and not the lab), a second up
-refused, down leaving nothing; and a keeper killed with SIGKILL, then
---cleanup, leaving nothing either. The tests run in this file's order, on
-one kept lab (the last brings up its own)."""
+refused, down leaving nothing; SIGTERM to the keeper doing the same; and
+a keeper killed with SIGKILL, then --cleanup or down, leaving nothing
+either. The tests run in this file's order, on one kept lab (the last
+three bring up their own)."""
 
 import json
 import os
@@ -167,7 +168,21 @@ def test_down_leaves_nothing(up):
     assert "no lab is up" in lab("inspect").stderr
 
 
-def test_a_killed_keeper_then_cleanup_leaves_nothing(tmp_path):
+def test_sigterm_to_the_keeper_takes_the_lab_down(tmp_path):
+    assert not kept.keeper_alive(kept.read_record())
+    before = our_state()
+    proc = run("--up", DEFAULT, "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    record = kept.read_record()
+    os.kill(record["pid"], signal.SIGTERM)
+    wait_gone(record["pid"])
+    assert our_state() == before
+    assert not kept.RECORD.exists() and not kept.SOCKET.exists()
+    assert "interrupted (SIGTERM): the lab was torn down" in open(record["log"]).read()
+
+
+@pytest.mark.parametrize("how", ["cleanup", "down"])
+def test_a_killed_keeper_then_cleanup_or_down_leaves_nothing(tmp_path, how):
     assert not kept.keeper_alive(kept.read_record())
     before = our_state()
     proc = run("--up", DEFAULT, "--results", str(tmp_path), timeout=300)
@@ -176,7 +191,7 @@ def test_a_killed_keeper_then_cleanup_leaves_nothing(tmp_path):
     os.kill(keeper, signal.SIGKILL)
     wait_gone(keeper)
     assert our_state() != before, "a SIGKILLed keeper should have left its lab"
-    out = run("--cleanup")
+    out = run("--cleanup") if how == "cleanup" else lab("down")
     assert out.returncode == 0 and "cleaned up after lab" in out.stdout, out.stdout
     assert "removed the record and socket of the kept lab" in out.stdout
     settle(before)

@@ -135,7 +135,11 @@ def wait_up(keeper: subprocess.Popen, log: Path) -> int:
         record = kept.read_record()
         if record and record.get("pid") == keeper.pid and record.get("state") == "up":
             print(inspect_text(inspect()))
-            return 0
+            if record.get("reach_ok", True):
+                return 0
+            print("error: not every server reaches every other: the lab is up to look "
+                  "into (`sudo scripts/lab down` takes it down)", file=sys.stderr)
+            return 1
         time.sleep(0.1)
     try:
         lines = [l for l in log.read_text().splitlines() if l.strip()]

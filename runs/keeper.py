@@ -103,7 +103,7 @@ class Keeper:
         self.lock = threading.Lock()
         self.nodes: dict = {}
         self.since = time.time()
-        self.reach = ""
+        self.reach, self.reach_ok = "", True
 
     # --- life ------------------------------------------------------------------------
 
@@ -116,7 +116,7 @@ class Keeper:
             signal.signal(signal.SIGUSR1, self._cancel_signal)
             removed = {}
             with self.lab:
-                self.reach, ok = self.ready(self.lab)
+                self.reach, self.reach_ok = self.ready(self.lab)
                 self.nodes = {n.name: n.pid for n in self.lab.net.hosts + self.lab.net.switches}
                 listener = self._listen()
                 try:
@@ -144,6 +144,7 @@ class Keeper:
         os.chmod(kept.SOCKET, 0o600)
         listener.listen(16)
         kept.write_record(**{**(kept.read_record() or {}), "state": "up", "reach": self.reach,
+                             "reach_ok": self.reach_ok,
                              "lab": self.lab.tag, "socket": str(kept.SOCKET)})
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
         print(f"keeper   up: {self.reach}; socket {kept.SOCKET}", flush=True)

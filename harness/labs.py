@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from lab import records
@@ -124,3 +125,14 @@ def ensure_no_testbed() -> None:
         left = testbed.teardown(record)
     assert not left, f"a dead test bed's remains would not go: {left}"
     assert not testbed.RECORD.exists()
+
+
+def wait_until_moving(intf="leaf1-eth1", nbytes=1 << 20, timeout=120):
+    """Until a server's link has carried `nbytes` more: a collective is
+    under way (the latency probe alone moves 10 kB a second)."""
+    def tx():
+        return int(open(f"/sys/class/net/{intf}/statistics/tx_bytes").read())
+    start, deadline = tx(), time.monotonic() + timeout
+    while tx() - start < nbytes:
+        assert time.monotonic() < deadline, "no collective traffic"
+        time.sleep(0.01)

@@ -40,20 +40,28 @@ NOT_HERE = {
 LAB_ONLY = ("--cleanup", "--cli", "--calibrate")      # no --check form: their tests run them
 
 
-def documented():
-    """(file:line, the command, whether the docs show it failing)."""
+def code_lines():
+    """(file:line, the line, the lines after it in its block) of every line
+    inside a fenced block of README and docs/."""
     for path in DOCS:
         lines, inside = path.read_text().splitlines(), False
         for i, line in enumerate(lines):
             if line.startswith("```"):
                 inside = not inside
-                continue
-            text = line.strip()[2:] if line.strip().startswith("$ ") else line.strip()
-            if not inside or not COMMAND.match(text) or text.endswith("\\"):
-                continue
-            text = re.sub(r"\s+#.*$", "", text)
-            fails = i + 1 < len(lines) and lines[i + 1].startswith("error:")
-            yield f"{path.relative_to(REPO)}:{i + 1}", text, fails
+            elif inside:
+                rest = lines[i + 1:]
+                end = next((k for k, after in enumerate(rest) if after.startswith("```")),
+                           len(rest))
+                yield f"{path.relative_to(REPO)}:{i + 1}", line, rest[:end]
+
+
+def documented():
+    """(file:line, the command, whether the docs show it failing)."""
+    for where, line, after in code_lines():
+        text = line.strip()[2:] if line.strip().startswith("$ ") else line.strip()
+        if COMMAND.match(text) and not text.endswith("\\"):
+            fails = bool(after) and after[0].startswith("error:")
+            yield where, re.sub(r"\s+#.*$", "", text), fails
 
 
 CASES = list(documented())
@@ -116,21 +124,11 @@ def test_the_docs_show_commands_and_most_run_here():
 
 def quoted_outputs():
     """(file:line, `$ command`, the output lines the docs quote under it)."""
-    for path in DOCS:
-        lines, inside = path.read_text().splitlines(), False
-        for i, line in enumerate(lines):
-            if line.startswith("```"):
-                inside = not inside
-                continue
-            if not inside or not line.startswith("$ "):
-                continue
-            shown = []
-            for after in lines[i + 1:]:
-                if after.startswith(("```", "$ ")):
-                    break
-                shown.append(after)
-            if shown:
-                yield f"{path.relative_to(REPO)}:{i + 1}", line[2:], shown
+    for where, line, after in code_lines():
+        if line.startswith("$ "):
+            end = next((k for k, a in enumerate(after) if a.startswith("$ ")), len(after))
+            if end:
+                yield where, line[2:], after[:end]
 
 
 QUOTED = list(quoted_outputs())

@@ -17,7 +17,7 @@ import pytest
 
 from harness import REPO, TOPOLOGIES
 from harness.commands import ENV, RUN_TOPOLOGY, run
-from harness.labs import our_state
+from harness.labs import our_state, wait_until_moving
 from lab import kept, records
 
 LAB = REPO / "scripts" / "lab"
@@ -37,17 +37,6 @@ def wait_gone(pid, timeout=60):
     while records.pid_alive(pid):
         assert time.monotonic() < deadline, f"pid {pid} still runs"
         time.sleep(0.05)
-
-
-def wait_moving(intf="leaf1-eth1", nbytes=1 << 20, timeout=120):
-    """Until a server's link has carried `nbytes` more: a collective is
-    under way (the latency probe alone moves 10 kB a second)."""
-    def tx():
-        return int(open(f"/sys/class/net/{intf}/statistics/tx_bytes").read())
-    start, deadline = tx(), time.monotonic() + timeout
-    while tx() - start < nbytes:
-        assert time.monotonic() < deadline, "no collective traffic"
-        time.sleep(0.01)
 
 
 def settle(before, timeout=60):
@@ -118,7 +107,7 @@ def test_ctrl_c_stops_the_experiment_not_the_lab(up):
         while not running():
             assert time.monotonic() < deadline and proc.poll() is None, "it never started"
             time.sleep(0.1)
-        wait_moving()                                   # in the collective itself
+        wait_until_moving()                             # in the collective itself
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

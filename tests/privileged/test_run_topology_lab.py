@@ -15,7 +15,7 @@ import pytest
 from harness import REPO, TOPOLOGIES
 from harness.commands import run, start
 from harness.fabrics import EXPERIMENT_YAML
-from harness.labs import our_state
+from harness.labs import our_state, wait_until_moving
 from harness.verdicts import assert_verdict_follows_from_runs
 
 
@@ -102,17 +102,6 @@ def wait_until_bridged(timeout=120):
     while not subprocess.run(["ovs-vsctl", "list-br"], capture_output=True,
                              text=True).stdout.strip():
         assert time.monotonic() < deadline, "no bridge appeared"
-        time.sleep(0.01)
-
-
-def wait_until_moving(intf="leaf1-eth1", nbytes=1 << 20, timeout=120):
-    """Until a server's link has carried `nbytes` more: a collective is
-    under way (the latency probe alone moves 10 kB a second)."""
-    def tx():
-        return int(open(f"/sys/class/net/{intf}/statistics/tx_bytes").read())
-    start, deadline = tx(), time.monotonic() + timeout
-    while tx() - start < nbytes:
-        assert time.monotonic() < deadline, "no collective traffic"
         time.sleep(0.01)
 
 

@@ -214,6 +214,11 @@ class Lab:
                      f"bfd:min_rx={ms}"]
         host.run(args, timeout=120)
 
+    def controller_options(self) -> List[str]:
+        """More of the controller's command line (a kind of lab's own: the
+        cluster's TLS, say); none here."""
+        return []
+
     def names(self) -> List[str]:
         """Every root-namespace name this lab creates."""
         return host.lab_names(self.fabric) + self.extra_names
@@ -226,7 +231,7 @@ class Lab:
         self.of_port = free_port(self.controller_ip)
         cmd = [sys.executable, "-m", "controller", "--spec", str(spec),
                "--status", str(self.status_path), "--port", str(self.of_port),
-               "--host", self.controller_ip]
+               "--host", self.controller_ip] + self.controller_options()
         if self.verbose:
             cmd.append("--verbose")
         self.controller_log = self.run_dir / "controller.log"

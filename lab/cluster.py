@@ -195,6 +195,7 @@ class ClusterLab(Lab):
         """Nothing of this machine's root namespace: the names are the machines'."""
 
     runs_controller = True
+    sandboxed = False                  # its switches meet the machines' network
 
     def build(self) -> None:
         self._build_machines()

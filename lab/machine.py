@@ -103,6 +103,7 @@ class SliceLab(Lab):
         records.registered_dir(self.tag).mkdir(parents=True, exist_ok=True)
 
     runs_controller = False
+    sandboxed = False                  # its switches meet the machines' network
 
     def build(self) -> None:
         self._build_network()

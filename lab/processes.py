@@ -65,3 +65,31 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
     # after the command: state is field 3, utime 14 and stime 15 (proc(5))
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: str) -> list:
+    """/proc/PID/stat's fields from the state on (field 3 is index 0), or []."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time a process and all its descendants have used so far, those
+    still running and those already reaped (cutime, cstime); 0 once it is
+    gone. The progress of a shell pipeline, or of a machine's whole tree."""
+    stats = {p: _stat(p) for p in os.listdir("/proc") if p.isdigit()}
+    children = {}
+    for p, fields in stats.items():
+        if fields:
+            children.setdefault(fields[1], []).append(p)      # field 4: the parent
+    total, todo = 0, [str(pid)] if stats.get(str(pid)) else []
+    while todo:
+        p = todo.pop()
+        fields = stats.get(p) or []
+        if len(fields) > 14:
+            total += sum(int(x) for x in fields[11:15])     # utime stime cutime cstime
+        todo.extend(children.get(p, ()))
+    return total / os.sysconf("SC_CLK_TCK")

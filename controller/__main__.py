@@ -1,8 +1,11 @@
 """Run the fabric controller: ``python -m controller --spec S --status F --port P``.
 
 os-ken ships no manager command any more, so this starts its AppManager
-directly. The OpenFlow listener binds to loopback only. The lab runs this as a
-child process and stops it with SIGTERM; it also dies with its parent.
+directly. The OpenFlow listener binds to --host (loopback unless a cluster
+run names its own address), in plain TCP or, given --tls-key, --tls-cert and
+--tls-ca, in TLS only, requiring each switch's certificate to be signed by
+that CA (controller/tls.py). The lab runs this as a child process and stops
+it with SIGTERM; it also dies with its parent.
 """
 
 import argparse
@@ -21,8 +24,14 @@ def main(argv=None) -> int:
     parser.add_argument("--status", required=True, help="status file the app keeps up to date")
     parser.add_argument("--port", type=int, required=True, help="OpenFlow TCP port")
     parser.add_argument("--host", default="127.0.0.1", help="listen address (loopback)")
+    parser.add_argument("--tls-key", help="the controller's private key (PEM): TLS only")
+    parser.add_argument("--tls-cert", help="the controller's certificate (PEM)")
+    parser.add_argument("--tls-ca", help="the CA certificate every switch's must be signed by")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    tls = [args.tls_key, args.tls_cert, args.tls_ca]
+    if any(tls) and not all(tls):
+        parser.error("--tls-key, --tls-cert and --tls-ca go together")
 
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
@@ -35,8 +44,14 @@ def main(argv=None) -> int:
     from os_ken.base.app_manager import AppManager
     from os_ken.lib import hub
 
-    cfg.CONF(args=["--ofp-listen-host", args.host, "--ofp-tcp-listen-port", str(args.port)],
-             project="os_ken")
+    if all(tls):
+        from controller import tls as tls_listener
+        from controller.app import tls_refused
+        listen = tls_listener.oslo_args(args.port, *tls)
+        tls_listener.report_refusals(tls_refused)
+    else:
+        listen = ["--ofp-tcp-listen-port", str(args.port)]
+    cfg.CONF(args=["--ofp-listen-host", args.host, *listen], project="os_ken")
     manager = AppManager.get_instance()
     manager.load_apps(["controller.app"])
     services = manager.instantiate_apps(**manager.create_contexts())

@@ -26,6 +26,16 @@ from controller.status import write_status
 from topologies.fabric import fabric_from_spec
 
 
+def tls_refused(address, why: str) -> None:
+    """controller/tls.py's report of a connection refused during the TLS
+    handshake: into the running app's status."""
+    app = app_manager.lookup_service_brick(FabricController.__name__)
+    if app is not None:
+        app.core.refuse(f"TLS from {address[0]}",
+                        f"refused a TLS connection from {address[0]}: {why}")
+        app._write_status()
+
+
 def port_is_up(dp, port) -> bool:
     """An os-ken port description is up: link up, not administratively down,
     and live. Open vSwitch reports a port live when its link is up and, with
@@ -80,8 +90,13 @@ class FabricController(app_manager.OSKenApp):
 
     @set_ev_cls(ofp_event.EventOFPStateChange, MAIN_DISPATCHER)
     def on_connected(self, ev):
-        """os-ken has done the handshake and read the port list (dp.ports)."""
+        """os-ken has done the handshake and read the port list (dp.ports).
+        A datapath id the fabric does not have is disconnected at once."""
         dp = ev.datapath
+        if not self.core.admit(dp.id, dp.address):
+            dp.close()
+            self._write_status()
+            return
         ports = [PortInfo(no, port.name.decode(errors="replace"), port_is_up(dp, port))
                  for no, port in dp.ports.items()]
         self._send(self.core.switch_connected(dp.id, dp, ports))

@@ -69,8 +69,10 @@ def fabric_arp_table(fabric: Fabric) -> Dict[str, str]:
 class FabricCore:
     """The controller without os-ken: switch events in, OpenFlow messages out.
 
-    Events name a switch by its DPID, as os-ken reports it; a DPID the fabric
-    does not have is ignored. Messages go out by switch name."""
+    Events name a switch by its DPID, as os-ken reports it. A switch whose
+    DPID the fabric does not have is refused (`admit`: the app disconnects
+    it, the status names it among the errors) and its events are ignored.
+    Messages go out by switch name."""
 
     def __init__(self, fabric: Fabric, log: Optional[logging.Logger] = None,
                  clock: Callable[[], float] = time.time):
@@ -86,6 +88,7 @@ class FabricCore:
         self.pending: Dict[str, int] = {}           # switch name -> xid of the awaited barrier
         self.programmed: set = set()
         self.errors: deque = deque(maxlen=ERRORS_KEPT)
+        self.refused: Dict[str, int] = {}           # who was refused -> how many times
         self.arp_replies = 0
         self.generation = 0
         self.last_xid = 0
@@ -93,12 +96,31 @@ class FabricCore:
 
     # --- switch life cycle -------------------------------------------------------
 
+    def admit(self, dpid: int, address: Optional[Tuple] = None) -> bool:
+        """Whether a switch that finished its handshake may stay: only the
+        fabric's datapath ids may. A refused one is an error of the status
+        (once per datapath id; every attempt is logged)."""
+        if dpid in self.names:
+            return True
+        where = f" from {address[0]}" if address else ""
+        self.refuse(f"datapath id {dpid:016x}", f"refused a switch with datapath id {dpid:016x}"
+                    f"{where}: no switch of the fabric has it")
+        return False
+
+    def refuse(self, who: str, text: str) -> None:
+        """A connection refused (an unknown datapath id; a switch without
+        this run's certificate): logged each time, an error the first."""
+        self.refused[who] = self.refused.get(who, 0) + 1
+        if self.refused[who] == 1:
+            self._error(text)
+        else:
+            self.log.warning("%s (%d times)", text, self.refused[who])
+
     def switch_connected(self, dpid: int, dp, ports: Iterable[PortInfo]) -> Outbox:
         """A switch finished its handshake and listed its ports: check them
         against the fabric, forget what it held, and program it from scratch."""
         name = self.names.get(dpid)
-        if name is None:
-            self.log.warning("ignoring unknown datapath %s", dpid)
+        if name is None:                            # refused by admit() already
             return []
         self.log.info("%s connected (%s)", name, OF_NAMES.get(dp.ofproto.OFP_VERSION))
         self._check_ports(name, {p.number: p for p in ports})
@@ -222,6 +244,7 @@ class FabricCore:
             "down_ports": sorted(f"{n}:{p}" for n, p in self.down),
             "arp_replies": self.arp_replies,
             "errors": list(self.errors),
+            "refused": dict(self.refused),
             **({"adaptive": self.adaptive.status()} if self.adaptive else {}),
         }
 

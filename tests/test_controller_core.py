@@ -373,12 +373,13 @@ def test_the_log_says_what_happened(caplog):
     f = leaf_spine(2, 2, 1)
     switches = Switches(f)
     with caplog.at_level(logging.INFO, logger="controller.core"):
-        switches.core.switch_connected(0xDEAD, datapath(), [])
+        assert not switches.core.admit(0xDEAD, ("10.77.0.12", 40000))
         switches.connect("leaf1")
         switches.port("leaf1", 2, False)
         switches.core.switch_gone(f.switch("leaf1").dpid, switches.dps["leaf1"])
     assert [r.getMessage() for r in caplog.records] == [
-        f"ignoring unknown datapath {0xDEAD}", "leaf1 connected (OpenFlow15)",
+        "refused a switch with datapath id 000000000000dead from 10.77.0.12: no switch of "
+        "the fabric has it", "leaf1 connected (OpenFlow15)",
         "leaf1 port 2 down", "leaf1 disconnected"]
 
 
@@ -386,7 +387,7 @@ def test_status_reports_the_clock_and_the_process():
     core = FabricCore(leaf_spine(2, 2, 1), clock=lambda: 42.0)
     status = core.status()
     assert set(status) == {"pid", "time", "generation", "connected", "programmed", "versions",
-                           "down_ports", "arp_replies", "errors"}
+                           "down_ports", "arp_replies", "errors", "refused"}
     assert status["time"] == 42.0 and isinstance(status["pid"], int)
 
 
@@ -419,9 +420,13 @@ class FakeDatapath:
                                                       0, 0, 0, 0, 0, 0)
                       for no, intf in fabric_interfaces(fabric)[name].items()}
         self.sent = []
+        self.address, self.closed = ("10.77.0.12", 40000), False
 
     def send_msg(self, msg):
         self.sent.append(msg)
+
+    def close(self):
+        self.closed = True
 
 
 def test_the_app_sends_what_the_core_returns_and_writes_the_status(tmp_path, monkeypatch):
@@ -458,3 +463,30 @@ def test_the_app_sends_what_the_core_returns_and_writes_the_status(tmp_path, mon
     app.on_dead(SimpleNamespace(datapath=dp))
     status = json.loads(status_path.read_text())
     assert (status["connected"], status["arp_replies"]) == ([], 1)
+
+
+def test_the_app_disconnects_a_datapath_id_the_fabric_does_not_have(tmp_path, monkeypatch):
+    """Refused: closed before anything is sent to it, the status names its
+    datapath id among the errors (once, however often it comes back), the
+    fabric's own switches are not disturbed."""
+    f = leaf_spine(2, 2, 1)
+    spec, status_path = tmp_path / "spec.json", tmp_path / "status.json"
+    spec.write_text(json.dumps(f.spec))
+    monkeypatch.setenv("FABRIC_LAB_SPEC", str(spec))
+    monkeypatch.setenv("FABRIC_LAB_STATUS", str(status_path))
+    app = FabricController()
+    rogue = FakeDatapath(f, "leaf1")
+    rogue.id = 0xFF
+    for _ in range(3):
+        app.on_connected(SimpleNamespace(datapath=rogue))
+        app.on_dead(SimpleNamespace(datapath=rogue))
+    assert rogue.closed and rogue.sent == []
+    status = json.loads(status_path.read_text())
+    assert status["errors"] == ["refused a switch with datapath id 00000000000000ff from "
+                                "10.77.0.12: no switch of the fabric has it"]
+    assert status["refused"] == {"datapath id 00000000000000ff": 3}
+    assert status["connected"] == []
+    leaf1 = FakeDatapath(f, "leaf1")
+    app.on_connected(SimpleNamespace(datapath=leaf1))
+    assert not leaf1.closed and leaf1.sent
+    assert json.loads(status_path.read_text())["connected"] == ["leaf1"]

@@ -208,24 +208,6 @@ class Inside:
                 "watched_qdisc_share": round((q1 - q0) / (i1 - i0), 3) if i1 > i0 else None}
 
 
-def inside_command(args) -> int:
-    """A command of this repository (run_topology.py --calibrate, a
-    benchmark) against this namespace's private Open vSwitch: its run,
-    record and pid folders are tmpfs mounts over the host's, so the lab finds
-    the private daemons where it looks (ovs-vsctl's defaults, counters' pid
-    file) and the host's stay untouched."""
-    work = Path(args.work)
-    for d in ("/run/openvswitch", "/run/fabric-lab"):
-        subprocess.run(f"mkdir -p {d} && mount -t tmpfs tmpfs {d}", shell=True, check=True)
-    box = Inside(args.variant, 0, Path("/run/openvswitch"))
-    box.start_ovs()
-    out = subprocess.run([sys.executable] + args.command, cwd=REPO, capture_output=True,
-                         text=True, env=box.env)
-    print(out.stdout + out.stderr, flush=True)
-    (work / "ovs-vswitchd.log").write_bytes(Path("/run/openvswitch/ovs-vswitchd.log").read_bytes())
-    return out.returncode
-
-
 def inside_main(args) -> int:
     work = Path(args.work)
     box = Inside(args.variant, args.rate, work)
@@ -256,17 +238,39 @@ def measure(variant: str, rate: float, seconds: float) -> dict:
             "error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
 
 
+def vswitchd_wrapper(variant: str, folder: Path) -> Path:
+    """A folder holding an `ovs-vswitchd` that starts the real one as the
+    variant asks (its environment, its other_config, its command line): a lab
+    run with this folder first on its PATH starts its own Open vSwitch
+    (lab/sandbox.py) that way, and nothing else of the lab changes."""
+    real = subprocess.run(["sh", "-c", "command -v ovs-vswitchd"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    env = " ".join(f"{k}={v}" for k, v in datapath.vswitchd_env(variant).items())
+    config = datapath.vsctl_other_config(variant)
+    lines = ["#!/bin/sh"]
+    if config:
+        lines.append("ovs-vsctl --no-wait " + " ".join(config[1:]))
+    extra = " ".join(datapath.VARIANTS[variant].get("args", []))
+    lines.append(f'exec env {env} {real} "$@" {extra}')
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapper = folder / "ovs-vswitchd"
+    wrapper.write_text("\n".join(lines) + "\n")
+    wrapper.chmod(0o755)
+    return folder
+
+
 def within(variants, repeat: int, command, keep) -> int:
-    """A command run with each variant's private Open vSwitch, interleaved;
-    the lines `keep` picks from each output."""
+    """A command of this repository (run_topology.py --calibrate, a
+    benchmark) run once per variant, interleaved, each lab starting its own
+    Open vSwitch the variant's way; the lines `keep` picks from each output."""
     for k in range(repeat):
         for v in variants:
             work = Path(f"/tmp/datapath-bench-{os.getpid()}-{v}-{k}")
-            work.mkdir(parents=True)
-            cmd = ["unshare", "--net", "--pid", "--mount", "--mount-proc", "--fork",
-                   "--kill-child", sys.executable, "-m", "bench.datapath_bench", "--inside",
-                   "--variant", v, "--work", str(work), "--command"] + command
-            p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=3600)
+            bindir = vswitchd_wrapper(v, work / "bin")
+            env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+            p = subprocess.run([sys.executable] + command, cwd=REPO, capture_output=True,
+                               text=True, timeout=3600, env=env)
+            (work / "output.txt").write_text(p.stdout + p.stderr)
             lines = [l for l in p.stdout.splitlines() if keep(l)]
             print(f"## {v} (run {k + 1}; {work})")
             print("\n".join(lines) or (p.stdout + p.stderr)[-1500:], flush=True)
@@ -285,19 +289,18 @@ def main() -> int:
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--within", metavar="ARGS",
                         help="run this python command line (its arguments) with each variant")
-    parser.add_argument("--command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=float, default=20, help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
-        return inside_command(args) if args.command else inside_main(args)
+        return inside_main(args)
     if os.geteuid() != 0:
         print("datapath_bench needs root (namespaces, Open vSwitch)", file=sys.stderr)
         return 1
     variants = list(dict.fromkeys(args.variants.split(",")))
     if args.calibrate:
-        return within(variants, args.repeat, [str(REPO / "run_topology.py"), "--calibrate"],
+        return within(variants, args.repeat, ["run_topology.py", "--calibrate"],
                       lambda l: l.startswith("#") or l[:16].strip().isdigit())
     if args.within:
         return within(variants, args.repeat, args.within.split(), lambda l: True)

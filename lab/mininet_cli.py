@@ -106,7 +106,7 @@ def iperf_pair(lab, client: str, server: str, udp_bw=None,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         # iperf3 takes its control connection over TCP, for UDP tests too
-        wait_listening(lab, server, IPERF_PORT)
+        wait_listening(lab, server, IPERF_PORT, proc)
         extra = ["-u", "-b", udp_bw] if udp_bw else []
         ip = lab.net.get(server).IP()
         out = lab.net.get(client).cmd(" ".join(

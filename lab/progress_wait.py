@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 READY, STALLED, SPENT, CAPPED = "ready", "stalled", "spent", "capped"
+STALL_S = 30.0      # the usual patience: nothing moved for this long is a hang
+CAP_S = 900.0       # the usual cap, against a hang the signals cannot see
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,12 @@ other (fping, paced), and a server is listening on a port."""
 
 from __future__ import annotations
 
-import time
+import subprocess
 from dataclasses import dataclass, field
 from typing import List, Sequence, Tuple
 
-from lab.processes import CheckError
+from lab.processes import CheckError, cpu_seconds, stop_process, tree_cpu_seconds
+from lab.progress_wait import CAP_S, STALL_S, wait_progressing
 
 PINGS_PER_SECOND = 4000
 
@@ -51,14 +52,33 @@ def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 4) 
                                    text=True)
         still = {}
         for src, proc in procs.items():
-            out, _ = proc.communicate(
-                timeout=30 + len(pending[src]) * (2 * wait_ms + gap_ms) / 1000)
+            out = _pings_output(src, proc, len(pending[src]), gap_ms, wait_ms)
             ok = {line.split()[1] for line in out.splitlines() if line.startswith("ok ")}
             still[src] = [ip for ip in pending[src] if ip not in ok]
             result.ok += len(ok & set(pending[src]))
         pending = still
     result.failures = [(src, ip_name[ip]) for src, ips in pending.items() for ip in ips]
     return result
+
+
+def _pings_output(src: str, proc, count: int, gap_ms: int, wait_ms: int) -> str:
+    """What a source's pings printed, once they end: bounded by their
+    progress (the CPU of the shell, fping and sed), not the clock. fping
+    may rightly sit still for an answer's whole wait (`wait_ms`, twice with
+    its retry), so only a longer stillness is a hang."""
+    def finished():
+        try:
+            return [proc.communicate(timeout=0.5)[0]]
+        except subprocess.TimeoutExpired:
+            return None
+    schedule = count * (2 * wait_ms + gap_ms) / 1000
+    waited = wait_progressing(finished, lambda: tree_cpu_seconds(proc.pid),
+                              stall_s=STALL_S + 2 * wait_ms / 1000, cap_s=CAP_S + schedule,
+                              interval=0)
+    if not waited.ready:
+        stop_process(proc, grace=0, ask=False)   # its children go with the lab
+        raise CheckError(f"the pings from {src} did not end: {waited.reason('they')}")
+    return waited.value[0]
 
 
 def _ping_script(ips: Sequence[str], gap_ms: int = 1, wait_ms: int = 1000) -> str:
@@ -73,11 +93,19 @@ def _ping_script(ips: Sequence[str], gap_ms: int = 1, wait_ms: int = 1000) -> st
             "else echo fail $d; fi; done; fi")
 
 
-def wait_listening(lab, server: str, port: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
+def wait_listening(lab, server: str, port: int, proc) -> None:
+    """Until `proc`, started on `server`, listens on `port`: bounded by its
+    progress (its CPU), not the clock; its exit ends the wait at once."""
     host = lab.host(server)
-    while time.monotonic() < deadline:
+
+    def listening():
         if host.cmd(f"ss -Hltn 'sport = :{port}'").strip():
-            return
-        time.sleep(0.05)
-    raise CheckError(f"nothing listens on {server}:{port} after {timeout} s")
+            return True
+        if proc.poll() is not None:
+            raise CheckError(f"the server on {server}:{port} exited before it listened")
+        return False
+    waited = wait_progressing(listening, lambda: cpu_seconds(proc.pid), stall_s=STALL_S,
+                              cap_s=CAP_S)
+    if not waited.ready:
+        raise CheckError(f"nothing listens on {server}:{port}: "
+                         f"{waited.reason('its server')}")

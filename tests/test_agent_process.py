@@ -216,3 +216,32 @@ def test_the_arrival_time_comes_from_the_reads_timestamp_message():
     assert landed([stamp], 1.0) == 5.25
     assert landed([(socket.SOL_SOCKET, 1, b"\0" * 16)], 1.0) == 1.0   # not a timestamp
     assert landed([], 7.0) == 7.0
+
+
+def test_the_driver_waits_for_agents_slower_than_its_patience_while_they_work():
+    """Patience is for a reply or the agents' CPU: an agent that computes for
+    twice as long as the patience before it answers is waited for."""
+    script = ("import json, sys, time\n"
+              "while time.process_time() < 2.0: pass\n"
+              "print(json.dumps({'event': 'ready', 'rank': 0}), flush=True)\n"
+              "sys.stdin.readline()\n")
+    launcher = LocalLauncher()
+    procs = AgentProcesses(launcher, ["e0"], lambda group, s: [sys.executable, "-c", script],
+                           timeout=1.0)
+    assert procs.n == 1
+    procs.close()
+
+
+def test_the_driver_gives_up_on_an_agent_that_neither_answers_nor_works():
+    launcher = LocalLauncher()
+    script = "import time\nprint('{\"event\": \"ready\", \"rank\": 0}', flush=True)\ntime.sleep(600)\n"
+    try:
+        with pytest.raises(CheckError, match=r"e1 did not report 'ready' \(1 of 2 did; "
+                                             r"they made no progress for 1 s\)"):
+            AgentProcesses(launcher, ["e0", "e1"],
+                           lambda group, s: [sys.executable, "-c", script if s == "e0" else
+                                             "import time; time.sleep(600)"], timeout=1.0)
+    finally:
+        for proc in launcher.procs:
+            proc.kill()
+            proc.wait()

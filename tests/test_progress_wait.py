@@ -2,6 +2,8 @@
 on a fake clock with made-up progress; and lab/processes.py's CPU of a
 process with its descendants, the progress most waits read."""
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -172,3 +174,25 @@ def test_the_vm_wait_notes_each_stage_and_the_end(tmp_path, monkeypatch):
                                          f"echo '{vmtest.MARK} stage done 2.0 ===' >> {console}"])
     seen = vmtest.follow(proc, cap_s=600)
     assert {"init", "done", "qemu_exit", "qemu_cpu"} <= set(seen)
+
+
+def test_the_pings_output_is_read_once_they_end(monkeypatch):
+    from lab import reachability
+    proc = subprocess.Popen(["sh", "-c", "sleep 0.3; echo ok 10.0.0.2"], stdout=subprocess.PIPE,
+                            text=True)
+    assert reachability._pings_output("h1", proc, 1, 1, 1000) == "ok 10.0.0.2\n"
+
+
+def test_pings_that_sit_still_past_their_own_wait_are_a_hang(monkeypatch):
+    from lab import reachability
+    from lab.processes import CheckError
+    monkeypatch.setattr(reachability, "STALL_S", 0.5)
+    proc = subprocess.Popen(["sh", "-c", "sleep 600; true"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        with pytest.raises(CheckError, match="the pings from h1 did not end: they made no "
+                                             "progress"):
+            reachability._pings_output("h1", proc, 1, 1, wait_ms=100)
+        assert proc.poll() is not None
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)       # the sleep the shell left

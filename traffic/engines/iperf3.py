@@ -38,8 +38,8 @@ class Iperf3Replay(Engine):
         for dst, src in pairs:
             self.procs.append(lab.popen(dst, ["iperf3", "-s", "-p", str(BASE_PORT + src)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for dst, src in pairs:
-            wait_listening(lab, dst, BASE_PORT + src)
+        for (dst, src), proc in zip(pairs, self.procs):
+            wait_listening(lab, dst, BASE_PORT + src, proc)
 
     def prepare(self, job: Job) -> None:
         sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,

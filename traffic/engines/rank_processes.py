@@ -17,10 +17,11 @@ import os
 import selectors
 import subprocess
 from typing import Dict, List, Sequence
-import time
 
-from lab.processes import stop_process
-from lab.processes import CheckError
+from lab.processes import CheckError, cpu_seconds, stop_process
+from lab.progress_wait import wait_progressing
+
+STALL_CAP = 20      # replies' patience times this: an agent busy but never answering
 
 
 class AgentProcesses:
@@ -57,24 +58,43 @@ class AgentProcesses:
 
     def collect(self, event: str, timeout: float = None) -> List[dict]:
         """One `event` line for every rank, in rank order; an error line from any is raised.
-        `timeout` bounds the wait for the next reply, not for all of them: a
-        slow host that brings up 256 agents one after another still gets
-        there, a stuck agent is still found."""
+        `timeout` is the patience without progress: the wait fails when no
+        reply came and no agent used any CPU for that long (a stuck agent),
+        or when no reply came for STALL_CAP times that long although the
+        agents kept busy (one spinning). A slow or loaded host that brings
+        up 256 agents one after another still gets there."""
         replies: Dict[int, dict] = {}
         patience = timeout or self.timeout
-        deadline = time.monotonic() + patience
-        while len(replies) < self.n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                late = [self.ranks[r] for r in range(self.n) if r not in replies]
-                raise CheckError(f"agents on {', '.join(late[:4])} did not report "
-                                 f"'{event}' ({len(replies)} of {self.n} did; none for "
-                                 f"{patience:.0f} s)")
-            for key, _ in self.selector.select(timeout=left):
+
+        def all_in():
+            for key, _ in self.selector.select(timeout=min(0.5, patience)):
                 for msg in self._read(key.data):
                     replies[msg["rank"]] = msg
-                deadline = time.monotonic() + patience
-        return [replies[r] for r in range(self.n)]
+            return len(replies) >= self.n
+
+        counted = [-1]
+
+        def progress():
+            # the agents' CPU only while no reply comes: 256 of them answer at once
+            if len(replies) != counted[0]:
+                counted[0] = len(replies)
+                return counted[0], None
+            return counted[0], self._cpu()
+
+        while True:
+            count = len(replies)
+            waited = wait_progressing(all_in, progress, stall_s=patience,
+                                      cap_s=STALL_CAP * patience, interval=0)
+            if waited.ready:
+                return [replies[r] for r in range(self.n)]
+            if len(replies) == count:
+                late = [self.ranks[r] for r in range(self.n) if r not in replies]
+                raise CheckError(f"agents on {', '.join(late[:4])} did not report "
+                                 f"'{event}' ({len(replies)} of {self.n} did; "
+                                 f"{waited.reason('they')})")
+
+    def _cpu(self) -> float:
+        return sum(cpu_seconds(proc.pid) for proc in self.procs)
 
     def _read(self, index: int) -> List[dict]:
         """The whole lines process `index` has written. Read from the pipe

@@ -9,15 +9,16 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from typing import List
 
-from lab.processes import stop_process
+from lab.processes import cpu_seconds, stop_process
+from lab.progress_wait import CAP_S, STALL_S, wait_progressing
 from lab.reachability import wait_listening
 from collectives import metrics
 
 PROBE_PORT = 9000
 CROSS_PORT = 5999
+FIRST_REPLY_LOST = 3000     # 30 s of probes at full speed, sent and lost: no path
 
 
 class CrossTraffic:
@@ -27,7 +28,7 @@ class CrossTraffic:
         self.src, self.dst = src, dst
         self.server = lab.popen(dst, ["iperf3", "-s", "-1", "-p", str(CROSS_PORT)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_listening(lab, dst, CROSS_PORT)
+        wait_listening(lab, dst, CROSS_PORT, self.server)
         self.client = lab.popen(src, ["iperf3", "-c", lab.fabric.endpoint(dst).ip, "-p",
                                       str(CROSS_PORT), "-t", "86400", "-J"], text=True)
 
@@ -68,18 +69,23 @@ class Prober:
         for line in self.ping.stdout:
             self.samples.append(json.loads(line))
 
-    def wait_first_reply(self, timeout: float = 30.0) -> bool:
+    def wait_first_reply(self, lost: int = FIRST_REPLY_LOST) -> bool:
         """Wait until a probe has come back (the processes have started and
         ARP is resolved, however slow the host): an idle window measured
-        from then holds samples. False if none came back in `timeout`."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        from then holds samples. Bounded by the probes' progress: False once
+        `lost` probes were sent and lost, when the pinger exits, or when
+        neither a sample came nor the probes used CPU for STALL_S."""
+        def answered():
             if any("rtt" in s for s in list(self.samples)):
-                return True
-            if self.ping.poll() is not None:
-                return False
-            time.sleep(0.02)
-        return False
+                return "yes"
+            return "gone" if self.ping.poll() is not None else None
+
+        waited = wait_progressing(
+            answered, lambda: (len(self.samples), cpu_seconds(self.ping.pid),
+                               cpu_seconds(self.echo.pid)),
+            spent=lambda: sum(1 for s in list(self.samples) if s.get("lost")) >= lost,
+            stall_s=STALL_S, cap_s=CAP_S, interval=0.02)
+        return waited.value == "yes"
 
     def between(self, t0: float, t1: float) -> List[dict]:
         return [s for s in list(self.samples) if t0 <= s["t"] <= t1]

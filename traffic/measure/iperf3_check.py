@@ -40,7 +40,7 @@ def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: int = 3,
         servers.append(lab.popen(dst, ["iperf3", "-s", "-1", "-p", str(port)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     for i, (_, dst) in enumerate(pairs):
-        wait_listening(lab, dst, 5201 + i)
+        wait_listening(lab, dst, 5201 + i, servers[i])
     t0 = time.monotonic()
     for i, (src, dst) in enumerate(pairs):
         ip = fabric.endpoint(dst).ip

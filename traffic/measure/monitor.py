@@ -15,9 +15,9 @@ than min(queued, rate x interval) was held back by the host, not by its rate.
 from __future__ import annotations
 
 import threading
-import time
 from typing import List
 
+from lab.progress_wait import CAP_S, STALL_S, wait_progressing
 from lab.shaping import unpaid_bytes
 from topologies.fabric import Fabric
 from lab.counters import cpu_busy_pct, read_counters
@@ -52,12 +52,12 @@ class Monitor:
     def sample(self) -> dict:
         return self.source(self.rate)
 
-    def wait_past(self, t: float, timeout: float = 30.0) -> None:
+    def wait_past(self, t: float) -> None:
         """Wait until a sample read wholly after `t` exists, so a window
-        ending at t is whole (a busy host may delay the sampling thread)."""
-        deadline = time.monotonic() + timeout
-        while _began(self.samples[-1]) < t and time.monotonic() < deadline:
-            time.sleep(self.interval / 4)
+        ending at t is whole (a busy host may delay the sampling thread):
+        as long as samples keep coming, up to STALL_S without one."""
+        wait_progressing(lambda: _began(self.samples[-1]) >= t, lambda: len(self.samples),
+                         stall_s=STALL_S, cap_s=CAP_S, interval=self.interval / 4)
 
     def start(self) -> "Monitor":
         self.samples.append(self.sample())

@@ -5,11 +5,15 @@ that runs run_topology.py, the head.
 1. preflight (lab/cluster_preflight.py): one line per machine that cannot
    take part, and nothing is started;
 2. the os-ken controller starts here, listening only on the address this
-   machine reaches the first machine from (or cluster.controller);
+   machine reaches the first machine from (or cluster.controller), in TLS
+   with certificates made for the run in its folder (lab/tls.py; plain TCP
+   with cluster.tls: false); it lets in only the fabric's datapath ids;
 3. each machine gets, over ssh, a `python -m lab.machine serve` that builds
    the nodes placed on it (topologies/placement.py) as an ordinary lab, the
    links that cross machines as VXLAN tunnels (lab/tunnels.py), its switches
-   connected to the controller here; the machines build at the same time;
+   connected to the controller here (its own switch certificate and the
+   run's CA certificate come in the build message); the machines build at
+   the same time;
 4. ready when the controller has programmed every switch of every machine.
 
 A program in a server (`popen`) runs through ssh on the server's machine
@@ -18,6 +22,11 @@ machine's clock runs apart from this one's, in a time namespace that reads
 this machine's monotonic clock: the agents' start times, the probes'
 timestamps and the monitor's samples share one time line. The monitor asks
 every machine for its counters (`counters`).
+
+ssh checks every machine's host key (StrictHostKeyChecking=yes: a machine
+whose key is not in known_hosts is refused by the preflight, in one sentence
+saying how to add it); the test bed's machines come with a known_hosts of
+their own (lab/testbed.py).
 
 Teardown: the programs (their ssh sessions: each program dies with its
 session), then every machine's lab ("stop", all at once), then the ssh
@@ -46,11 +55,13 @@ from lab import cluster_preflight, records
 from lab.host import LabError, run
 from lab.lifecycle import REPO, Lab
 from lab.processes import stop_process
+from lab.tls import RunCertificates, make_certificates
 from lab.tunnels import tunnels
 
 PYTHON = REPO / ".venv" / "bin" / "python"
-SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
-               "-o", "ServerAliveCountMax=6", "-o", "LogLevel=ERROR")
+SSH_OPTIONS = ("-o", "BatchMode=yes", *cluster_preflight.HOST_KEYS, "-o", "ConnectTimeout=10",
+               "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=6",
+               "-o", "LogLevel=ERROR")
 BUILD_TIMEOUT = 600.0       # a machine building its part (the SuperPOD unit: minutes)
 ASK_TIMEOUT = 60.0
 CLOCK_APART = 0.0005        # seconds: closer than this, a machine's clock is taken as ours
@@ -167,6 +178,11 @@ class ClusterLab(Lab):
         self.machines: List[Machine] = []
         self.tunnels = []
         self.pids: Dict[str, int] = {}
+        self.certificates: Optional[RunCertificates] = None
+
+    # its switches meet the tunnels and the controller on the machines' own
+    # network, not in a sandbox of this host's
+    sandboxed = False
 
     # --- start ------------------------------------------------------------------
 
@@ -188,11 +204,24 @@ class ClusterLab(Lab):
                               else source_address(addresses[0]))
         self.tunnels = tunnels(self.fabric, self.placement.node, addresses)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.cluster.tls:
+            self.certificates = make_certificates(self.run_dir / "tls", self.tag,
+                                                  self.controller_ip, list(self.cluster.machines))
         self.machines = [Machine(m, h, addresses[m], self.cluster.user, self.run_dir)
                          for m, h in enumerate(self.cluster.machines)]
 
     def claim(self) -> None:
         """Nothing of this machine's root namespace: the names are the machines'."""
+
+    def controller_options(self) -> List[str]:
+        """TLS: the controller's key and certificate, and the CA a switch's
+        certificate must be signed by."""
+        return self.certificates.controller_options() if self.certificates else []
+
+    def machine_tls(self, index: int) -> Optional[dict]:
+        """What machine `index` needs for TLS (its switches' key and
+        certificate, the CA's certificate), or None in plain TCP."""
+        return self.certificates.for_machine(index) if self.certificates else None
 
     runs_controller = True
     sandboxed = False                  # its switches meet the machines' network
@@ -213,7 +242,7 @@ class ClusterLab(Lab):
                  "tunnels": [{"vni": t.vni, "kind": t.kind, "ends": [e.__dict__ for e in t.ends]}
                              for t in self.tunnels]}
         for m in self.machines:
-            m.send({**build, "machine": m.index})
+            m.send({**build, "machine": m.index, "tls": self.machine_tls(m.index)})
         # they build at the same time; reading their replies in turn costs
         # nothing, and an interruption here needs no thread to wait for
         built = [_built(m) for m in self.machines]
@@ -299,6 +328,7 @@ class ClusterLab(Lab):
                               "clock_offset_s": offset}
                              for m, offset in zip(self.machines, self.clock_offsets)],
                 "controller": f"{self.controller_ip}:{self.of_port}",
+                "tls": self.certificates is not None,
                 "tunnels": len(self.tunnels)}
 
     # --- teardown -------------------------------------------------------------------

@@ -2,7 +2,9 @@
 checked over ssh, in order, and reported by its first failure, in one line:
 
 1. ssh logs in without a password (batch mode), as root, or as a user with
-   passwordless sudo (``sudo -n true``);
+   passwordless sudo (``sudo -n true``), to a machine whose host key this
+   machine's known_hosts holds (StrictHostKeyChecking=yes: an unknown or
+   changed key is refused, in one line saying what to do);
 2. Open vSwitch is running: its database (``ovs-vsctl --timeout=3 show``)
    and its switch daemon (``ovs-appctl -t ovs-vswitchd version``);
 3. the project is checked out at the same path and the same commit as here
@@ -35,7 +37,11 @@ from topologies.errors import OneLineParser, printable
 from topologies.schema import SCHEMA, machines
 
 REPO = Path(__file__).resolve().parent.parent
-SSH = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
+# ssh verifies every machine's host key against known_hosts, whatever the
+# user's ssh_config says, and never adds one by itself: a first key is
+# checked by a person (docs/cluster.md)
+HOST_KEYS = ("-o", "StrictHostKeyChecking=yes")
+SSH = ("ssh", "-o", "BatchMode=yes", *HOST_KEYS, "-o", "ConnectTimeout=5")
 TIMEOUT = 30.0                 # seconds for one command, ssh's connection included
 SHOWN = 100                    # characters of a command's output a line quotes
 # the same Python is the same version with the same numpy, whatever its build
@@ -111,6 +117,8 @@ def check_machine(host: str, user: str, checks: Sequence[Check],
     """The line for `host`'s first failing check, or None when it passes all."""
     for check in checks:
         status, output = runner([*SSH, "--", f"{user}@{host}", check.remote], TIMEOUT)
+        if status == 255 and "Host key verification failed" in output:
+            return host_key_line(host, output)
         if status == 255 and check.label != "ssh":
             return f"{host}: ssh failed during {check.label} ({_line(output)})"
         if status:
@@ -134,6 +142,19 @@ def preflight(hosts: Sequence[str], user: str = "root", project: Path = REPO,
     with ThreadPoolExecutor(max_workers=min(16, len(hosts) or 1)) as pool:
         results = list(pool.map(lambda host: check_machine(host, user, checks, runner), hosts))
     return lines + [line for line in results if line]
+
+
+def host_key_line(host: str, output: str) -> str:
+    """What to do when ssh refused `host`'s host key, in one line."""
+    if "HOST IDENTIFICATION HAS CHANGED" in output:
+        return (f"{host}: its ssh host key differs from the one known_hosts holds for it: if "
+                f"the machine was reinstalled, check its new key's fingerprint, then `ssh-keygen "
+                f"-R {host}` and add the new key (docs/cluster.md), otherwise do not go on")
+    return (f"{host}: its ssh host key is not in this machine's known_hosts: check the key's "
+            f"fingerprint against the machine's own (`ssh-keygen -lf "
+            f"/etc/ssh/ssh_host_ed25519_key.pub` there), then add it here with `ssh-keyscan "
+            f"-t ed25519 {host} >> ~/.ssh/known_hosts` as the user who runs the lab "
+            "(docs/cluster.md)")
 
 
 def _line(output: str) -> str:

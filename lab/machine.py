@@ -9,7 +9,12 @@ runs run_topology.py (the head, lab/cluster.py):
 and links that are all here, with the same Mininet, the same shaping, the
 same record under /run/fabric-lab and so the same ``--cleanup``; the links
 that cross machines become VXLAN tunnels (lab/tunnels.py) on the switches'
-ports. Its switches connect to the controller on the head. Then it answers
+ports. Its switches connect to the controller on the head: over TLS when
+the build message carries TLS credentials (this machine's switch key and
+certificate, the run's CA certificate; written 0600 into the part's own
+folder, given to Open vSwitch with ``ovs-vsctl set-ssl``, the controller's
+target ``ssl:``; the SSL setting is removed at teardown), else in plain TCP.
+Then it answers
 the head, one reply line per request line:
 
     {"cmd": "build", ...}          -> {"event": "built", "tag", "pids", "datapath", ...}
@@ -48,11 +53,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from lab import host, records
 from lab.host import Interrupted, LabError
 from lab.lifecycle import Lab
+from lab.tls import write_credentials
 from lab.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
 from lab.shaping import link_commands
 from topologies.fabric import Fabric, fabric_from_spec
@@ -60,6 +66,7 @@ from topologies.fabric import Fabric, fabric_from_spec
 PR_SET_PDEATHSIG = 1
 CLONE_NEWTIME = 0x80
 STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PART_PREFIX = "fabric-lab-part-"
 
 
 def local_fabric(whole: Fabric, mine) -> Fabric:
@@ -84,9 +91,12 @@ class SliceLab(Lab):
     """The lab of one machine's nodes; its switches' controller is elsewhere."""
 
     def __init__(self, whole: Fabric, mine, ends: List[Tuple[Tunnel, TunnelEnd]],
-                 controller: Tuple[str, int], run_dir: Path, datapath: str = "auto"):
+                 controller: Tuple[str, int], run_dir: Path, datapath: str = "auto",
+                 tls: Optional[dict] = None):
         super().__init__(local_fabric(whole, mine), run_dir, datapath, log=lambda *a: None)
         self.whole, self.ends = whole, ends
+        self.tls = tls                       # {"key", "cert", "ca"} PEM text, or None: tcp
+        self.ssl_set = False
         self.neighbours = whole.endpoints
         self.extra_names = [end.device for _, end in ends]
         self.controller_ip, self.of_port = controller
@@ -94,12 +104,18 @@ class SliceLab(Lab):
         # before the tunnels are ports too
         self.connect_later = True
 
+    # its switches meet the tunnels and the head's controller on this
+    # machine's own network, not in a sandbox
+    sandboxed = False
+
     # the hooks of Lab.start(): no controller here, and the switches meet the
     # head's once the tunnels are ports too
 
     def claim(self) -> None:
         self.datapath = host.preflight(self.fabric, self.requested_datapath, self.extra_names)
         self._check_wire()
+        if self.tls:
+            self._check_ssl_free()
         records.registered_dir(self.tag).mkdir(parents=True, exist_ok=True)
 
     runs_controller = False
@@ -115,8 +131,24 @@ class SliceLab(Lab):
         """The head waits until its controller has programmed every switch."""
 
     def _teardown(self) -> None:
-        super()._teardown()
+        try:
+            super()._teardown()
+        finally:
+            if self.ssl_set:
+                host.run(["ovs-vsctl", "--timeout=30", "del-ssl"], check=False, timeout=60)
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _check_ssl_free(self) -> None:
+        """Open vSwitch holds one SSL setting for the whole machine: take it
+        only when it is unset, or left by a part of an earlier run (its files
+        in a fabric-lab-part- folder), never when someone else set it."""
+        out = host.run(["ovs-vsctl", "--timeout=30", "get-ssl"], timeout=60).stdout
+        key = next((l.split(":", 1)[1].strip() for l in out.splitlines()
+                    if l.startswith("Private key:")), "")
+        if key and not Path(key).parent.parent.name.startswith(PART_PREFIX):
+            raise LabError(f"Open vSwitch on this machine already has an SSL setting (private "
+                           f"key {key}), which a TLS cluster run would replace: remove it "
+                           "(`ovs-vsctl del-ssl`) if nothing needs it, or set cluster.tls: false")
 
     def _bfd_interfaces(self) -> List[str]:
         return super()._bfd_interfaces() + [end.device for _, end in self.ends]
@@ -145,10 +177,15 @@ class SliceLab(Lab):
         Mininet would have (its reconnect backoff included)."""
         args = ["ovs-vsctl", "--timeout=30"]
         target = f'"tcp:{self.controller_ip}:{self.of_port}"'
+        if self.tls:
+            files = write_credentials(self.run_dir / "tls", self.tls)
+            args += ["--", "set-ssl", str(files["key"]), str(files["cert"]), str(files["ca"])]
+            target = f'"ssl:{self.controller_ip}:{self.of_port}"'
+            self.ssl_set = True
         for i, sw in enumerate(self.fabric.switches):
             args += ["--", f"--id=@c{i}", "create", "Controller", f"target={target}",
                      "max_backoff=1000", "--", "set", "bridge", sw.name, f"controller=[@c{i}]"]
-        if self.fabric.switches:
+        if self.fabric.switches or self.tls:
             host.run(args, timeout=120)
 
     def set_ends(self, ends: List[Tuple[str, str]], up: bool, silent: bool = False) -> None:
@@ -171,9 +208,10 @@ def build(msg: dict) -> SliceLab:
     for t in msg["tunnels"]:
         tunnel = Tunnel(t["vni"], t["kind"], tuple(TunnelEnd(**e) for e in t["ends"]))
         ends += [(tunnel, end) for end in tunnel.ends if end.machine == msg["machine"]]
-    # its files (neighbour tables) in a folder of its own, gone with it
+    # its files (neighbour tables, TLS credentials) in a folder of its own
+    # (0700), gone with it
     return SliceLab(whole, mine, ends, tuple(msg["controller"]),
-                    Path(tempfile.mkdtemp(prefix="fabric-lab-part-")), msg["datapath"])
+                    Path(tempfile.mkdtemp(prefix=PART_PREFIX)), msg["datapath"], msg.get("tls"))
 
 
 def cpu_of_this_machine() -> float:

@@ -17,7 +17,12 @@ veth fltb-mN, MTU 9050) sits on the host bridge fltb0 (10.77.0.1/24).
 debootstrap (bookworm, minbase; lab/rootfs.py) builds the root file system
 once, in /var/cache/fabric-lab/testbed/rootfs (rootfs.stamp: the package list
 and build settings; a change rebuilds it), with the ssh key pair that `up` names in
-/etc/ssh/ssh_config.d/fabric-lab-testbed.conf. record.json, rewritten as `up`
+/etc/ssh/ssh_config.d/fabric-lab-testbed.conf. Each machine has its own ssh
+host key (made once, in /var/cache/fabric-lab/testbed/host-keys; its sshd
+offers only that one), and `up` writes a known_hosts of exactly those keys
+(/var/cache/fabric-lab/testbed/known_hosts, on the host and in every
+machine) that the snippet names: ssh to a machine checks its host key
+(StrictHostKeyChecking yes), as cluster mode asks of real machines. record.json, rewritten as `up`
 goes, names all it made (bridge, veths, each machine's PID 1 and unshare with
 their start times: a reused pid is never signalled): `down`, and a failed
 `up`'s roll-back, remove exactly that, even after its maker died.
@@ -41,6 +46,8 @@ from lab.rootfs import CommandError, RootFS, forget_machine, install_missing, re
 CACHE = Path("/var/cache/fabric-lab/testbed")
 ROOTFS = CACHE / "rootfs"
 KEY = CACHE / "id_ed25519"
+HOST_KEYS = CACHE / "host-keys"
+KNOWN_HOSTS = CACHE / "known_hosts"
 STATE = Path("/run/fabric-lab/testbed")
 RECORD = STATE / "record.json"
 SNIPPET = Path("/etc/ssh/ssh_config.d/fabric-lab-testbed.conf")
@@ -65,8 +72,11 @@ SSHD_CONFIG = "# fabric lab test bed: root by key only; room for Mininet cluster
     f"{o}\n" for o in ("PermitRootLogin prohibit-password", "PasswordAuthentication no",
                        "KbdInteractiveAuthentication no", "UsePAM no", "UseDNS no",
                        "PermitTunnel yes", "MaxSessions 100", "MaxStartups 100"))
-SSH_OPTIONS = ("User root", f"IdentityFile {KEY}", "IdentitiesOnly yes", "StrictHostKeyChecking no",
-               "UserKnownHostsFile /dev/null", "BatchMode yes", "LogLevel ERROR")
+SSH_OPTIONS = ("User root", f"IdentityFile {KEY}", "IdentitiesOnly yes",
+               "StrictHostKeyChecking yes", f"UserKnownHostsFile {KNOWN_HOSTS}",
+               "BatchMode yes", "LogLevel ERROR")
+HOST_KEY_CONFIG = ("# fabric lab test bed: this machine's own host key, no other\n"
+                   "HostKey /etc/ssh/ssh_host_ed25519_key\n")
 SNIPPET_TEXT = ("# fabric lab: written by `scripts/lab testbed up`, removed by `scripts/lab "
                 f"testbed down`\nHost {NET}.*\n" + "".join(f"    {o}\n" for o in SSH_OPTIONS))
 BOOT = """\
@@ -161,10 +171,36 @@ def ensure_key() -> str:
     return Path(f"{KEY}.pub").read_text()
 
 
+def host_key(n: int) -> Path:
+    """Machine n's ssh host key (made once); returns its private key's path."""
+    key = HOST_KEYS / f"m{n}_ed25519"
+    if not key.exists():
+        HOST_KEYS.mkdir(mode=0o700, parents=True, exist_ok=True)
+        run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"fabric-lab-testbed m{n}",
+            "-f", key)
+    return key
+
+
+def known_hosts(count: int) -> str:
+    """known_hosts naming machines 1..count, by address and by name, with their keys."""
+    lines = []
+    for n in range(1, count + 1):
+        kind, key = Path(f"{host_key(n)}.pub").read_text().split()[:2]
+        lines.append(f"{NET}.{10 + n},m{n} {kind} {key}\n")
+    return "".join(lines)
+
+
+def write_known_hosts(count: int) -> str:
+    text = known_hosts(count)
+    KNOWN_HOSTS.write_text(text)
+    return text
+
+
 def prepare(n: int, count: int, pubkey: str) -> Path:
     """The machine's directories and the files that make it itself, written into
-    its upper directory before the overlay is mounted; the key pair and ssh
-    snippet too, so that machines ssh to each other as cluster mode does."""
+    its upper directory before the overlay is mounted; the key pair, ssh
+    snippet and known_hosts too, so that machines ssh to each other as
+    cluster mode does."""
     name, mdir = f"m{n}", STATE / f"m{n}"
     for sub in ("work", "root", f"upper{PROJECT}", "upper/root"):
         (mdir / sub).mkdir(mode=0o700 if sub == "upper/root" else 0o755, parents=True,
@@ -173,11 +209,15 @@ def prepare(n: int, count: int, pubkey: str) -> Path:
     files = {"etc/hostname": f"{name}\n", "root/.ssh/authorized_keys": pubkey,
              "etc/hosts": f"127.0.0.1\tlocalhost\n{NET}.1\ttestbed-host\n{hosts}",
              "usr/local/sbin/fabric-testbed-init": INIT, str(SNIPPET)[1:]: SNIPPET_TEXT,
-             str(KEY)[1:]: KEY.read_text()}
+             str(KEY)[1:]: KEY.read_text(), str(KNOWN_HOSTS)[1:]: KNOWN_HOSTS.read_text(),
+             "etc/ssh/ssh_host_ed25519_key": host_key(n).read_text(),
+             "etc/ssh/ssh_host_ed25519_key.pub": Path(f"{host_key(n)}.pub").read_text(),
+             "etc/ssh/sshd_config.d/fabric-lab-hostkey.conf": HOST_KEY_CONFIG}
     for path, text in files.items():
         (mdir / "upper" / path).parent.mkdir(parents=True, exist_ok=True)
         (mdir / "upper" / path).write_text(text)
-    (mdir / "upper" / str(KEY)[1:]).chmod(0o600)
+    for secret in (str(KEY)[1:], "etc/ssh/ssh_host_ed25519_key"):
+        (mdir / "upper" / secret).chmod(0o600)
     (mdir / "boot.sh").write_text(BOOT.format(dir=mdir, rootfs=ROOTFS, project=PROJECT,
                                               name=name))
     return mdir
@@ -331,6 +371,7 @@ def up(count: int) -> None:
         if not rootfs_current():
             build_rootfs()
         pubkey = ensure_key()
+        write_known_hosts(count)
         record = {"owner": os.getpid(), "bridge": None, "machines": [], "ssh_snippet": None}
         try:
             save_record(record)

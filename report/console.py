@@ -134,7 +134,8 @@ def cluster_text(cluster: dict) -> str:
                             if abs(m["clock_offset_s"]) > 0.0005 else "")
                          for i, m in enumerate(cluster["machines"]))
     return (f"cluster  {len(cluster['machines'])} machines: {machines}; "
-            f"{cluster['tunnels']} links over VXLAN; controller {cluster['controller']}")
+            f"{cluster['tunnels']} links over VXLAN; controller {cluster['controller']}"
+            + (", OpenFlow over TLS" if cluster.get("tls") else ""))
 
 
 def machines_text(runs: list, hosts: list) -> str:

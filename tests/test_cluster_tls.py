@@ -160,3 +160,39 @@ def test_the_controller_lets_in_only_switches_with_this_runs_certificate(control
     assert "it sent no certificate signed by this run's CA" in log
     assert "it rejected the controller's certificate" in log
     assert "it does not speak TLS" in log
+
+
+# --- ssh host keys -----------------------------------------------------------------------
+
+UNKNOWN = ("No ED25519 host key is known for gpu-b and you have requested strict checking.\n"
+           "Host key verification failed.")
+CHANGED = ("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+           "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n"
+           "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+           "Host key for gpu-b has changed and you have requested strict checking.\n"
+           "Host key verification failed.")
+
+
+def test_every_ssh_of_a_cluster_run_checks_host_keys():
+    from lab import cluster, cluster_preflight, testbed
+    for argv in (cluster.ssh_command("root", "gpu-b", "true"), list(cluster_preflight.SSH)):
+        assert "StrictHostKeyChecking=yes" in argv
+        assert argv[argv.index("StrictHostKeyChecking=yes") - 1] == "-o"
+    # the test bed's machines: its own known_hosts, checked as strictly
+    assert "StrictHostKeyChecking yes" in testbed.SSH_OPTIONS
+    assert f"UserKnownHostsFile {testbed.KNOWN_HOSTS}" in testbed.SSH_OPTIONS
+    assert "StrictHostKeyChecking no" not in testbed.SNIPPET_TEXT
+
+
+@pytest.mark.parametrize("output,start", [
+    (UNKNOWN, "gpu-b: its ssh host key is not in this machine's known_hosts: check the key's "
+              "fingerprint against the machine's own"),
+    (CHANGED, "gpu-b: its ssh host key differs from the one known_hosts holds for it: if the "
+              "machine was reinstalled"),
+])
+def test_a_host_key_ssh_refuses_is_one_line_saying_what_to_do(output, start):
+    from lab.cluster_preflight import check_machine, checks_for
+    checks = checks_for("root", REPO, "0" * 40, "Python 3.11.2 numpy 1.26.4")
+    line = check_machine("gpu-b", "root", checks, lambda argv, timeout: (255, output))
+    assert line.startswith(start) and "\n" not in line
+    assert "docs/cluster.md" in line

@@ -9,7 +9,7 @@ from harness import TOPOLOGIES
 from harness.commands import run
 from topologies.fabric import FabricError, load_fabric, parse_fabric
 from topologies.placement import (Placement, PlacementError, _spread, brief, cluster_of,
-                                  groups_of, place)
+                                  groups_of, place, placement_text)
 
 FILES = ["default.yaml", "multi-gpu.yaml", "rail-optimized.yaml", "superpod-su.yaml",
          "fat-tree-k4.yaml", "leaf-spine-4x4.yaml", "leaf-spine-4x8.yaml", "full-mesh.yaml",
@@ -163,6 +163,8 @@ BASE = open(TOPOLOGIES / "default.yaml").read()
     ("{machines: [a], tunnel: gre}", "cluster.tunnel: expected one of vxlan, ssh, got 'gre'"),
     ("{machines: [a], user: 'x;y'}", "cluster.user: expected a user name"),
     ("{machines: [a], controller: 'a b'}", "cluster.controller: expected a host name"),
+    ("{machines: [a], tls: 'no'}", "cluster.tls: expected true or false, got 'no'"),
+    ("{machines: [a], tls: 1}", "cluster.tls: expected true or false, got 1"),
     ("{user: root}", "cluster.machines: missing; this key is required"),
 ])
 def test_the_cluster_section_is_checked_in_one_sentence(section, message):
@@ -174,8 +176,12 @@ def test_the_cluster_section_is_checked_in_one_sentence(section, message):
 def test_the_cluster_section_and_its_defaults():
     f = parse_fabric(f"{BASE}\ncluster: {{machines: [10.77.0.11, gpu-b.lab]}}\n", "c.yaml")
     c = cluster_of(f)
-    assert (c.machines, c.user, c.tunnel, c.controller) == (
-        ("10.77.0.11", "gpu-b.lab"), "root", "vxlan", None)
+    assert (c.machines, c.user, c.tunnel, c.controller, c.tls) == (
+        ("10.77.0.11", "gpu-b.lab"), "root", "vxlan", None, True)
+    off = parse_fabric(f"{BASE}\ncluster: {{machines: [a], tls: false}}\n", "c.yaml")
+    assert cluster_of(off).tls is False and cluster_of(off, ["x"]).tls is False
+    assert "OpenFlow in plain TCP (tls: false)" in placement_text(off, cluster_of(off),
+                                                                  place(off, 1))
     assert cluster_of(f, ["x", "y"]).machines == ("x", "y")
     assert cluster_of(fabric("default.yaml")) is None
     assert cluster_of(fabric("default.yaml"), ["x"]).where == "--cluster"
@@ -186,7 +192,7 @@ def test_check_prints_the_placement():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith(
         "  cluster: 2 machines, ssh as root, vxlan tunnels, controller here, on the address "
-        "facing a\n"
+        "facing a, OpenFlow over TLS\n"
         "  machine 1 a: leaf1, spine1, h1, h2 (2 servers, 2 switches, 3 links)\n"
         "  machine 2 b: leaf2, spine2, h3, h4 (2 servers, 2 switches, 3 links)\n"
         "  tunnels: 1-2: 2 links (2 links cross machines, over vxlan)\n")

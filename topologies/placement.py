@@ -59,6 +59,7 @@ class Cluster:
     controller: Optional[str]    # where the controller listens (None: the address
                                  # this machine reaches the first from)
     where: str                   # where the machines were given, for messages
+    tls: bool = True             # OpenFlow over TLS with certificates made per run
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def cluster_of(fabric: Fabric, machines: Optional[Sequence[str]] = None) -> Opti
     hosts = tuple(machines if machines is not None else section["machines"])
     where = ("--cluster" if machines is not None
              else f"{printable(str(fabric.source), SOURCE_MAX, tail=True)}: cluster.machines")
-    return Cluster(hosts, section["user"], section["tunnel"], section["controller"], where)
+    return Cluster(hosts, section["user"], section["tunnel"], section["controller"], where,
+                   section["tls"])
 
 
 def refuse_in_cluster(fabric: Fabric, cluster: Cluster, cli: bool, calibrate: bool) -> None:
@@ -215,7 +217,8 @@ def placement_text(fabric: Fabric, cluster: Cluster, placement: Placement) -> st
     lines = [f"  cluster: {n} machine{'s' if n > 1 else ''}, ssh as {cluster.user}, "
              f"{cluster.tunnel} tunnels, controller "
              + (f"on {cluster.controller}" if cluster.controller
-                else f"here, on the address facing {cluster.machines[0]}")]
+                else f"here, on the address facing {cluster.machines[0]}")
+             + (", OpenFlow over TLS" if cluster.tls else ", OpenFlow in plain TCP (tls: false)")]
     multi = fabric.gpus_per_server > 1 or fabric.spec["server"]["nics"] > 1
     for m, host in enumerate(cluster.machines):
         c = placement.counts[m]

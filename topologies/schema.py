@@ -145,6 +145,15 @@ def choice(*options: str) -> Callable:
     return _meta(check, type="string", enum=list(options))
 
 
+def flag(v, fail):
+    if not isinstance(v, bool):
+        fail(f"expected true or false, got {shown(v)}")
+    return v
+
+
+flag = _meta(flag, type="boolean")
+
+
 def text(pattern: re.Pattern, what: str) -> Callable:
     """A text the whole of which matches `pattern` (no trailing newline slips by)."""
     def check(v, fail):
@@ -469,7 +478,10 @@ SCHEMA = {
                              "(Tunnel=Ethernet)", choice(*TUNNELS)), "vxlan"),
         "controller": (described("address the controller listens on (default: the one this "
                                  "machine reaches the first machine from)", optional(host)),
-                       None)}), OPTIONAL_SECTION),
+                       None),
+        "tls": (described("OpenFlow between the machines' switches and the controller over "
+                          "TLS, with a CA and certificates made for each run (false: plain "
+                          "TCP, for comparison)", flag), True)}), OPTIONAL_SECTION),
 }
 
 _built_for = [-1]                 # the registry's version SCHEMA's fabric section is of

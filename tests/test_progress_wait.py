@@ -196,3 +196,39 @@ def test_pings_that_sit_still_past_their_own_wait_are_a_hang(monkeypatch):
         assert proc.poll() is not None
     finally:
         os.killpg(proc.pid, signal.SIGKILL)       # the sleep the shell left
+
+
+def test_the_test_bed_waits_for_sshd_while_the_machines_boot(monkeypatch):
+    from lab import testbed
+    tries = []
+
+    def fake_ssh(*cmd, check, timeout):
+        tries.append(cmd[-2])
+        return subprocess.CompletedProcess(cmd, 0 if len(tries) > 3 else 255)
+    monkeypatch.setattr(testbed, "run", fake_ssh)
+    monkeypatch.setattr(testbed, "alive", lambda pid, start: True)
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])   # booting, busy
+    try:
+        ready = testbed.wait_for_ssh([{"name": "m1", "address": "10.77.0.11", "init": proc.pid,
+                                       "init_start": 0, "launched": 0.0}])
+        assert list(ready) == ["m1"] and len(tries) == 4
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_test_bed_gives_up_on_machines_that_sit_still(monkeypatch):
+    from lab import testbed
+    monkeypatch.setattr(testbed, "run", lambda *cmd, check, timeout:
+                        subprocess.CompletedProcess(cmd, 255))
+    monkeypatch.setattr(testbed, "alive", lambda pid, start: True)
+    monkeypatch.setattr(testbed, "STALL_S", 0.3)
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        with pytest.raises(testbed.TestbedError, match="sshd of m1 did not answer: the machines "
+                                                       "made no progress"):
+            testbed.wait_for_ssh([{"name": "m1", "address": "10.77.0.11", "init": proc.pid,
+                                   "init_start": 0, "launched": 0.0}])
+    finally:
+        proc.kill()
+        proc.wait()

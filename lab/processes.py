@@ -12,6 +12,8 @@ import os
 import signal
 import subprocess
 
+from lab.progress_wait import CAP_S, STALL_S, wait_progressing
+
 
 class CheckError(Exception):
     """A process the lab started to check or replay something failed, said
@@ -93,3 +95,22 @@ def tree_cpu_seconds(pid: int) -> float:
             total += sum(int(x) for x in fields[11:15])     # utime stime cutime cstime
         todo.extend(children.get(p, ()))
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def communicate_progressing(proc: subprocess.Popen, what: str, stall_s: float = STALL_S,
+                            cap_s: float = CAP_S):
+    """`proc.communicate()` bounded by the progress of the process and its
+    children (their CPU), not by the clock: (stdout, stderr) once it ends;
+    a CheckError naming `what`, the process stopped, once it sat still for
+    `stall_s` (say, past any wait of its own) or ran for `cap_s`."""
+    def ended():
+        try:
+            return [proc.communicate(timeout=0.5)]
+        except subprocess.TimeoutExpired:
+            return None
+    waited = wait_progressing(ended, lambda: tree_cpu_seconds(proc.pid), stall_s=stall_s,
+                              cap_s=cap_s, interval=0)
+    if not waited.ready:
+        stop_process(proc, grace=0, ask=False)
+        raise CheckError(f"{what} did not end: {waited.reason('it')}")
+    return waited.value[0]

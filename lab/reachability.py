@@ -3,11 +3,10 @@ other (fping, paced), and a server is listening on a port."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from typing import List, Sequence, Tuple
 
-from lab.processes import CheckError, cpu_seconds, stop_process, tree_cpu_seconds
+from lab.processes import CheckError, communicate_progressing, cpu_seconds
 from lab.progress_wait import CAP_S, STALL_S, wait_progressing
 
 PINGS_PER_SECOND = 4000
@@ -66,19 +65,10 @@ def _pings_output(src: str, proc, count: int, gap_ms: int, wait_ms: int) -> str:
     progress (the CPU of the shell, fping and sed), not the clock. fping
     may rightly sit still for an answer's whole wait (`wait_ms`, twice with
     its retry), so only a longer stillness is a hang."""
-    def finished():
-        try:
-            return [proc.communicate(timeout=0.5)[0]]
-        except subprocess.TimeoutExpired:
-            return None
     schedule = count * (2 * wait_ms + gap_ms) / 1000
-    waited = wait_progressing(finished, lambda: tree_cpu_seconds(proc.pid),
-                              stall_s=STALL_S + 2 * wait_ms / 1000, cap_s=CAP_S + schedule,
-                              interval=0)
-    if not waited.ready:
-        stop_process(proc, grace=0, ask=False)   # its children go with the lab
-        raise CheckError(f"the pings from {src} did not end: {waited.reason('they')}")
-    return waited.value[0]
+    return communicate_progressing(proc, f"the pings from {src}",
+                                   stall_s=STALL_S + 2 * wait_ms / 1000,
+                                   cap_s=CAP_S + schedule)[0]
 
 
 def _ping_script(ips: Sequence[str], gap_ms: int = 1, wait_ms: int = 1000) -> str:

@@ -190,7 +190,7 @@ def test_pings_that_sit_still_past_their_own_wait_are_a_hang(monkeypatch):
     proc = subprocess.Popen(["sh", "-c", "sleep 600; true"], stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        with pytest.raises(CheckError, match="the pings from h1 did not end: they made no "
+        with pytest.raises(CheckError, match="the pings from h1 did not end: it made no "
                                              "progress"):
             reachability._pings_output("h1", proc, 1, 1, wait_ms=100)
         assert proc.poll() is not None
@@ -232,3 +232,14 @@ def test_the_test_bed_gives_up_on_machines_that_sit_still(monkeypatch):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_process_that_works_is_read_to_its_end_and_one_that_sits_still_is_stopped():
+    from lab.processes import CheckError, communicate_progressing
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nwhile time.process_time() < 1.0: "
+                             "pass\nprint('done')"], stdout=subprocess.PIPE, text=True)
+    assert communicate_progressing(busy, "busy", stall_s=10)[0] == "done\n"
+    still = subprocess.Popen(["sleep", "600"], stdout=subprocess.PIPE, text=True)
+    with pytest.raises(CheckError, match="the sleeper did not end: it made no progress"):
+        communicate_progressing(still, "the sleeper", stall_s=0.5)
+    assert still.poll() is not None

@@ -12,7 +12,7 @@ import subprocess
 import time
 from typing import Dict, Sequence
 
-from lab.processes import CheckError, stop_process
+from lab.processes import CheckError, communicate_progressing, stop_process
 from lab.reachability import wait_listening
 from collectives import schedules
 from traffic.engines import Engine, Job
@@ -79,7 +79,7 @@ class Iperf3Replay(Engine):
 
 
 def _retransmits(proc: subprocess.Popen) -> int:
-    out, _ = proc.communicate(timeout=600)
+    out, _ = communicate_progressing(proc, "an iperf3 client")
     try:
         data = json.loads(out)
     except ValueError:

@@ -58,6 +58,7 @@ from typing import Dict, List, Optional, Sequence
 import networkx as nx
 
 from controller.routes import fabric_graph
+from lab.processes import communicate_progressing, stop_process
 from lab.shaping import ACK_CLASS_SHARE, FAILPROBE_PORTS
 from topologies.schema import split_failure
 
@@ -358,9 +359,9 @@ class Failures:
 def _reply(proc) -> dict:
     """A probe process's JSON line (it ends on its own); {} if it failed."""
     try:
-        out, _ = proc.communicate(timeout=10)
+        # a sender the host started late is still sending: waited for while it works
+        out, _ = communicate_progressing(proc, "a failure probe")
         return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
     except Exception:                    # noqa: BLE001 - a probe is never worth the run
-        proc.kill()
-        proc.communicate()
+        stop_process(proc, grace=0, ask=False)
         return {}

@@ -9,7 +9,8 @@ import subprocess
 import time
 from typing import List, Sequence, Tuple
 
-from lab.processes import stop_process
+from lab.processes import communicate_progressing, stop_process
+from lab.progress_wait import STALL_S
 from lab.reachability import wait_listening
 from lab.counters import counter_delta, uplink_counters
 
@@ -48,7 +49,8 @@ def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: int = 3,
                                        "-P", str(streams), "-J"], text=True))
     flows = []
     for (src, dst), proc in zip(pairs, clients):
-        out, _ = proc.communicate(timeout=seconds + 30)
+        out, _ = communicate_progressing(proc, f"iperf3 from {src} to {dst}",
+                                         stall_s=STALL_S + seconds)
         flows.append(_parse_iperf3(src, dst, out))
     elapsed = time.monotonic() - t0
     for proc in servers:

@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.processes import tree_cpu_seconds
+from lab.processes import cpu_seconds, tree_cpu_seconds
 from lab.progress_wait import CAP_S, STALL_S, wait_progressing
 from lab.records import folder_lock, kill_if_same, pid_alive, start_time
 from lab.rootfs import CommandError, RootFS, forget_machine, install_missing, remove_tree, run
@@ -231,16 +231,21 @@ def last_words(console: Path) -> str:
     return ([line.strip() for line in lines if line.strip()] or ["(no output)"])[-1]
 
 
-def child_of(proc: subprocess.Popen, console: Path, timeout: float = 10.0) -> int:
-    """The child of unshare (the machine's PID 1), once it exists."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
+def child_of(proc: subprocess.Popen, console: Path) -> int:
+    """The child of unshare (the machine's PID 1), once it exists: waited
+    for while unshare works (its CPU), however loaded the host."""
+    def child():
+        if proc.poll() is not None:
+            raise TestbedError(f"a machine failed to start: {last_words(console)}")
         with contextlib.suppress(OSError):
             kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-            if kids:
-                return int(kids[0])
-        time.sleep(0.02)
-    raise TestbedError(f"a machine failed to start: {last_words(console)}")
+            return int(kids[0]) if kids else None
+    waited = wait_progressing(child, lambda: cpu_seconds(proc.pid), stall_s=STALL_S,
+                              cap_s=CAP_S, interval=0.02)
+    if waited.ready:
+        return waited.value
+    raise TestbedError(f"a machine failed to start: {waited.reason('unshare')}; "
+                       f"{last_words(console)}")
 
 
 def launch(mdir: Path) -> dict:

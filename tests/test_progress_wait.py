@@ -243,3 +243,18 @@ def test_a_process_that_works_is_read_to_its_end_and_one_that_sits_still_is_stop
     with pytest.raises(CheckError, match="the sleeper did not end: it made no progress"):
         communicate_progressing(still, "the sleeper", stall_s=0.5)
     assert still.poll() is not None
+
+
+def test_a_machine_is_its_unshare_s_child_once_it_exists(tmp_path):
+    from lab import testbed
+    proc = subprocess.Popen(["sh", "-c", "sleep 600; true"], start_new_session=True)
+    try:
+        child = testbed.child_of(proc, tmp_path / "console.log")
+        assert open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    gone = subprocess.Popen(["sh", "-c", "echo no room >&2; exit 1"],
+                            stderr=open(tmp_path / "console.log", "w"))
+    with pytest.raises(testbed.TestbedError, match="a machine failed to start: no room"):
+        testbed.child_of(gone, tmp_path / "console.log")

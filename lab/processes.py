@@ -78,18 +78,22 @@ def _stat(pid: str) -> list:
         return []
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time a process and all its descendants have used so far, those
-    still running and those already reaped (cutime, cstime); 0 once it is
-    gone. The progress of a shell pipeline, or of a machine's whole tree."""
+def tree_cpu_seconds(*pids: int) -> float:
+    """CPU time the processes `pids` and all their descendants have used so
+    far, those still running and those already reaped (cutime, cstime); 0
+    for one gone. The progress of a shell pipeline, of a program started
+    through a wrapper that forks, or of a machine's whole tree."""
     stats = {p: _stat(p) for p in os.listdir("/proc") if p.isdigit()}
     children = {}
     for p, fields in stats.items():
         if fields:
             children.setdefault(fields[1], []).append(p)      # field 4: the parent
-    total, todo = 0, [str(pid)] if stats.get(str(pid)) else []
+    total, todo, seen = 0, [str(pid) for pid in pids if stats.get(str(pid))], set()
     while todo:
         p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
         fields = stats.get(p) or []
         if len(fields) > 14:
             total += sum(int(x) for x in fields[11:15])     # utime stime cutime cstime

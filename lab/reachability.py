@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Sequence, Tuple
 
-from lab.processes import CheckError, communicate_progressing, cpu_seconds
+from lab.processes import CheckError, communicate_progressing, tree_cpu_seconds
 from lab.progress_wait import CAP_S, STALL_S, wait_progressing
 
 PINGS_PER_SECOND = 4000
@@ -94,7 +94,7 @@ def wait_listening(lab, server: str, port: int, proc) -> None:
         if proc.poll() is not None:
             raise CheckError(f"the server on {server}:{port} exited before it listened")
         return False
-    waited = wait_progressing(listening, lambda: cpu_seconds(proc.pid), stall_s=STALL_S,
+    waited = wait_progressing(listening, lambda: tree_cpu_seconds(proc.pid), stall_s=STALL_S,
                               cap_s=CAP_S)
     if not waited.ready:
         raise CheckError(f"nothing listens on {server}:{port}: "

@@ -258,3 +258,16 @@ def test_a_machine_is_its_unshare_s_child_once_it_exists(tmp_path):
                             stderr=open(tmp_path / "console.log", "w"))
     with pytest.raises(testbed.TestbedError, match="a machine failed to start: no room"):
         testbed.child_of(gone, tmp_path / "console.log")
+
+
+def test_tree_cpu_sums_several_trees():
+    spin = "import sys, time\nwhile time.process_time() < 0.2: pass\nprint(1, flush=True)\nsys.stdin.read()"
+    procs = [subprocess.Popen([sys.executable, "-c", spin], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline() == "1\n"
+        assert tree_cpu_seconds(*(p.pid for p in procs)) >= 0.38
+    finally:
+        for proc in procs:
+            proc.communicate("")

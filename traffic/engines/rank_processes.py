@@ -18,7 +18,7 @@ import selectors
 import subprocess
 from typing import Dict, List, Sequence
 
-from lab.processes import CheckError, cpu_seconds, stop_process
+from lab.processes import CheckError, stop_process, tree_cpu_seconds
 from lab.progress_wait import wait_progressing
 
 STALL_CAP = 20      # replies' patience times this: an agent busy but never answering
@@ -94,7 +94,7 @@ class AgentProcesses:
                                  f"{waited.reason('they')})")
 
     def _cpu(self) -> float:
-        return sum(cpu_seconds(proc.pid) for proc in self.procs)
+        return tree_cpu_seconds(*(proc.pid for proc in self.procs))
 
     def _read(self, index: int) -> List[dict]:
         """The whole lines process `index` has written. Read from the pipe

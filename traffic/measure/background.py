@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import List
 
-from lab.processes import cpu_seconds, stop_process
+from lab.processes import stop_process, tree_cpu_seconds
 from lab.progress_wait import CAP_S, STALL_S, wait_progressing
 from lab.reachability import wait_listening
 from collectives import metrics
@@ -81,10 +81,10 @@ class Prober:
             return "gone" if self.ping.poll() is not None else None
 
         waited = wait_progressing(
-            answered, lambda: (len(self.samples), cpu_seconds(self.ping.pid),
-                               cpu_seconds(self.echo.pid)),
+            answered,
+            lambda: (len(self.samples), tree_cpu_seconds(self.ping.pid, self.echo.pid)),
             spent=lambda: sum(1 for s in list(self.samples) if s.get("lost")) >= lost,
-            stall_s=STALL_S, cap_s=CAP_S, interval=0.02)
+            stall_s=STALL_S, cap_s=CAP_S, interval=0.1)
         return waited.value == "yes"
 
     def between(self, t0: float, t1: float) -> List[dict]:

@@ -4,6 +4,7 @@ mode), side by side in one run; and, on paper from the figures, what N real
 machines would carry.
 
     sudo scripts/lab bench cluster [--fabric F] [--sizes 1M,4M] [--json out.json]
+    sudo scripts/lab bench cluster --tls [--rounds 3]    # only TLS against plain TCP
 
 For each layout: seconds to start the controller, build, be programmed and
 tear down (each machine's build and teardown too); a ring AllReduce per size
@@ -12,6 +13,12 @@ machines carried (the tunnels' inner frames, as the monitor counts them) and
 what the wire under them sent (outer frames, the VXLAN overhead and the
 lab's own ssh and OpenFlow traffic included); CPU seconds per machine (its
 processes: switch daemon, agents, Mininet shells) and of the controller here.
+
+The two machines run twice: with OpenFlow over TLS (a cluster run's
+default) and in plain TCP (cluster.tls: false). --tls runs only those two,
+alternately, --rounds times each, and compares their medians: the time of
+each size, the time to be ready, the controller's CPU; TLS is "as fast" when
+every ratio of collective times is within 5%.
 
 The test-bed machines share this host's two cores: two machines here show
 what cluster mode costs, never more capacity. The paper part divides the
@@ -23,7 +30,9 @@ Brings up a 2-machine test bed if none is up, and takes it down after.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -44,6 +53,9 @@ from runs.measured import run_experiment
 
 MACHINES = ("10.77.0.11", "10.77.0.12")
 BUSY = 0.8                   # of a machine's cores the paper part lets the lab use
+TWO, PLAIN = "2 test-bed machines", "2 test-bed machines, plain TCP"
+LAYOUTS = ("this host", "1 test-bed machine", TWO, PLAIN)
+AS_FAST = 0.05               # TLS against plain TCP: each size's time within this
 
 
 def size_text(n: int) -> str:
@@ -54,7 +66,8 @@ def make_lab(layout: str, fabric, workdir: Path):
     if layout == "this host":
         return Lab(fabric, workdir)
     hosts = MACHINES[:1] if layout == "1 test-bed machine" else MACHINES
-    return ClusterLab(fabric, workdir, cluster_of(fabric, list(hosts)), place(fabric, len(hosts)))
+    cluster = dataclasses.replace(cluster_of(fabric, list(hosts)), tls=layout != PLAIN)
+    return ClusterLab(fabric, workdir, cluster, place(fabric, len(hosts)))
 
 
 def usage(lab) -> list:
@@ -118,6 +131,34 @@ def show(layout: str, row: dict) -> None:
               f"{vxlan / 1e6:.2f} MB ({vxlan / max(inner, 1):.2%}), the lab's own traffic "
               f"(ssh to the head: agents, monitor, probes) {(wire - inner - vxlan) / 1e6:.2f} MB")
     print(f"   controller CPU {row['controller_cpu_s']:.2f} s")
+
+
+def tls_against_tcp(rounds: dict) -> dict:
+    """Medians over the rounds of each layout (TWO: TLS, PLAIN: plain TCP),
+    and TLS over TCP for each size's time, readiness and controller CPU."""
+    def median(layout, get):
+        return statistics.median(get(row) for row in rounds[layout])
+    sizes = [s["size"] for s in rounds[TWO][0]["sizes"]]
+    out = {"rounds": len(rounds[TWO]), "sizes": {}}
+    for i, size in enumerate(sizes):
+        on, off = (median(l, lambda r: r["sizes"][i]["time_s"]) for l in (TWO, PLAIN))
+        out["sizes"][size] = {"tls_s": on, "tcp_s": off, "ratio": round(on / off, 4)}
+    for key, get in (("ready_s", lambda r: r["timings"]["start_s"]),
+                     ("controller_cpu_s", lambda r: r["controller_cpu_s"])):
+        on, off = median(TWO, get), median(PLAIN, get)
+        out[key] = {"tls": on, "tcp": off}
+    out["as_fast"] = all(abs(v["ratio"] - 1) <= AS_FAST for v in out["sizes"].values())
+    print(f"\nTLS against plain TCP, 2 test-bed machines, median of {out['rounds']} rounds "
+          "each (taken in turns):")
+    for size, v in out["sizes"].items():
+        print(f"   ring AllReduce {size_text(size):>7}: TLS {v['tls_s']:.3f} s, TCP "
+              f"{v['tcp_s']:.3f} s, TLS/TCP {v['ratio']:.3f}")
+    print(f"   ready: TLS {out['ready_s']['tls']:.1f} s, TCP {out['ready_s']['tcp']:.1f} s; "
+          f"controller CPU: TLS {out['controller_cpu_s']['tls']:.2f} s, TCP "
+          f"{out['controller_cpu_s']['tcp']:.2f} s")
+    print(f"   TLS {'is' if out['as_fast'] else 'is NOT'} as fast as plain TCP (every size "
+          f"within {AS_FAST:.0%})")
+    return out
 
 
 def demand_mbit(fabric, exp) -> float:
@@ -187,6 +228,10 @@ def main() -> int:
     parser.add_argument("--fabric", type=Path, default=TOPOLOGIES / "leaf-spine-4x4.yaml")
     parser.add_argument("--sizes", default="1M,4M")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--tls", action="store_true",
+                        help="only the two machines with TLS and in plain TCP, compared")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --tls: runs of each, taken in turns (default 3)")
     args = parser.parse_args()
     fabric = load_fabric(args.fabric)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
@@ -198,11 +243,23 @@ def main() -> int:
     print(f"fabric {fabric.name}: {fabric.shape()}")
     try:
         work = Path(f"/tmp/cluster-bench-{time.strftime('%Y%m%d-%H%M%S')}")
-        for i, layout in enumerate(("this host", "1 test-bed machine", "2 test-bed machines")):
-            out["layouts"][layout] = row = one_layout(layout, fabric, sizes, work / str(i))
-            show(layout, row)
-        two = out["layouts"]["2 test-bed machines"]
-        out["on_paper"] = on_paper(two, two["forwarded_mbit_s"])
+        if args.tls:
+            rounds = {TWO: [], PLAIN: []}
+            for n in range(args.rounds):
+                for layout in (TWO, PLAIN) if n % 2 == 0 else (PLAIN, TWO):
+                    name = f"{'tls' if layout == TWO else 'tcp'}-{n}"
+                    row = one_layout(layout, fabric, sizes, work / name)
+                    rounds[layout].append(row)
+                    show(f"{layout}, round {n + 1}", row)
+            out["layouts"] = rounds
+            out["tls_against_tcp"] = tls_against_tcp(rounds)
+        else:
+            for i, layout in enumerate(LAYOUTS):
+                out["layouts"][layout] = row = one_layout(layout, fabric, sizes, work / str(i))
+                show(layout, row)
+            two = out["layouts"][TWO]
+            out["tls_against_tcp"] = tls_against_tcp({TWO: [two], PLAIN: [out["layouts"][PLAIN]]})
+            out["on_paper"] = on_paper(two, two["forwarded_mbit_s"])
     finally:
         if ours:
             subprocess.run([str(REPO / "scripts" / "lab"), "testbed", "down"], cwd=REPO,

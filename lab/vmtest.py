@@ -75,7 +75,7 @@ BUILD_VERSION = 1          # bump when the build's post-install steps or the gue
 MEMORY_MB = 3072
 CPUS = 2
 DEFAULT_TIMEOUT = 4 * 3600.0  # wall seconds: only against a hang the two below cannot see
-QEMU_CPU_S = 3000.0     # qemu's CPU for boot, set-up and run: about 120 s here (15x that)
+QEMU_CPU_S = 3000.0     # qemu's CPU for boot, set-up and run: 120 s here, 200-250 s loaded
 STALL_S = 300.0         # qemu using no CPU and the console silent this long: stopped
 DELAY_MS = 5
 LOSS_PERCENT = 1
@@ -254,11 +254,11 @@ def stage_lines(text: str) -> dict:
 def follow(proc: subprocess.Popen, cap_s: float) -> dict:
     """Wait for qemu to end (the guest powers off), noting when, in seconds
     after qemu started, each stage line first appeared on the console.
-    Bounded by the guest's progress, not the clock: a loaded host gives
-    qemu less of its CPU and the guest takes longer in wall time, but about
-    the same CPU. It fails once qemu has used QEMU_CPU_S of CPU (the guest
-    spins without finishing), when qemu used no CPU and the console did not
-    grow for STALL_S (stopped), or after `cap_s`, only against a hang."""
+    Bounded by the guest's progress, not the clock: a loaded host hands
+    qemu its CPU more slowly and the guest takes longer in wall time. It
+    fails once qemu has used QEMU_CPU_S of CPU (the guest spins without
+    finishing), when qemu used no CPU and the console did not grow for
+    STALL_S (stopped), or after `cap_s`, only against a hang."""
     started, seen, used = time.monotonic(), {}, [0.0]
 
     def ended():

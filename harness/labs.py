@@ -15,8 +15,9 @@ from lab import records
 
 # Every process a test run starts inherits it (tests/conftest.py sets it):
 # our_state counts only those.
-OWNER_VARIABLE = "FABRIC_LAB_OWNER"
-LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec|run_topology\.py --keeper")
+OWNER_VARIABLE = records.OWNER_VARIABLE
+LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec|run_topology\.py --keeper"
+                         r"|unshare --net sleep|ovsdb-server /run/fabric-lab|ovs-vswitchd unix:/run/fabric-lab")
 
 
 def foreign_records(owner: str) -> list:
@@ -84,7 +85,52 @@ def host_state(owner: "str | None" = None) -> dict:
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     return {"bridges": sorted(b for b in bridges if b not in foreign),
             "veths": sum(v not in foreign for v in veths), "netns": sorted(netns),
-            "processes": lab_processes(owner)}
+            "processes": lab_processes(owner), "dead_records": dead_records(owner)}
+
+
+def dead_records(owner: "str | None" = None) -> list:
+    """The records, and sandboxes' Open vSwitch folders, of labs whose
+    process is gone: left for --cleanup. With `owner`, only the labs started
+    under FABRIC_LAB_OWNER=owner (their records say so)."""
+    left = []
+    for path in records.records():
+        if records.pid_alive(records.record_owner(path)):
+            continue
+        try:
+            mark = json.loads(path.read_text()).get("owner")
+        except (OSError, ValueError):
+            mark = None
+        if owner is None or mark == owner:
+            left.append(path.name)
+            folder = path.with_suffix(".ovs")
+            if folder.exists():
+                left.append(folder.name)
+    return sorted(left)
+
+
+def sandbox_of(pid: int, proc=None) -> dict:
+    """Where the lab that process `pid` runs keeps its network (its record's
+    `sandbox`: the pid whose namespace it is, Open vSwitch's folder), once
+    it has made it; waits while `proc` (that process) lives."""
+    while True:
+        for path in records.records():
+            if records.record_owner(path) == pid:
+                try:
+                    sandbox = json.loads(path.read_text()).get("sandbox")
+                except (OSError, ValueError):
+                    continue
+                if sandbox:
+                    return sandbox
+        assert proc is None or proc.poll() is None, "the run ended before its lab had a sandbox"
+        time.sleep(0.01)
+
+
+def in_sandbox(sandbox: dict, args: list) -> str:
+    """The output of a command run in a lab's network namespace, its Open
+    vSwitch tools speaking to the lab's own daemons."""
+    env = dict(os.environ, OVS_RUNDIR=sandbox["ovs_rundir"], OVS_DBDIR=sandbox["ovs_rundir"])
+    return subprocess.run(["nsenter", f"--net=/proc/{sandbox['netns_pid']}/ns/net", *args],
+                          capture_output=True, text=True, env=env).stdout
 
 
 def our_state() -> dict:
@@ -127,11 +173,15 @@ def ensure_no_testbed() -> None:
     assert not testbed.RECORD.exists()
 
 
-def wait_until_moving(intf="leaf1-eth1", nbytes=1 << 20, timeout=120):
+def wait_until_moving(intf="leaf1-eth1", nbytes=1 << 20, timeout=120, sandbox=None):
     """Until a server's link has carried `nbytes` more: a collective is
-    under way (the latency probe alone moves 10 kB a second)."""
+    under way (the latency probe alone moves 10 kB a second). `sandbox`: the
+    lab's (sandbox_of) when another process runs it."""
+    from lab.counters import interface_counters
+    where = sandbox["netns_pid"] if sandbox else "thread-self"
+
     def tx():
-        return int(open(f"/sys/class/net/{intf}/statistics/tx_bytes").read())
+        return interface_counters("tx_bytes", where)[intf]
     start, deadline = tx(), time.monotonic() + timeout
     while tx() - start < nbytes:
         assert time.monotonic() < deadline, "no collective traffic"

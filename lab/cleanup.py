@@ -41,6 +41,7 @@ def cleanup_dead_labs(log=print, owner=None) -> int:
         killed = sum(kill_if_same(pid, started) for pid, started in record.get("processes", []))
         killed += kill_registered(path.stem)
         shutil.rmtree(registered_dir(path.stem), ignore_errors=True)
+        shutil.rmtree(RECORDS / f"{path.stem}.ovs", ignore_errors=True)   # a sandbox's
         bridges = tagged_bridges(path.stem)
         present = existing_interfaces()
         interfaces = [n for n in record.get("interfaces", []) if n not in claimed and n in present]
@@ -54,14 +55,17 @@ def cleanup_dead_labs(log=print, owner=None) -> int:
 
 
 def cleanup_dead_keeper(log=print) -> int:
-    """The record and socket of a kept lab whose keeper is gone (its lab's
-    own record, owned by the keeper's pid, is cleaned up as any dead lab's)."""
-    record = kept.read_record()
-    if record is None and not kept.RECORD.exists():
-        return 0
-    if kept.keeper_alive(record):
-        return 0
-    kept.remove_record()
-    log(f"removed the record and socket of the kept lab whose keeper "
-        f"(pid {record and record.get('pid')}) died")
-    return 1
+    """The records and sockets of kept labs whose keeper is gone (their labs'
+    own records, owned by the keepers' pids, are cleaned up as any dead lab's)."""
+    removed, selected = 0, kept.SELECTED
+    for name in kept.names():
+        kept.select(name)
+        record = kept.read_record()
+        if kept.keeper_alive(record):
+            continue
+        kept.remove_record()
+        log(f"removed the record and socket of the kept lab {name!r} whose keeper "
+            f"(pid {record and record.get('pid')}) died")
+        removed += 1
+    kept.select(selected)
+    return removed

@@ -15,18 +15,34 @@ import time
 from pathlib import Path
 from typing import Dict
 
+from lab import sandbox
 from lab.shaping import ACK_CLASS, DATA_CLASS
 
 
-def tx_bytes() -> Dict[str, int]:
-    """tx_bytes of every root-namespace interface."""
+# /proc/net/dev's columns after the name (it shows the reading process's
+# network namespace, where /sys/class/net shows the one sysfs was mounted in:
+# the host's, not a sandboxed lab's)
+NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errors", "rx_dropped", "rx_fifo", "rx_frame",
+                  "rx_compressed", "rx_multicast", "tx_bytes", "tx_packets", "tx_errors",
+                  "tx_dropped", "tx_fifo", "tx_collisions", "tx_carrier", "tx_compressed")
+
+
+def interface_counters(field: str = "tx_bytes", pid: "int | str" = "thread-self") -> Dict[str, int]:
+    """One counter (NET_DEV_FIELDS) of every interface in the network
+    namespace of `pid` (this thread's by default)."""
+    column = NET_DEV_FIELDS.index(field)
     out = {}
-    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+    for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
         name, _, fields = line.partition(":")
         values = fields.split()
-        if len(values) >= 9:
-            out[name.strip()] = int(values[8])
+        if len(values) > column:
+            out[name.strip()] = int(values[column])
     return out
+
+
+def tx_bytes() -> Dict[str, int]:
+    """tx_bytes of every interface in this network namespace."""
+    return interface_counters("tx_bytes")
 
 
 def uplink_counters(fabric) -> Dict[str, Dict[str, int]]:
@@ -56,8 +72,10 @@ def ovs_cpu_seconds() -> float:
     """CPU time of ovs-vswitchd so far (0 if it cannot be read). With the
     userspace datapath one thread forwards every packet of every bridge: at
     100% of a core the host, not the fabric, sets the pace."""
+    own = sandbox.current()           # a lab of its own here: its own ovs-vswitchd
     try:
-        pid = Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip()
+        pid = own.vswitchd_pid() if own else \
+            Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip()
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):

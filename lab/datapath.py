@@ -74,6 +74,11 @@ def port_settings(intf: str, variant: str = ADOPTED) -> List[str]:
     return ["--", "set", "Interface", intf] + [f"{k}={v}" for k, v in port.items()]
 
 
+def vswitchd_args(variant: str = ADOPTED) -> List[str]:
+    """What the variant adds to ovs-vswitchd's command line."""
+    return list(VARIANTS[variant].get("args", []))
+
+
 def vswitchd_command(rundir: str, logdir: str, variant: str = ADOPTED) -> List[str]:
     """The private ovs-vswitchd's command line (its environment carries
     OVS_RUNDIR=rundir, so ovs-appctl finds it)."""

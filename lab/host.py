@@ -21,6 +21,7 @@ from topologies.fabric import Fabric
 OVS_SEND_BUFFER = 64 << 20
 
 TOOLS = ("mnexec", "ovs-vsctl", "ovs-ofctl", "tc", "ip", "ethtool", "ping", "iperf3")
+OWN_OVS_TOOLS = ("unshare", "ovsdb-tool", "ovsdb-server", "ovs-vswitchd")
 
 
 class LabError(Exception):
@@ -107,7 +108,10 @@ def check_netem(fabric: Fabric) -> None:
 
 
 def existing_interfaces() -> set:
-    return set(os.listdir("/sys/class/net"))
+    """The interfaces of this thread's network namespace (a sandboxed lab's,
+    while it is in one: /sys/class/net would show the host's)."""
+    lines = Path("/proc/thread-self/net/dev").read_text().splitlines()[2:]
+    return {line.partition(":")[0].strip() for line in lines}
 
 
 def existing_bridges() -> set:
@@ -125,21 +129,24 @@ def lab_names(fabric: Fabric) -> List[str]:
     return names
 
 
-def preflight(fabric: Fabric, datapath: str, extra_names: Iterable[str] = ()) -> str:
+def preflight(fabric: Fabric, datapath: str, extra_names: Iterable[str] = (),
+              own_ovs: bool = False) -> str:
     """Refuse early, with one sentence, anything that would fail half-way.
-    Returns the datapath to use ('kernel' or 'user')."""
+    Returns the datapath to use ('kernel' or 'user'). A lab with `own_ovs`
+    (lab/sandbox.py) starts its own Open vSwitch in namespaces of its own:
+    it needs the programs, not the host's daemons, and no free names."""
     if os.geteuid() != 0:
         raise LabError("building a fabric needs root (network namespaces, Open vSwitch): "
                        "run it with sudo")
-    missing = [t for t in TOOLS if not shutil.which(t)]
+    missing = [t for t in TOOLS + (OWN_OVS_TOOLS if own_ovs else ()) if not shutil.which(t)]
     if missing:
         raise LabError(f"missing {', '.join(missing)}: run `sudo scripts/lab setup` first")
-    if not ovs_running():
+    if not own_ovs and not ovs_running():
         raise LabError("Open vSwitch is not running (ovsdb-server or ovs-vswitchd does not "
                        "answer): start it with `sudo scripts/lab setup`")
     check_netem(fabric)
-    taken = sorted((existing_interfaces() | existing_bridges())
-                   & set(lab_names(fabric) + list(extra_names)))
+    taken = [] if own_ovs else sorted((existing_interfaces() | existing_bridges())
+                                      & set(lab_names(fabric) + list(extra_names)))
     if taken:
         raise LabError(
             f"{taken[0]} already exists on this host ({len(taken)} of the fabric's names "

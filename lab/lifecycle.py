@@ -20,6 +20,7 @@ record under /run/fabric-lab lists what the lab owns, so `run_topology.py
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -28,11 +29,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from lab import host, records
+from lab import datapath, host, records, sandbox
 from lab.host import LabError
 from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
 from lab.counters import read_counters
@@ -101,6 +103,7 @@ class Lab:
         self.extra_names: List[str] = []     # root-namespace names beyond the model's
         self.neighbours = fabric.endpoints   # whom each server knows up front (big fabrics)
         self.connect_later = False           # switches meet the controller after the build
+        self.sandbox: Optional[sandbox.Sandbox] = None
         self._stopped = False
 
     # --- start --------------------------------------------------------------------
@@ -130,6 +133,8 @@ class Lab:
             self.claim()
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._write_record()            # claims the names before the lock goes
+        if self.sandboxed:
+            self._enter_sandbox()
         if self.runs_controller:
             self._start_controller()
         self.timings["controller_s"] = time.monotonic() - t0
@@ -147,10 +152,38 @@ class Lab:
         """What must hold before anything is made (LabError, one sentence)."""
 
     def claim(self) -> None:
-        """Under the names lock: the datapath, and the names checked free."""
-        self.datapath = host.preflight(self.fabric, self.requested_datapath, self.extra_names)
+        """Under the names lock: the datapath, and the names checked free (a
+        lab in its own sandbox claims none of the host's)."""
+        self.datapath = host.preflight(self.fabric, self.requested_datapath, self.extra_names,
+                                       own_ovs=self.sandboxed)
         if self.datapath == "user":
             self.warnings.extend(filter(None, [host.ovs_send_buffer_warning()]))
+
+    # A lab on this host alone runs in namespaces of its own, with its own
+    # Open vSwitch (lab/sandbox.py): it meets no other lab, and nothing of it
+    # can outlive it. A lab spread over machines is not: its switches meet
+    # the tunnels and the controller on the machines' own network.
+    sandboxed = True
+
+    def _enter_sandbox(self) -> None:
+        from mininet.net import Mininet
+        Mininet.init()           # its host-wide limits, from the host's namespace, once
+        # its Open vSwitch as bench/datapath_bench.py found it moves the most
+        # per CPU-second, the shaping intact (lab/datapath.py)
+        self.sandbox = sandbox.Sandbox(
+            records.RECORDS / f"{self.tag}.ovs", self.run_dir / "ovs", on_process=self._track,
+            ovs_options=datapath.vswitchd_args(), ovs_env=datapath.vswitchd_env(),
+            ovs_config=datapath.vsctl_other_config())
+        try:
+            self.sandbox.enter()
+        except (sandbox.SandboxError, subprocess.CalledProcessError) as exc:
+            raise LabError(f"this lab's own namespaces and Open vSwitch could not start: {exc}")
+
+    def _here(self) -> None:
+        """Called from a thread other than the lab's (a monitor, a kept lab
+        answering a client): it joins the lab's namespaces first."""
+        if self.sandbox is not None:
+            self.sandbox.join()
 
     @property
     def runs_controller(self) -> bool:
@@ -182,6 +215,7 @@ class Lab:
 
     def counters(self, intfs) -> dict:
         """One monitor sample of the fabric's interfaces (lab/counters.py)."""
+        self._here()
         return read_counters(intfs)
 
     @property
@@ -239,7 +273,8 @@ class Lab:
             # Its own session: a Ctrl-C in the terminal reaches the lab, which
             # then stops the controller in order.
             self.controller = subprocess.Popen(cmd, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, start_new_session=True)
+                                               stdin=subprocess.DEVNULL, start_new_session=True,
+                                               preexec_fn=sandbox.die_with_parent)
         self._track(self.controller)
         # Bounded by the controller's progress, not the clock: on a loaded
         # host (or in a VM without KVM) starting os-ken takes minutes of wall
@@ -383,6 +418,7 @@ class Lab:
         """Start a process inside a server's namespace; the lab stops it at teardown."""
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
+        self._here()
         return self.host(server).popen(args, **kwargs)
 
     def set_link(self, a: str, b: str, up: bool, index: int = 0, silent: bool = False) -> None:
@@ -398,20 +434,21 @@ class Lab:
     # --- teardown ----------------------------------------------------------------
 
     def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
+        """Tear the lab down, once. A stop signal arriving meanwhile waits
+        until the teardown is done (held_signals), then takes its course."""
+        with held_signals():
+            if self._stopped:
+                return
+            self._stopped = True
             t0 = time.monotonic()
             self._teardown()
             self.timings["teardown_s"] = time.monotonic() - t0
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def _teardown(self) -> None:
         """Each step runs whatever the one before it hit; the first error is
         raised at the end, and the record is kept for --cleanup."""
+        if self.sandbox is not None:
+            return self._end_sandbox()
         shells = [p for p in self.processes if is_mininet_shell(p)]
         others = [p for p in self.processes if not is_mininet_shell(p) and p is not self.controller]
         steps = [lambda: [stop_process(p) for p in others],
@@ -436,6 +473,29 @@ class Lab:
         self.record_path.unlink(missing_ok=True)
         shutil.rmtree(records.registered_dir(self.tag), ignore_errors=True)
 
+    def _end_sandbox(self) -> None:
+        """Every process the lab started is killed at once (nothing in there
+        needs a gentle end) and the sandbox let go: with them goes every
+        namespace and interface the lab made. Then the node shells'
+        terminals are closed and the files removed."""
+        steps = [lambda: records.kill_registered(self.tag),
+                 lambda: [kill_now(p) for p in self.processes],
+                 self.sandbox.leave,
+                 lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches]
+                 if self.net is not None else None]
+        errors = []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:      # noqa: BLE001 - keep tearing down
+                errors.append(exc)
+        if errors:                        # the record stays, for --cleanup
+            raise LabError(f"teardown was incomplete: {errors[0]}; "
+                           "`sudo python run_topology.py --cleanup` finishes it")
+        shutil.rmtree(self.sandbox.folder, ignore_errors=True)
+        self.record_path.unlink(missing_ok=True)
+        shutil.rmtree(records.registered_dir(self.tag), ignore_errors=True)
+
     def _track(self, proc: subprocess.Popen) -> None:
         self.processes.append(proc)
         self._write_record()
@@ -444,9 +504,53 @@ class Lab:
         self.processes = [p for p in self.processes if p.poll() is None]
         records.write_json(self.record_path, {
             "fabric": self.fabric.source,
-            "interfaces": self.names(),
+            "owner": os.environ.get(records.OWNER_VARIABLE),
+            # where to look in (nsenter --net=/proc/PID/ns/net, OVS_RUNDIR=...)
+            "sandbox": self.sandbox and self.sandbox.holder and {
+                "netns_pid": self.sandbox.holder.pid, "ovs_rundir": str(self.sandbox.folder)},
+            "interfaces": [] if self.sandboxed else self.names(),
             "processes": [(p.pid, records.start_time(p.pid)) for p in self.processes],
         })
+
+
+@contextlib.contextmanager
+def held_signals():
+    """The stop signals, held for the `with` block and delivered after it: a
+    Ctrl-C or SIGTERM in the middle of a teardown lets it finish first. In
+    the main thread the handlers note the signal (a mask would hold it for
+    that thread only, and Python runs handlers there); elsewhere it is
+    masked."""
+    if threading.current_thread() is not threading.main_thread():
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        return
+    arrived: List[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: arrived.append(signum))
+                for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():    # None: a handler not set from Python
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        if arrived:
+            signal.raise_signal(arrived[0])
+
+
+def kill_now(proc: subprocess.Popen) -> None:
+    """SIGKILL a process the lab started (a Mininet node's shell: its whole
+    group, the jobs it runs in the background too), reap it, close its pipes."""
+    if proc.poll() is None:
+        try:
+            if is_mininet_shell(proc):
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except ProcessLookupError:
+            pass
+    stop_process(proc, grace=5, ask=False)
 
 
 def _close_pty(node) -> None:

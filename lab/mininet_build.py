@@ -10,12 +10,14 @@ for delay or loss.
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 from typing import Callable, Dict, List
 
 from mininet.node import OVSSwitch
 from mininet.topo import Topo
 
+from lab.sandbox import die_with_parent
 from lab.shaping import tc_commands
 from topologies.fabric import Fabric
 from topologies.roles import role
@@ -77,9 +79,14 @@ class FabricSwitch(OVSSwitch):
 
 def tracking(node_class, on_process: Callable):
     """A subclass of a Mininet node class that reports each process it starts,
-    its shell included, as soon as the process exists."""
+    its shell included, as soon as the process exists; those the main thread
+    (the lab's) starts die with it, even if the lab is killed outright."""
     class Tracked(node_class):
         def _popen(self, cmd, **params):
+            if threading.current_thread() is threading.main_thread():
+                # (the signal comes when the starting *thread* ends: a probe
+                # started from a worker thread would die with that thread)
+                params.setdefault("preexec_fn", die_with_parent)
             proc = super()._popen(cmd, **params)
             on_process(proc)
             return proc

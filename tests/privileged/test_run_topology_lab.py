@@ -7,7 +7,6 @@ import json
 import os
 import select
 import signal
-import subprocess
 import time
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from harness import REPO, TOPOLOGIES
 from harness.commands import run, start
 from harness.fabrics import EXPERIMENT_YAML
-from harness.labs import our_state, wait_until_moving
+from harness.labs import in_sandbox, our_state, sandbox_of, wait_until_moving
 from harness.verdicts import assert_verdict_follows_from_runs
 
 
@@ -82,26 +81,24 @@ def wait_for(proc, stream, text, timeout=120):
         seen += chunk
 
 
-def wait_until_building(timeout=120):
-    """Until Mininet has started making the 4x8 fabric's links (and has not
-    yet finished the whole build: it takes over a second), however fast or
-    slow the host."""
+def wait_until_building(proc, timeout=120):
+    """Until Mininet has started making the 4x8 fabric's links in the run's
+    own namespace (and has not yet finished the whole build: it takes over a
+    second), however fast or slow the host."""
+    sandbox = sandbox_of(proc.pid, proc)
     deadline = time.monotonic() + timeout
-    while "leaf1-eth1" not in subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
-                                             text=True).stdout:
-        assert time.monotonic() < deadline, "no link appeared"
+    while "leaf1-eth1" not in in_sandbox(sandbox, ["ip", "-o", "link", "show"]):
+        assert time.monotonic() < deadline and proc.poll() is None, "no link appeared"
         time.sleep(0.01)
 
 
-def wait_until_bridged(timeout=120):
-    """Until Open vSwitch holds the lab's bridges (Mininet makes them all at
-    once, after the links): what a SIGKILL leaves behind from here on. Before
-    that, a killed lab leaves nothing: its shells exit when their parent's
-    pipes close, and their namespaces take the links with them."""
+def wait_until_bridged(proc, timeout=120):
+    """Until the lab's Open vSwitch holds its bridges (Mininet makes them all
+    at once, after the links)."""
+    sandbox = sandbox_of(proc.pid, proc)
     deadline = time.monotonic() + timeout
-    while not subprocess.run(["ovs-vsctl", "list-br"], capture_output=True,
-                             text=True).stdout.strip():
-        assert time.monotonic() < deadline, "no bridge appeared"
+    while not in_sandbox(sandbox, ["ovs-vsctl", "--timeout=5", "list-br"]).strip():
+        assert time.monotonic() < deadline and proc.poll() is None, "no bridge appeared"
         time.sleep(0.01)
 
 
@@ -119,12 +116,12 @@ IN_A_COLLECTIVE = ("moving", "reach")
 def wait_for_moment(proc, moment):
     where, text = moment
     if where == "building":
-        wait_until_building()
+        wait_until_building(proc)
     elif where == "bridged":
-        wait_until_bridged()
+        wait_until_bridged(proc)
     elif where == "moving":
         wait_for(proc, proc.stdout, text)
-        wait_until_moving()
+        wait_until_moving(sandbox=sandbox_of(proc.pid, proc))
     else:
         wait_for(proc, getattr(proc, where), text)
 

@@ -401,7 +401,7 @@ def _cleanup() -> int:
 
 # --- the kept lab: --up, --lab (docs/running.md, "A lab that stays up") ---------------
 
-LAB_OPTIONS = ("fabric", "policy", "datapath", "results", "verbose", "up", "keeper")
+LAB_OPTIONS = ("fabric", "policy", "datapath", "results", "verbose", "up", "keeper", "name")
 BUILDS = ("fabric", "policy", "datapath", "cli", "calibrate", "cluster", "check", "up")
 
 
@@ -416,7 +416,11 @@ def _given(args, key) -> bool:
 
 def _kept_flags(args) -> bool:
     """Whether this is --lab; ValueError for flags --up or --lab would ignore."""
-    problem = _kept_refusal(args) if args.up or args.lab or args.keeper else None
+    problem = _kept_refusal(args) if args.up or args.lab or args.keeper else (
+        "--name names a kept lab: use it with --up or --lab" if args.name else None)
+    if args.name:
+        from lab import kept
+        kept.select(args.name)
     if problem:
         raise ValueError(problem)
     return args.lab
@@ -447,7 +451,8 @@ def _kept_refusal(args):
 def _on_kept_lab(args) -> int:
     """run_topology.py --lab ...: the experiment, run by the keeper; its output here."""
     from lab import kept_client
-    argv = list(args.argv)
+    from lab import kept
+    argv = kept.take_name(list(args.argv))
     argv.remove("--lab")
     return kept_client.run(argv, os.getcwd())
 
@@ -459,7 +464,8 @@ def _up(fabric, args) -> int:
     record = kept.read_record()
     if kept.keeper_alive(record):
         print(f"error: a lab is already up: {kept.running_text(record)}; "
-              "`sudo scripts/lab down` takes it down", file=sys.stderr)
+              f"`sudo scripts/lab down{kept.name_flag()}` takes it down, or `--name NAME` "
+              "keeps another one beside it", file=sys.stderr)
         return 1
     folder = (args.results / (_run_name(fabric, args) + "-lab")).resolve()
     folder.mkdir(parents=True, exist_ok=True)

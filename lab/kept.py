@@ -1,11 +1,16 @@
-"""The one kept lab (`scripts/lab up`): its keeper's record and the request
-protocol on its socket.
+"""Kept labs (`scripts/lab up`): a keeper's record and the request protocol
+on its socket.
 
 The keeper (runs/keeper.py) owns a running Lab and answers on a unix socket
 next to the labs' records: /run/fabric-lab/kept.sock (0600: root only). Its
 record, /run/fabric-lab/kept.json, names its pid and start time (a reused
 pid is never taken for it), the fabric, the lab's folder, its log and its
 state ("starting" until the lab is ready, then "up", then "down").
+
+Several can be up at once, each by its name (`--name NAME`; the default one
+is "lab"): kept-NAME.json and kept-NAME.sock. Each lab runs in a sandbox of
+its own (lab/sandbox.py), so their switches and servers share names without
+meeting. `select` says which one the calls below mean.
 
 The protocol is JSON lines: the client sends one request,
 
@@ -23,20 +28,81 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 from lab.records import RECORDS, pid_alive, start_time, write_json
 
-RECORD = RECORDS / "kept.json"
+DEFAULT_NAME = "lab"
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+SELECTED = DEFAULT_NAME
+RECORD = RECORDS / "kept.json"          # the selected kept lab's (select)
 SOCKET = RECORDS / "kept.sock"
 LAST = ("exit", "error", "inspect")         # the keys of a reply's last message
 
 
 class KeptError(Exception):
     """No kept lab to talk to, or it refused: one sentence."""
+
+
+# --- which one -----------------------------------------------------------------------
+
+def check_name(name: str) -> str:
+    """A kept lab's name, or ValueError saying what one looks like."""
+    if not NAME.fullmatch(name):
+        raise ValueError(f"a kept lab's name is 1 to 32 of a-z, 0-9, - and _, starting with a "
+                         f"letter or digit; got {name!r}")
+    return name
+
+
+def select(name: str = DEFAULT_NAME) -> None:
+    """Make the record and socket below those of the kept lab `name`."""
+    global RECORD, SOCKET, SELECTED
+    stem = "kept" if check_name(name) == DEFAULT_NAME else f"kept-{name}"
+    RECORD, SOCKET = RECORDS / f"{stem}.json", RECORDS / f"{stem}.sock"
+    SELECTED = name
+
+
+def name_flag() -> str:
+    """What to add to a scripts/lab command for the selected kept lab."""
+    return "" if SELECTED == DEFAULT_NAME else f" --name {SELECTED}"
+
+
+def take_name(argv: List[str]) -> List[str]:
+    """`argv` without its --name NAME (or --name=NAME) before any `--`,
+    that name selected; ValueError for a bad or missing name."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return out + argv[i:]
+        if arg == "--name" or arg.startswith("--name="):
+            if arg == "--name":
+                if i + 1 >= len(argv):
+                    raise ValueError("--name needs the kept lab's name")
+                value, i = argv[i + 1], i + 2
+            else:
+                value, i = arg.split("=", 1)[1], i + 1
+            select(value)
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def names() -> List[str]:
+    """The names of the kept labs with a record here, live or not."""
+    found = []
+    for path in sorted(RECORDS.glob("kept*.json")) if RECORDS.is_dir() else []:
+        stem = path.stem
+        if stem == "kept":
+            found.append(DEFAULT_NAME)
+        elif stem.startswith("kept-") and NAME.fullmatch(stem[5:]):
+            found.append(stem[5:])
+    return found
 
 
 # --- the record ----------------------------------------------------------------------
@@ -121,15 +187,21 @@ def decode(line: bytes) -> dict:
     return message if isinstance(message, dict) else {"error": "expected a JSON object"}
 
 
-def connect(path: Path = SOCKET) -> socket.socket:
-    """A connection to the keeper; KeptError saying why there is none."""
+def connect(path: Optional[Path] = None) -> socket.socket:
+    """A connection to the keeper (of the selected kept lab); KeptError
+    saying why there is none."""
+    path = SOCKET if path is None else path
     if os.geteuid() != 0:
         raise KeptError("the kept lab answers root only: run it with sudo")
     record = read_record()
     if not keeper_alive(record):
-        raise KeptError("no lab is up: `sudo scripts/lab up [FABRIC]` starts one"
-                        + (" (a dead keeper's record is here: `sudo scripts/lab down` "
-                           "removes what it left)" if record else ""))
+        named = f" named {SELECTED!r}" if SELECTED != DEFAULT_NAME else ""
+        others = [n for n in names() if n != SELECTED]
+        raise KeptError(f"no lab{named} is up: `sudo scripts/lab up [FABRIC]{name_flag()}` "
+                        "starts one"
+                        + (f" (a dead keeper's record is here: `sudo scripts/lab "
+                           f"down{name_flag()}` removes what it left)" if record else "")
+                        + (f"; kept labs here: {', '.join(others)} (--name)" if others else ""))
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(str(path))

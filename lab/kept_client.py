@@ -105,7 +105,8 @@ def down() -> int:
     from its record; a keeper still building its lab is told with SIGTERM."""
     record = kept.read_record()
     if record is None:
-        print("nothing to take down: no lab is up")
+        print(f"nothing to take down: no lab{kept.name_flag().replace(' --name', ' named')} "
+              "is up")
         return 0
     if not kept.keeper_alive(record):
         from lab.cleanup import cleanup_dead_labs
@@ -138,7 +139,8 @@ def wait_up(keeper: subprocess.Popen, log: Path) -> int:
             if record.get("reach_ok", True):
                 return 0
             print("error: not every server reaches every other: the lab is up to look "
-                  "into (`sudo scripts/lab down` takes it down)", file=sys.stderr)
+                  f"into (`sudo scripts/lab down{kept.name_flag()}` takes it down)",
+                  file=sys.stderr)
             return 1
         time.sleep(0.1)
     try:
@@ -194,15 +196,20 @@ def duration(seconds: float) -> str:
 
 # --- the command line ----------------------------------------------------------------
 
-USAGE = ("usage: scripts/lab inspect [--json] | exec NODE -- CMD ... | down "
-         "(and `up [FABRIC]`, `run --lab ...`)")
+USAGE = ("usage: scripts/lab inspect [--json] | exec NODE -- CMD ... | down, each with "
+         "[--name NAME] (and `up [FABRIC] [--name NAME]`, `run --lab [--name NAME] ...`)")
 
 
 def main(argv: List[str]) -> int:
     if not argv or argv[0] not in ("inspect", "exec", "down"):
         print(USAGE, file=sys.stderr)
         return 2
-    command, rest = argv[0], argv[1:]
+    command = argv[0]
+    try:
+        rest = kept.take_name(argv[1:])
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("error: the kept lab answers root only: run it with sudo", file=sys.stderr)
         return 2

@@ -52,6 +52,14 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _kept_name(text: str) -> str:
+    from lab.kept import check_name
+    try:
+        return check_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+
+
 def _checked(validate, parse=str, what=None):
     """An argparse type: `parse` the text, then `validate` it as the YAML's
     schema does; its message (or `what`) becomes argparse's, shortened."""
@@ -296,6 +304,9 @@ def _run_flags(p) -> None:
     p.add_argument("--lab", action="store_true",
                    help="run this experiment on the lab that is up (scripts/lab up), in its "
                         "own results folder; Ctrl-C stops the experiment, not the lab")
+    p.add_argument("--name", type=_kept_name,
+                   help="with --up or --lab: the kept lab's name, so that several can be up "
+                        "at once (scripts/lab inspect/exec/down --name NAME); default 'lab'")
     p.add_argument("--keeper", type=Path, help=argparse.SUPPRESS)   # what --up starts
 
 
@@ -306,7 +317,7 @@ NAMES = {**FLAGS, "compare": "--compare", "fabric": "the fabric file", "check": 
          "iperf_check": "--iperf-check", "seconds": "--seconds", "streams": "--streams",
          "calibrate": "--calibrate", "cli": "--cli", "results": "--results", "json": "--json",
          "csv": "--csv", "cleanup": "--cleanup", "verbose": "-v/--verbose",
-         "cluster": "--cluster", "step": "--step", "up": "--up", "lab": "--lab"}
+         "cluster": "--cluster", "step": "--step", "up": "--up", "lab": "--lab", "name": "--name"}
 CALIBRATE_IGNORES = COLLECTIVE_FLAGS + ("no_traffic", "iperf_check", "seconds", "streams",
                                         "csv", "policy")
 NO_TRAFFIC_IGNORES = COLLECTIVE_FLAGS + ("iperf_check", "seconds", "streams", "csv")

@@ -346,7 +346,7 @@ def claim(folder: str, fabric: str) -> None:
         record = kept.read_record()
         if kept.keeper_alive(record) and record["pid"] != os.getpid():
             raise host.LabError(f"a lab is already up: {kept.running_text(record)}; "
-                                "`sudo scripts/lab down` takes it down")
+                                f"`sudo scripts/lab down{kept.name_flag()}` takes it down")
         kept.write_record(**kept.own_record(os.getpid(), folder=folder, fabric=fabric,
                                             state="starting",
                                             log=f"{folder}/keeper.log"))

@@ -142,3 +142,68 @@ def test_down_says_what_it_removed():
 def test_flags_up_and_lab_would_ignore_are_refused(args, sentence):
     proc = run(*args)
     assert (proc.returncode, proc.stderr) == (2, sentence)
+
+
+@pytest.mark.parametrize("name", ["lab", "b2", "x_y-1", "9", "a" * 32])
+def test_a_kept_labs_name_can_be(name):
+    assert kept.check_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "A", "-x", "_x", "a/b", "a b", "a.b", "a" * 33, "ü"])
+def test_a_kept_labs_name_cannot_be(name):
+    with pytest.raises(ValueError, match="a kept lab's name is 1 to 32 of a-z, 0-9, - and _"):
+        kept.check_name(name)
+
+
+def test_each_name_has_its_own_record_and_socket(monkeypatch, tmp_path):
+    monkeypatch.setattr(kept, "RECORDS", tmp_path)
+    try:
+        kept.select("b")
+        assert (kept.RECORD, kept.SOCKET) == (tmp_path / "kept-b.json", tmp_path / "kept-b.sock")
+        assert kept.name_flag() == " --name b"
+        kept.write_record(pid=1, fabric="x")
+        kept.select()                          # the default one keeps its old names
+        assert (kept.RECORD, kept.SOCKET) == (tmp_path / "kept.json", tmp_path / "kept.sock")
+        assert kept.name_flag() == "" and kept.read_record() is None
+        kept.write_record(pid=2, fabric="y")
+        (tmp_path / "kept-Bad.json").write_text("{}")        # not a name: not listed
+        assert kept.names() == ["b", "lab"]
+    finally:
+        kept.select()
+
+
+def test_take_name_selects_it_and_leaves_the_rest(monkeypatch, tmp_path):
+    monkeypatch.setattr(kept, "RECORDS", tmp_path)
+    try:
+        assert kept.take_name(["h1", "--name", "x", "--", "cmd", "--name", "y"]) == \
+            ["h1", "--", "cmd", "--name", "y"]                # after --: the command's own
+        assert kept.SELECTED == "x" and kept.RECORD == tmp_path / "kept-x.json"
+        assert kept.take_name(["--name=z", "--json"]) == ["--json"] and kept.SELECTED == "z"
+        with pytest.raises(ValueError, match="--name needs the kept lab's name"):
+            kept.take_name(["--name"])
+        with pytest.raises(ValueError, match="a kept lab's name"):
+            kept.take_name(["--name", "Nope"])
+    finally:
+        kept.select()
+
+
+def test_no_lab_of_that_name_says_which_are_up(monkeypatch, tmp_path):
+    monkeypatch.setattr(kept, "RECORDS", tmp_path)
+    monkeypatch.setattr(kept.os, "geteuid", lambda: 0)
+    try:
+        kept.select("other")
+        kept.write_record(pid=2 ** 22 + 1, start_time=1, fabric="default", folder="/x")
+        kept.select("mine")
+        with pytest.raises(kept.KeptError) as err:
+            kept.connect()
+        assert str(err.value) == ("no lab named 'mine' is up: `sudo scripts/lab up [FABRIC] "
+                                  "--name mine` starts one; kept labs here: other (--name)")
+    finally:
+        kept.select()
+
+
+def test_the_kept_client_refuses_a_bad_name_in_one_sentence(capsys):
+    assert kept_client.main(["inspect", "--name", "Bad!"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: a kept lab's name is 1 to 32") and err.count("\n") == 1
+    assert kept.SELECTED == kept.DEFAULT_NAME

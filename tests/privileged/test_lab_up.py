@@ -17,18 +17,35 @@ import pytest
 
 from harness import REPO, TOPOLOGIES
 from harness.commands import ENV, RUN_TOPOLOGY, run
-from harness.labs import our_state, wait_until_moving
+from harness.labs import our_state, sandbox_of, wait_until_moving
 from lab import kept, records
 
 LAB = REPO / "scripts" / "lab"
 DEFAULT = str(TOPOLOGIES / "default.yaml")
+# the kept labs of these tests have their own name: a user's kept lab, or a
+# second test run's, may be up beside them (each lab in its own sandbox)
+NAME = f"test{os.getpid()}"
 SMALL = ("-b", "32K", "-e", "32K", "-n", "1", "-w", "0")
 
 
-def lab(*args, timeout=120) -> subprocess.CompletedProcess:
-    """scripts/lab inspect, exec or down, as a user types it."""
-    return subprocess.run([str(LAB), *args], capture_output=True, text=True, timeout=timeout,
-                          env=ENV)
+def lab(command, *args, timeout=120) -> subprocess.CompletedProcess:
+    """scripts/lab inspect, exec or down of this file's kept lab, as a user
+    types it."""
+    return subprocess.run([str(LAB), command, "--name", NAME, *args], capture_output=True,
+                          text=True, timeout=timeout, env=ENV)
+
+
+def kept_run(*args, **kw) -> subprocess.CompletedProcess:
+    """run_topology.py --up or --lab, for this file's kept lab."""
+    return run(*args, "--name", NAME, **kw)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def selected():
+    """kept.RECORD and kept.SOCKET below are this file's kept lab's."""
+    kept.select(NAME)
+    yield
+    kept.select()
 
 
 def wait_gone(pid, timeout=60):
@@ -52,7 +69,7 @@ def up(tmp_path_factory):
     assert not kept.keeper_alive(kept.read_record()), "a kept lab is up already on this host"
     before = our_state()
     results = tmp_path_factory.mktemp("kept")
-    proc = run("--up", DEFAULT, "--results", str(results), timeout=300)
+    proc = kept_run("--up", DEFAULT, "--results", str(results), timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     yield {"before": before, "results": results, "out": proc.stdout}
     if kept.keeper_alive(kept.read_record()):         # a test failed half-way: take it down
@@ -95,8 +112,8 @@ def test_exec_runs_in_a_servers_namespace(up):
 
 
 def test_ctrl_c_stops_the_experiment_not_the_lab(up):
-    proc = subprocess.Popen(RUN_TOPOLOGY + ["--lab", "-b", "4M", "-e", "4M", "-n", "50",
-                                            "--results", str(up["results"])],
+    proc = subprocess.Popen(RUN_TOPOLOGY + ["--lab", "--name", NAME, "-b", "4M", "-e", "4M",
+                                            "-n", "50", "--results", str(up["results"])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
                             cwd=REPO)
     try:
@@ -107,7 +124,8 @@ def test_ctrl_c_stops_the_experiment_not_the_lab(up):
         while not running():
             assert time.monotonic() < deadline and proc.poll() is None, "it never started"
             time.sleep(0.1)
-        wait_until_moving()                             # in the collective itself
+        keeper = kept.read_record()["pid"]
+        wait_until_moving(sandbox=sandbox_of(keeper))  # in the collective itself
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -122,7 +140,7 @@ def test_ctrl_c_stops_the_experiment_not_the_lab(up):
 def test_experiments_run_one_after_another_in_their_own_folders(up):
     folders = []
     for _ in range(2):
-        proc = run("--lab", *SMALL, "--results", str(up["results"]), timeout=300)
+        proc = kept_run("--lab", *SMALL, "--results", str(up["results"]), timeout=300)
         assert proc.returncode == 0, proc.stderr + proc.stdout
         rows = [l.split() for l in proc.stdout.splitlines()
                 if l.startswith("       ") and l.split()[0] == "32768"]
@@ -138,11 +156,12 @@ def test_experiments_run_one_after_another_in_their_own_folders(up):
 
 
 def test_a_second_up_is_refused(up):
-    proc = run("--up", DEFAULT, "--results", str(up["results"]))
+    proc = kept_run("--up", DEFAULT, "--results", str(up["results"]))
     record = kept.read_record()
     assert proc.returncode == 1
     assert proc.stderr == (f"error: a lab is already up: {kept.running_text(record)}; "
-                           "`sudo scripts/lab down` takes it down\n")
+                           f"`sudo scripts/lab down --name {NAME}` takes it down, or "
+                           "`--name NAME` keeps another one beside it\n")
 
 
 def test_down_leaves_nothing(up):
@@ -154,13 +173,13 @@ def test_down_leaves_nothing(up):
     assert our_state() == up["before"]
     assert not kept.RECORD.exists() and not kept.SOCKET.exists()
     assert not [p for p in records.records() if records.record_owner(p) == keeper]
-    assert "no lab is up" in lab("inspect").stderr
+    assert f"no lab named '{NAME}' is up" in lab("inspect").stderr
 
 
 def test_sigterm_to_the_keeper_takes_the_lab_down(tmp_path):
     assert not kept.keeper_alive(kept.read_record())
     before = our_state()
-    proc = run("--up", DEFAULT, "--results", str(tmp_path), timeout=300)
+    proc = kept_run("--up", DEFAULT, "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
     record = kept.read_record()
     os.kill(record["pid"], signal.SIGTERM)
@@ -174,7 +193,7 @@ def test_sigterm_to_the_keeper_takes_the_lab_down(tmp_path):
 def test_a_killed_keeper_then_cleanup_or_down_leaves_nothing(tmp_path, how):
     assert not kept.keeper_alive(kept.read_record())
     before = our_state()
-    proc = run("--up", DEFAULT, "--results", str(tmp_path), timeout=300)
+    proc = kept_run("--up", DEFAULT, "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
     keeper = kept.read_record()["pid"]
     os.kill(keeper, signal.SIGKILL)

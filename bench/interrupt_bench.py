@@ -44,8 +44,6 @@ def phase_of(lines) -> str:
         for head, name in PHASES:
             if line.startswith(head):
                 phase = name
-        if line.strip() and line.strip().split()[0].isdigit() and phase in ("sizes", "sizes+"):
-            phase = "sizes+"                     # a size's row: between sizes
     return phase
 
 

@@ -6,7 +6,7 @@ that runs run_topology.py, the head.
    take part, and nothing is started;
 2. the os-ken controller starts here, listening only on the address this
    machine reaches the first machine from (or cluster.controller), in TLS
-   with certificates made for the run in its folder (lab/tls.py; plain TCP
+   with certificates made for the run in its folder (lab/certificates.py; plain TCP
    with cluster.tls: false); it lets in only the fabric's datapath ids;
 3. each machine gets, over ssh, a `python -m lab.machine serve` that builds
    the nodes placed on it (topologies/placement.py) as an ordinary lab, the
@@ -55,7 +55,7 @@ from lab import cluster_preflight, records
 from lab.host import LabError, run
 from lab.lifecycle import REPO, Lab
 from lab.processes import stop_process
-from lab.tls import RunCertificates, make_certificates
+from lab.certificates import RunCertificates, make_certificates
 from lab.tunnels import tunnels
 
 PYTHON = REPO / ".venv" / "bin" / "python"

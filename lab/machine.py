@@ -58,7 +58,7 @@ from typing import List, Optional, Tuple
 from lab import host, records
 from lab.host import Interrupted, LabError
 from lab.lifecycle import Lab
-from lab.tls import write_credentials
+from lab.certificates import write_credentials
 from lab.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
 from lab.shaping import link_commands
 from topologies.fabric import Fabric, fabric_from_spec

@@ -1,5 +1,5 @@
 """A cluster run's OpenFlow over TLS, without root: the certificates made
-per run (lab/tls.py: a CA, the controller's, one per machine's switches; keys
+per run (lab/certificates.py: a CA, the controller's, one per machine's switches; keys
 0600), the controller's command line, and the real controller (os-ken's own
 TLS listener, controller/tls.py) met by TLS clients here: a switch with this
 run's certificate gets OpenFlow's hello; one with another CA's certificate,
@@ -21,7 +21,7 @@ import pytest
 from harness import REPO
 from harness.fabrics import leaf_spine
 from lab.lifecycle import free_port
-from lab.tls import make_certificates, write_credentials
+from lab.certificates import make_certificates, write_credentials
 
 OFPT_HELLO = 0
 

@@ -17,7 +17,7 @@ import pytest
 from lab import testbed
 from lab.cluster import ClusterLab
 from lab.reachability import all_pairs_reachability
-from lab.records import RECORDS
+from lab import records
 from harness import TOPOLOGIES
 from harness.commands import run, start
 from harness.labs import OWNER_VARIABLE, ensure_no_testbed, foreign_records, our_state
@@ -62,7 +62,7 @@ def clean_everywhere(timeout=0):
         left = {ip: {k: v for k, v in machine_state(ip).items() if v} for ip in MACHINES}
         left = {ip: v for ip, v in left.items() if v}
         theirs = set(foreign_records(os.environ[OWNER_VARIABLE]))
-        here = [p for p in RECORDS.glob("*-*.json") if p not in theirs] if RECORDS.is_dir() else []
+        here = [p for p in records.records() if p not in theirs]
         if here:
             left["head records"] = [p.name for p in here]
         if not left or time.monotonic() > deadline:

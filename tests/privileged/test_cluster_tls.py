@@ -1,5 +1,5 @@
 """A secured cluster run on two test-bed machines (lab/testbed.py): OpenFlow
-over TLS with certificates made for the run (lab/tls.py), Open vSwitch's
+over TLS with certificates made for the run (lab/certificates.py), Open vSwitch's
 `ssl:` targets on each machine; a machine whose switches hold another run's
 certificate is refused and the run stops saying so; a switch with a valid
 certificate but a datapath id the fabric does not have is disconnected and
@@ -19,7 +19,7 @@ from lab.cluster import ClusterLab
 from lab.cluster_preflight import host_key_line, preflight, run_command
 from lab.host import LabError
 from lab.reachability import all_pairs_reachability
-from lab.tls import make_certificates
+from lab.certificates import make_certificates
 from topologies.fabric import load_fabric
 from topologies.placement import cluster_of, place
 
@@ -38,7 +38,7 @@ def cluster_lab(tmp_path, cls=ClusterLab):
     return cls(fabric, tmp_path, cluster_of(fabric, list(MACHINES)), place(fabric, len(MACHINES)))
 
 
-def test_openflow_runs_over_tls_with_the_runs_certificates(bed, tmp_path):
+def test_openflow_runs_over_tls_with_the_runs_certificates(bed, tmp_path):  # noqa: F811 (the fixture)
     before = our_state()
     with cluster_lab(tmp_path) as lab:
         assert all(stat.S_IMODE(p.stat().st_mode) == 0o600
@@ -72,7 +72,7 @@ class AnotherRunsCertificate(ClusterLab):
         return sent
 
 
-def test_a_machine_with_another_runs_certificate_is_refused(bed, tmp_path):
+def test_a_machine_with_another_runs_certificate_is_refused(bed, tmp_path):  # noqa: F811 (the fixture)
     before = our_state()
     t0 = time.monotonic()
     with pytest.raises(LabError) as exc:
@@ -87,7 +87,7 @@ def test_a_machine_with_another_runs_certificate_is_refused(bed, tmp_path):
     assert clean_everywhere() == {} and our_state() == before
 
 
-def test_a_switch_with_a_datapath_id_not_of_the_fabric_is_refused(bed, tmp_path):
+def test_a_switch_with_a_datapath_id_not_of_the_fabric_is_refused(bed, tmp_path):  # noqa: F811 (the fixture)
     """It has this run's certificate (it is on machine 2, whose SSL setting
     is the run's): only its datapath id gives it away."""
     with cluster_lab(tmp_path) as lab:
@@ -111,7 +111,7 @@ def test_a_switch_with_a_datapath_id_not_of_the_fabric_is_refused(bed, tmp_path)
     assert clean_everywhere() == {}
 
 
-def test_ssh_refuses_an_unknown_or_changed_host_key_in_one_line(bed, tmp_path):
+def test_ssh_refuses_an_unknown_or_changed_host_key_in_one_line(bed, tmp_path):  # noqa: F811 (the fixture)
     """The preflight's own ssh, run for real, with known_hosts that lack the
     machine's key, then hold another key for it."""
     def with_known_hosts(path):

@@ -44,8 +44,18 @@ def _reexec_into_venv() -> None:
                  [str(VENV / "bin" / "python"), __file__, *sys.argv[1:]])
 
 
+def _interrupted_early(signum, _frame):
+    """A stop signal before any lab is started (importing, reading the YAML,
+    checking): there is nothing to tear down, and no traceback to show."""
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    os.write(2, f"\ninterrupted ({name}): nothing had been built\n".encode())
+    os._exit(130)
+
+
 if __name__ == "__main__":
     _reexec_into_venv()
+    for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(_sig, _interrupted_early)
 
 try:
     from topologies.fabric import (FabricError, check_emulation, check_policy, describe_links,
@@ -101,6 +111,9 @@ def _main(argv, sweeps=None) -> int:
         if args.cleanup:
             return _cleanup()
         if _kept_flags(args):                       # --lab: the kept lab's keeper runs it
+            signal.signal(signal.SIGINT, signal.default_int_handler)   # a Ctrl-C cancels it
+            for sig in (signal.SIGTERM, signal.SIGHUP):                # and these end us
+                signal.signal(sig, signal.SIG_DFL)
             return _on_kept_lab(args)
         fabric = load_fabric(args.fabric, emulate=False)      # the model's limits
         if args.policy:

@@ -94,6 +94,9 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("error: the interrupt bench builds labs: run it with sudo")
+    # the runs get SIGINT's default action even if this bench was started
+    # in the background of a shell, which ignores it there
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     owner = f"interrupt-bench-{os.getpid()}"
     env = dict(os.environ, **{OWNER_VARIABLE: owner})
     work = Path(f"/tmp/interrupt-bench-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -118,10 +121,15 @@ def main() -> int:
         seen = [line for _, line in run.lines]
         run.proc.send_signal(sig)
         code = run.wait()
-        phase = phase_of(seen) if code == 130 else "finished"
+        if code == -sig and not seen and not run.err:
+            phase = "python start"               # before the interpreter ran our first line
+        else:
+            phase = phase_of(seen) if code == 130 else "finished"
         refused = "already exists" in run.err
-        untrue = (code == 130 and ("torn down" not in run.err or "Traceback" in run.err)) or \
-            code not in (0, 130)
+        said = "torn down" in run.err or (phase in ("python start", "start")
+                                          and "nothing had been built" in run.err)
+        untrue = "Traceback" in run.err or (code == 130 and not said) or \
+            (code not in (0, 130) and phase != "python start")
         left = leftovers(before, owner)
         if left:                                  # say it, and clear it for the next run
             subprocess.run([sys.executable, str(REPO / "run_topology.py"), "--cleanup"],

@@ -111,9 +111,6 @@ def _main(argv, sweeps=None) -> int:
         if args.cleanup:
             return _cleanup()
         if _kept_flags(args):                       # --lab: the kept lab's keeper runs it
-            signal.signal(signal.SIGINT, signal.default_int_handler)   # a Ctrl-C cancels it
-            for sig in (signal.SIGTERM, signal.SIGHUP):                # and these end us
-                signal.signal(sig, signal.SIG_DFL)
             return _on_kept_lab(args)
         fabric = load_fabric(args.fabric, emulate=False)      # the model's limits
         if args.policy:
@@ -465,6 +462,9 @@ def _on_kept_lab(args) -> int:
     """run_topology.py --lab ...: the experiment, run by the keeper; its output here."""
     from lab import kept_client
     from lab import kept
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # a Ctrl-C cancels it
+    for sig in (signal.SIGTERM, signal.SIGHUP):                # and these end this client
+        signal.signal(sig, signal.SIG_DFL)
     argv = kept.take_name(list(args.argv))
     argv.remove("--lab")
     return kept_client.run(argv, os.getcwd())

@@ -87,6 +87,43 @@ def leftovers(before: dict, owner: str, settle_s: float = 30.0) -> dict:
     return {k: v for k, v in now.items() if v != before[k]}
 
 
+def reference(env: dict, work: Path):
+    """A whole run, uninterrupted: its length and when each phase starts."""
+    ref = Run(work / "reference", env)
+    if ref.wait() != 0:
+        sys.exit(f"error: the reference run failed: {ref.err.strip()[-300:]}")
+    starts = {}
+    for t, line in ref.lines:
+        for head, name in PHASES:
+            if line.startswith(head):
+                starts.setdefault(name, t)
+    return ref.lines[-1][0], starts
+
+
+def interrupted(i: int, at: float, sig, env: dict, work: Path, before: dict, owner: str) -> dict:
+    """One run, `sig` at `at` seconds: where it fell, what it said and left."""
+    run = Run(work / f"run{i}", env)
+    time.sleep(max(0.0, at - (time.monotonic() - run.t0)))
+    seen = [line for _, line in run.lines]
+    run.proc.send_signal(sig)
+    code = run.wait()
+    # before the interpreter ran our first line: killed, or Python's own
+    # KeyboardInterrupt from its start-up
+    early = not seen and (code == -sig or (code == 1 and run.err.strip().endswith(
+        "KeyboardInterrupt") and "run_topology" not in run.err))
+    phase = "python start" if early else phase_of(seen) if code == 130 else "finished"
+    said = "torn down" in run.err or (phase == "start" and "nothing had been built" in run.err)
+    untrue = not early and ("Traceback" in run.err or (code == 130 and not said)
+                            or code not in (0, 130))
+    left = leftovers(before, owner)
+    if left:                                  # say it, and clear it for the next run
+        subprocess.run([sys.executable, str(REPO / "run_topology.py"), "--cleanup"],
+                       env=env, capture_output=True)
+    return {"moment_s": round(at, 3), "signal": signal.Signals(sig).name, "phase": phase,
+            "exit": code, "refused": "already exists" in run.err, "untrue": untrue,
+            "left": left, "stderr_tail": run.err.strip()[-200:]}
+
+
 def main() -> int:
     parser = command_line(__doc__)
     parser.add_argument("--moments", type=int, default=200)
@@ -101,60 +138,37 @@ def main() -> int:
     env = dict(os.environ, **{OWNER_VARIABLE: owner})
     work = Path(f"/tmp/interrupt-bench-{time.strftime('%Y%m%d-%H%M%S')}")
     before = host_state(owner)
-    ref = Run(work / "reference", env)
-    if ref.wait() != 0:
-        sys.exit(f"error: the reference run failed: {ref.err.strip()[-300:]}")
-    length = ref.lines[-1][0]
-    starts = {}
-    for t, line in ref.lines:
-        for head, name in PHASES:
-            if line.startswith(head):
-                starts.setdefault(name, t)
+    length, starts = reference(env, work)
     print(f"reference run: {length:.1f} s; phases start at "
           + ", ".join(f"{name} {t:.1f} s" for name, t in starts.items()))
     rows, table = [], collections.OrderedDict()
     for i in range(args.moments):
         sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
         at = length * (i + 0.5) / args.moments
-        run = Run(work / f"run{i}", env)
-        time.sleep(max(0.0, at - (time.monotonic() - run.t0)))
-        seen = [line for _, line in run.lines]
-        run.proc.send_signal(sig)
-        code = run.wait()
-        if code == -sig and not seen and not run.err:
-            phase = "python start"               # before the interpreter ran our first line
-        else:
-            phase = phase_of(seen) if code == 130 else "finished"
-        refused = "already exists" in run.err
-        said = "torn down" in run.err or (phase in ("python start", "start")
-                                          and "nothing had been built" in run.err)
-        untrue = "Traceback" in run.err or (code == 130 and not said) or \
-            (code not in (0, 130) and phase != "python start")
-        left = leftovers(before, owner)
-        if left:                                  # say it, and clear it for the next run
-            subprocess.run([sys.executable, str(REPO / "run_topology.py"), "--cleanup"],
-                           env=env, capture_output=True)
-        rows.append({"moment_s": round(at, 3), "signal": signal.Signals(sig).name,
-                     "phase": phase, "exit": code, "refused": refused, "untrue": untrue,
-                     "left": left, "stderr_tail": run.err.strip()[-200:]})
-        row = table.setdefault(phase, collections.Counter())
-        row.update(runs=1, left=bool(left), refused=refused, untrue=untrue)
-        print(f"  {i + 1:>3}/{args.moments} at {at:5.2f} s {signal.Signals(sig).name:<7} "
-              f"{phase:<12} exit {code:<3} {'LEFT ' + json.dumps(left) if left else ''}"
-              f"{' REFUSED' if refused else ''}{' UNTRUE: ' + run.err.strip()[-120:] if untrue else ''}",
-              flush=True)
-    print(f"\n{'phase':<14} {'runs':>5} {'leftovers':>10} {'refused':>8} {'untrue':>7}")
-    for phase, c in table.items():
-        print(f"{phase:<14} {c['runs']:>5} {c['left']:>10} {c['refused']:>8} {c['untrue']:>7}")
-    total = collections.Counter()
-    for c in table.values():
-        total.update(c)
-    print(f"{'all':<14} {total['runs']:>5} {total['left']:>10} {total['refused']:>8} "
-          f"{total['untrue']:>7}")
+        r = interrupted(i, at, sig, env, work, before, owner)
+        rows.append(r)
+        table.setdefault(r["phase"], collections.Counter()).update(
+            runs=1, left=bool(r["left"]), refused=r["refused"], untrue=r["untrue"])
+        print(f"  {i + 1:>3}/{args.moments} at {at:5.2f} s {r['signal']:<7} {r['phase']:<12} "
+              f"exit {r['exit']:<3} {'LEFT ' + json.dumps(r['left']) if r['left'] else ''}"
+              f"{' REFUSED' if r['refused'] else ''}"
+              f"{' UNTRUE: ' + r['stderr_tail'][-120:] if r['untrue'] else ''}", flush=True)
+    total = report(table)
     if args.json:
         args.json.write_text(json.dumps({"reference_s": length, "phase_starts_s": starts,
                                          "runs": rows}, indent=1))
     return 1 if total["left"] or total["refused"] or total["untrue"] else 0
+
+
+def report(table) -> collections.Counter:
+    print(f"\n{'phase':<14} {'runs':>5} {'leftovers':>10} {'refused':>8} {'untrue':>7}")
+    total = collections.Counter()
+    for phase, c in table.items():
+        print(f"{phase:<14} {c['runs']:>5} {c['left']:>10} {c['refused']:>8} {c['untrue']:>7}")
+        total.update(c)
+    print(f"{'all':<14} {total['runs']:>5} {total['left']:>10} {total['refused']:>8} "
+          f"{total['untrue']:>7}")
+    return total
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from lab.counters import read_counters
 from lab.shaping import link_commands
 from policies import policy
 from lab.processes import cpu_seconds, is_mininet_shell, stop_process, stop_process_group
+from lab.progress_wait import wait_progressing
 from topologies.fabric import Fabric
 
 REPO = Path(__file__).resolve().parent.parent
@@ -361,40 +362,60 @@ class Lab:
 
     def wait_programmed(self, timeout: float = 60, until=lambda status: True) -> dict:
         """Wait until the controller has programmed every switch with a plan
-        whose status satisfies `until` (say, a port known to be down)."""
+        whose status satisfies `until` (say, a port known to be down).
+        Bounded by progress, not the clock (lab/progress_wait.py): it gives up
+        when neither the controller's status nor its CPU time has moved for
+        `timeout` seconds, or it has used CONTROLLER_START_CPU_S of CPU in
+        the wait, or after CONTROLLER_START_WALL_S."""
         want = {s.name for s in self.fabric.switches}
-        deadline = time.monotonic() + timeout
-        status = {}
-        while time.monotonic() < deadline:
+        seen = {"status": {}}
+        pid = self.controller.pid
+        cpu0 = cpu_seconds(pid)
+
+        def ready():
             if self.controller.poll() is not None:
-                raise LabError(f"the controller died: {self._log_tail()} (log: {self.controller_log})")
-            status = self.controller_status()
+                raise LabError(f"the controller died: {self._log_tail()} "
+                               f"(log: {self.controller_log})")
+            status = seen["status"] = self.controller_status()
             if status.get("errors"):
                 raise LabError(f"the controller reports: {status['errors'][0]}")
-            if want <= set(status.get("programmed", ())) and until(status):
-                return status
-            time.sleep(0.05)
+            return want <= set(status.get("programmed", ())) and until(status)
+
+        waited = wait_progressing(
+            ready, lambda: (json.dumps(seen["status"], sort_keys=True), int(cpu_seconds(pid))),
+            stall_s=timeout, cap_s=CONTROLLER_START_WALL_S,
+            spent=lambda: cpu_seconds(pid) - cpu0 > CONTROLLER_START_CPU_S)
+        status = seen["status"]
+        if waited.ready:
+            return status
+        why = waited.reason("the controller")
         missing = sorted(want - set(status.get("programmed", ())))
         if not missing and status.get("down_ports"):
-            raise LabError(f"every switch is programmed, but after {timeout:.0f} s ports are "
-                           f"still down: {', '.join(status['down_ports'][:8])} (with "
+            raise LabError(f"every switch is programmed, but ports are still down "
+                           f"({', '.join(status['down_ports'][:8])}) and {why} (with "
                            "routing.bfd_ms a port is up only once its BFD session is)")
-        raise LabError(f"the controller had not programmed {', '.join(missing) or 'the switches'} "
-                       f"after {timeout:.0f} s (log: {self.controller_log})")
+        raise LabError(f"the controller had not programmed {', '.join(missing) or 'the switches'}"
+                       f": {why} (log: {self.controller_log})")
 
     def wait_stp_converged(self, timeout: float = 90) -> dict:
         """The STP baseline has no controller to ask: it is ready once the
-        first server reaches every other one through the spanning tree."""
+        first server reaches every other one through the spanning tree. Its
+        timers are wall-clock ones (a forward delay of 4 s, lab/mininet_build.py),
+        so the patience is `timeout` seconds without a new server reached."""
         first, *others = self.fabric.endpoints
         node = self.host(first.name)
         pending = [h.ip for h in others]
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            pending = [ip for ip in pending
-                       if "1 received" not in node.cmd(f"ping -n -c1 -W1 {ip}")]
-        if pending:
-            raise LabError(f"spanning tree had not converged after {timeout:.0f} s "
-                           f"({first.name} cannot reach {pending[0]})")
+
+        def ready():
+            pending[:] = [ip for ip in pending
+                          if "1 received" not in node.cmd(f"ping -n -c1 -W1 {ip}")]
+            return not pending
+
+        waited = wait_progressing(ready, lambda: len(pending), stall_s=timeout,
+                                  cap_s=CONTROLLER_START_WALL_S, interval=0)
+        if not waited.ready:
+            raise LabError(f"spanning tree had not converged: {first.name} cannot reach "
+                           f"{pending[0]} and {waited.reason('it')}")
         return {"versions": {}}
 
     def _log_tail(self) -> str:

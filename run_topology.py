@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -84,6 +85,21 @@ def _interrupt(signum, _frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
+def _unraisable(hook_args):
+    """An interruption raised where Python drops exceptions (a signal that
+    lands in an at-fork callback, as a Popen starts a process) is raised
+    again, from ordinary code: otherwise the run would print a traceback and
+    go on to its end as if nothing had come."""
+    if isinstance(hook_args.exc_value, Interrupted) and \
+            threading.current_thread() is threading.main_thread():
+        sig = signal.Signals[hook_args.exc_value.args[0]]
+        signal.signal(sig, _interrupt)
+        signal.raise_signal(sig)            # its handler runs once this hook returns
+        return
+    sys.__unraisablehook__(hook_args)
+
+
+
 # --- the command -------------------------------------------------------------------
 
 def main(argv=None, sweeps=None) -> int:
@@ -93,6 +109,7 @@ def main(argv=None, sweeps=None) -> int:
     run before anything is built."""
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _PipeGuard(sys.stdout), _PipeGuard(sys.stderr)
+    sys.unraisablehook = _unraisable
     try:
         code = _main(argv, sweeps)
         sys.stdout.flush()

@@ -433,3 +433,33 @@ def test_planner_values_at_the_edges_print_finite_figures(capsys):
     out = capsys.readouterr().out
     assert "Infinity" not in out and "NaN" not in out
 
+
+
+def test_an_interruption_python_dropped_is_raised_again_from_ordinary_code():
+    """A stop signal that lands in an at-fork callback (a Popen starting a
+    process) raises Interrupted where Python drops exceptions: the hook
+    raises it again, so the run stops as interrupted, not at its end."""
+    import signal
+    import time
+    from types import SimpleNamespace
+    import run_topology
+    from lab.host import Interrupted
+    saved = {sig: signal.getsignal(sig) for sig in run_topology.STOP_SIGNALS}
+    try:
+        with pytest.raises(Interrupted, match="SIGTERM"):
+            run_topology._unraisable(SimpleNamespace(exc_value=Interrupted("SIGTERM")))
+            time.sleep(5)                   # the handler runs long before this ends
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def test_other_unraisable_exceptions_go_to_pythons_own_hook(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+    import run_topology
+    seen = []
+    monkeypatch.setattr(sys, "__unraisablehook__", seen.append)
+    args = SimpleNamespace(exc_value=ValueError("x"))
+    run_topology._unraisable(args)
+    assert seen == [args]

@@ -35,6 +35,7 @@ def summary(events: list) -> dict:
     slow = [e["collective"]["slowdown"] for e in events
             if e.get("collective") and e["collective"].get("slowdown")]
     return {"stopped_ms": stops, "median_ms": statistics.median(stops) if stops else None,
+            "path_stopped_ms": [p.get("path_stopped_ms") for p in probes],
             "flows_hit": [p["flows_hit"] for p in probes],
             "lost": [p["lost_packets"] for p in probes], "slowdown": slow,
             "wrong": [e["wrong"] for e in events if "wrong" in e]}

@@ -144,7 +144,8 @@ def test_a_failure_is_the_run_of_packets_lost_from_it_on():
     lost = {0: range(250, 256), 3: range(251, 266), 5: {100, 101, 102, 103}, 6: {252, 253}}
     out = analyse(arrivals(lost), ProbeSend(500, 0.0), 0.5)
     assert out == {"flows": FLOWS, "flows_hit": 3, "lost_packets": 23,
-                   "stopped_ms": pytest.approx(30.0), "interval_ms": 2.0}
+                   "stopped_ms": pytest.approx(30.0), "interval_ms": 2.0,
+                   "path_stopped_ms": pytest.approx(30.7)}
     # a flow that had lost as many in a row before was not hit by the failure
     lost[3] = list(range(251, 257)) + list(range(10, 20))
     assert analyse(arrivals(lost), ProbeSend(500, 0.0), 0.5)["flows_hit"] == 2
@@ -218,7 +219,28 @@ def test_flows_taking_turns_see_a_stop_shorter_than_an_interval():
     out = analyse(arrivals(lost, 500, interval, stagger),
                   ProbeSend(500, 0.0, interval, stagger=stagger), 2.0025)
     assert out == {"flows": FLOWS, "flows_hit": FLOWS - 1, "lost_packets": FLOWS - 1,
-                   "stopped_ms": 8.0, "interval_ms": 8.0}
+                   "stopped_ms": 8.0, "interval_ms": 8.0, "path_stopped_ms": 7.1}
+
+
+@pytest.mark.parametrize("stop_ms,per_flow,path", [(5, 8.0, 6.0), (7, 8.0, 7.6), (10.5, 16.0, 10.3),
+                                                    (13, 16.0, 13.3), (20, 24.0, 20.3)])
+def test_the_paths_stop_is_read_from_the_flows_together(stop_ms, per_flow, path):
+    """Six of the eight flows cross the link (as the default fabric hashes
+    the probe's ports), taking turns 1 ms apart, a packet every 8 ms each.
+    Each flow alone reads a stop in whole intervals (a 5 ms stop costs it
+    one packet: 8 ms); together they sample the path every 1.3 ms, and the
+    span of what they lost, plus that spacing, reads it to within it."""
+    interval, stagger, crossing = 0.008, 0.001, (1, 2, 3, 4, 6, 7)
+    t0 = 2.0025
+    lost = {f: {s for s in range(500) if t0 <= s * interval + f * stagger < t0 + stop_ms / 1e3}
+            for f in crossing}
+    out = analyse(arrivals(lost, 500, interval, stagger),
+                  ProbeSend(500, 0.0, interval, stagger=stagger), t0)
+    assert (out["stopped_ms"], out["path_stopped_ms"]) == (per_flow, path)
+    assert abs(out["path_stopped_ms"] - stop_ms) < interval * 1e3 / len(crossing)
+    # nothing hit: nothing to read
+    assert analyse(arrivals({}, 500, interval, stagger),
+                   ProbeSend(500, 0.0, interval, stagger=stagger), t0)["path_stopped_ms"] is None
 
 
 def test_the_probe_programs_over_loopback(capsys):

@@ -63,6 +63,8 @@ def test_a_failure_mid_collective_is_survived_and_reported(tmp_path, clean_host,
         assert probe["flows_hit"] == 8 and not moved_while_down(event), event
     else:                 # moved to another path while the link was still down
         assert moved_while_down(event), event
+        # read from the hit flows together, the path came back as early
+        assert (probe["path_stopped_ms"] or 0) < MOVED * event["down_for_s"] * 1e3, event
     if policy == "single-path":       # every flow to leaf2 took that link: the controller
         # had to move them (the flows take turns, so even a stop shorter than the
         # probe's interval costs some of them a packet)

@@ -73,15 +73,21 @@ def host_state(owner: "str | None" = None) -> dict:
     nothing. With `owner`, what someone else's lab or test run holds on this
     host is not taken for a leak: only the processes started under
     FABRIC_LAB_OWNER=owner count, and bridges and veths claimed by another
-    owner's live lab do not."""
+    owner's live lab do not, nor the test bed's machines' veths."""
     foreign = foreign_names(owner) if owner else set()
     bridges = []
     if shutil.which("ovs-vsctl"):
         bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
                                  text=True).stdout.split()
+    # the test bed's machines hang on its bridge: a test bed has checks of
+    # its own (ensure_no_testbed, tests/privileged/test_testbed.py), and
+    # another test run's comes and goes beside ours
+    from lab.testbed import BRIDGE
+    on_bed = f" master {BRIDGE} " if owner else None
     veths = [line.split(":")[1].strip().split("@")[0] for line in subprocess.run(
         ["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
-        text=True).stdout.splitlines() if line.count(":") >= 2]
+        text=True).stdout.splitlines() if line.count(":") >= 2
+        and not (on_bed and on_bed in line)]
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     return {"bridges": sorted(b for b in bridges if b not in foreign),
             "veths": sum(v not in foreign for v in veths), "netns": sorted(netns),

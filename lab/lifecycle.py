@@ -468,8 +468,36 @@ class Lab:
     def _teardown(self) -> None:
         """Each step runs whatever the one before it hit; the first error is
         raised at the end, and the record is kept for --cleanup."""
+        steps = self._sandbox_steps() if self.sandbox is not None else self._host_steps()
+        errors = []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:      # noqa: BLE001 - keep tearing down
+                errors.append(exc)
+        if errors:                        # the record stays, for --cleanup
+            raise LabError(f"teardown was incomplete: {errors[0]}; "
+                           "`sudo python run_topology.py --cleanup` finishes it")
         if self.sandbox is not None:
-            return self._end_sandbox()
+            shutil.rmtree(self.sandbox.folder, ignore_errors=True)
+        self.record_path.unlink(missing_ok=True)
+        shutil.rmtree(records.registered_dir(self.tag), ignore_errors=True)
+
+    def _sandbox_steps(self) -> list:
+        """Every process the lab started is killed at once (nothing in there
+        needs a gentle end) and the sandbox let go: with them goes every
+        namespace and interface the lab made. Then the node shells'
+        terminals are closed."""
+        return [lambda: records.kill_registered(self.tag),
+                lambda: [kill_now(p) for p in self.processes],
+                self.sandbox.leave,
+                lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches]
+                if self.net is not None else None]
+
+    def _host_steps(self) -> list:
+        """A lab in the host's namespace (a machine's part of a cluster run):
+        its processes asked to stop, its bridges and interfaces removed by
+        name, then its node shells and the controller."""
         shells = [p for p in self.processes if is_mininet_shell(p)]
         others = [p for p in self.processes if not is_mininet_shell(p) and p is not self.controller]
         steps = [lambda: [stop_process(p) for p in others],
@@ -482,40 +510,7 @@ class Lab:
             steps.append(lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches])
         if self.controller is not None:
             steps.append(lambda: stop_process(self.controller))
-        errors = []
-        for step in steps:
-            try:
-                step()
-            except Exception as exc:      # noqa: BLE001 - keep tearing down
-                errors.append(exc)
-        if errors:                        # the record stays, for --cleanup
-            raise LabError(f"teardown was incomplete: {errors[0]}; "
-                           "`sudo python run_topology.py --cleanup` finishes it")
-        self.record_path.unlink(missing_ok=True)
-        shutil.rmtree(records.registered_dir(self.tag), ignore_errors=True)
-
-    def _end_sandbox(self) -> None:
-        """Every process the lab started is killed at once (nothing in there
-        needs a gentle end) and the sandbox let go: with them goes every
-        namespace and interface the lab made. Then the node shells'
-        terminals are closed and the files removed."""
-        steps = [lambda: records.kill_registered(self.tag),
-                 lambda: [kill_now(p) for p in self.processes],
-                 self.sandbox.leave,
-                 lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches]
-                 if self.net is not None else None]
-        errors = []
-        for step in steps:
-            try:
-                step()
-            except Exception as exc:      # noqa: BLE001 - keep tearing down
-                errors.append(exc)
-        if errors:                        # the record stays, for --cleanup
-            raise LabError(f"teardown was incomplete: {errors[0]}; "
-                           "`sudo python run_topology.py --cleanup` finishes it")
-        shutil.rmtree(self.sandbox.folder, ignore_errors=True)
-        self.record_path.unlink(missing_ok=True)
-        shutil.rmtree(records.registered_dir(self.tag), ignore_errors=True)
+        return steps
 
     def _track(self, proc: subprocess.Popen) -> None:
         self.processes.append(proc)

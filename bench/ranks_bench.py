@@ -20,7 +20,13 @@ hierarchical AllReduce is still a figure to trust.
    rate passes when the verdict trusts it (links at their rates, not
    host-bound, the size not flagged) and measured/simulated is within 1 ±
    MATCH; a layout stops at its first failure. The ceiling is the highest
-   rate that passed.
+   rate that passed. --rates sets the NIC rates (Mbit/s), --scale-up the
+   layouts, and --datapaths how each lab's own ovs-vswitchd starts
+   (lab/datapath.py's variants; several run side by side, interleaved rate
+   by rate, each stopping at its own first failure):
+
+    sudo .venv/bin/python -m bench.ranks_bench --parts ceiling --scale-up memory \\
+        --rates 2,4,8 --datapaths af_packet-mlockall,af_packet-keepheap
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Dict, List, Optional
 
 from harness import REPO, TOPOLOGIES
 from harness.commandline import command_line
 from harness.traffic import process_cpu_seconds
 from topologies.fabric import load_fabric
+from lab import datapath
 from lab.lifecycle import Lab
 from traffic.engines import Job
 from traffic.engines.agents import RankAgents
@@ -49,6 +57,10 @@ LAYOUTS = {"process per rank, NVLink as packets": (True, "packets"),
            "process per server, NVLink in memory": (False, "memory")}
 FACTORS = (0.5, 1, 2, 4)       # of the YAML's rates (4x the unit's rates before this bench)
 MATCH = 0.25
+# the variants a Lab can start its ovs-vswitchd with: the daemon's settings
+# only (a Lab gives its ports no settings of a variant's and keeps the MTU)
+DAEMON_VARIANTS = tuple(name for name, v in datapath.VARIANTS.items()
+                        if not v["port"] and "mtu" not in v)
 
 
 def agent_usage(procs) -> tuple:
@@ -104,10 +116,11 @@ def part_cost(workdir: Path, out: dict) -> None:
               f"{r['host_cpu_pct']:>7}% {r['wrong']:>6}")
 
 
-def rate_verdict(workdir: Path, fabric, scale_up: str, size: int) -> dict:
+def rate_verdict(workdir: Path, fabric, scale_up: str, size: int,
+                 variant: Optional[str] = None) -> dict:
     exp = Experiment(algorithm="hierarchical", minbytes=size, maxbytes=size, iters=1, warmup=0,
                      idle_seconds=1.0, scale_up=scale_up)
-    with Lab(fabric, workdir) as lab:
+    with Lab(fabric, workdir, ovs_variant=variant) as lab:
         r = run_experiment(lab, exp, workdir)
     run, verdict = r.runs[0], r.fidelity
     ratio = run.get("measured_over_simulated")
@@ -120,30 +133,97 @@ def rate_verdict(workdir: Path, fabric, scale_up: str, size: int) -> dict:
             "ovs_core_pct": round(run["ovs_core_pct"]), "wrong": run["wrong"]}
 
 
-def part_ceiling(workdir: Path, out: dict, size: int) -> None:
+def parse_choices(text: str, allowed, option: str) -> List[str]:
+    """A comma-separated list of names, each one of `allowed` (ValueError, one
+    sentence, otherwise)."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in allowed]
+    if bad or not names:
+        raise ValueError(f"{option}: {', '.join(bad) or 'nothing given'}: expected some of "
+                         f"{', '.join(allowed)}")
+    return names
+
+
+def default_rates() -> List[float]:
+    nic = load_fabric(SUPERPOD).spec["links"]["server_leaf"]["rate_mbit"]
+    return [nic * f for f in FACTORS]
+
+
+def parse_rates(text: str) -> List[float]:
+    """NIC rates in Mbit/s, comma-separated, each above 0, in rising order."""
+    try:
+        rates = sorted(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"--rates: {text!r}: expected numbers of Mbit/s, e.g. 2,4,8") from None
+    if not rates or rates[0] <= 0:
+        raise ValueError(f"--rates: {text!r}: expected rates above 0 Mbit/s")
+    return rates
+
+
+def verdict_word(row: dict) -> str:
+    if row["host_bound"]:
+        return "HOST-BOUND"
+    return "trustworthy" if row["trustworthy"] else "NOT trustworthy"
+
+
+def ceiling_table(rows: List[dict]) -> List[str]:
+    """The rate sweep as one table: a line per (NVLink, NIC rate, datapath)
+    tried, in the order they ran."""
+    lines = [f"   {'NVLink':<8} {'NIC':>9} {'datapath':<20} {'time':>8} {'meas/sim':>8} "
+             f"{'verdict':<15} {'flags':<12} {'CPU':>4} {'ovs':>4} {'#wrong':>6}  result"]
+    for r in rows:
+        ratio = r["measured_over_simulated"]
+        lines.append(
+            f"   {r['scale_up']:<8} {r['nic_mbit']:>4g} Mbit {r['datapath']:<20} "
+            f"{r['time_s']:>6.2f} s {'-' if ratio is None else f'{ratio:.2f}':>8} "
+            f"{verdict_word(r):<15} {','.join(r['flags']) or '-':<12} {r['cpu_pct']:>3}% "
+            f"{r['ovs_core_pct']:>3}% {r['wrong']:>6}  {'pass' if r['passed'] else 'FAIL'}")
+    return lines
+
+
+def ceilings(rows: List[dict]) -> Dict[tuple, float]:
+    """(NVLink, datapath) -> the highest NIC rate that passed below its first
+    failure (0: none passed)."""
+    best: Dict[tuple, float] = {}
+    failed = set()
+    for r in sorted(rows, key=lambda r: r["nic_mbit"]):
+        key = (r["scale_up"], r["datapath"])
+        best.setdefault(key, 0)
+        if key in failed:
+            continue
+        if r["passed"]:
+            best[key] = r["nic_mbit"]
+        else:
+            failed.add(key)
+    return best
+
+
+def part_ceiling(workdir: Path, out: dict, size: int, rates: List[float],
+                 scale_ups: List[str], variants: List[str]) -> None:
+    """Each NVLink layout at each rate, the datapaths side by side at each
+    rate (interleaved); a (layout, datapath) stops at its first failure."""
     base = load_fabric(SUPERPOD)
-    nic = base.spec["links"]["server_leaf"]["rate_mbit"]
-    out["ceiling"] = {}
     print(f"\n2. the rates at which the unit's hierarchical AllReduce of {size >> 20} MiB per "
           f"rank is a figure to trust (verdict, and measured/simulated within 1 +- {MATCH})")
-    for scale_up in ("packets", "memory"):
-        rows, best = [], 0
-        for factor in FACTORS:
-            row = rate_verdict(workdir / f"{scale_up}-x{factor}", at_rate(base, nic * factor),
-                               scale_up, size)
-            rows.append({"factor": factor, **row})
-            print(f"   NVLink {scale_up:<8} x{factor:g} (NIC {row['nic_mbit']:g} Mbit/s): "
-                  f"{'pass' if row['passed'] else 'FAIL'}  {row['time_s']:7.2f} s  meas/sim "
-                  f"{row['measured_over_simulated']}  trustworthy {row['trustworthy']}  "
-                  f"host-bound {row['host_bound']}  flags {','.join(row['flags']) or '-'}  "
-                  f"CPU {row['cpu_pct']}%  ovs {row['ovs_core_pct']}%  #wrong {row['wrong']}")
-            if not row["passed"]:
-                break
-            best = factor
-        out["ceiling"][scale_up] = {"rows": rows, "ceiling_factor": best}
-        print(f"   NVLink {scale_up}: ceiling "
-              + (f"x{best:g} of the YAML's rates ({nic * best:g} Mbit/s per NIC)" if best
-                 else "below the lowest rate tried"))
+    rows: List[dict] = []
+    for scale_up in scale_ups:
+        going = list(variants)
+        for rate in rates:
+            for variant in list(going):
+                row = {"scale_up": scale_up, "datapath": variant,
+                       **rate_verdict(workdir / f"{scale_up}-{variant}-{rate:g}mbit",
+                                      at_rate(base, rate), scale_up, size, variant)}
+                rows.append(row)
+                print(ceiling_table([row])[1], flush=True)
+                if not row["passed"]:
+                    going.remove(variant)
+    print("\n" + "\n".join(ceiling_table(rows)))
+    best = ceilings(rows)
+    for (scale_up, variant), rate in best.items():
+        print(f"   NVLink {scale_up}, {variant}: ceiling "
+              + (f"{rate:g} Mbit/s per NIC" if rate else "below the lowest rate tried"))
+    out["ceiling"] = {"rows": rows, "ceilings": [
+        {"scale_up": s, "datapath": v, "nic_mbit": r} for (s, v), r in best.items()]}
 
 
 def main(argv=None) -> int:
@@ -152,11 +232,23 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=16 << 20,
                    help="bytes per rank (default 16 MiB: the smallest the shaping resolves "
                         "with the unit's 9000-byte frames)")
+    p.add_argument("--rates", help="ceiling: NIC rates in Mbit/s, every link class scaled "
+                   "alike (default: the YAML's rates times 0.5, 1, 2, 4)")
+    p.add_argument("--scale-up", default="packets,memory", help="ceiling: NVLink as packets, "
+                   "in memory, or both")
+    p.add_argument("--datapaths", default=datapath.ADOPTED,
+                   help="ceiling: how each lab's ovs-vswitchd starts, lab/datapath.py's variants "
+                        f"(e.g. {datapath.BEFORE},{datapath.ADOPTED}: before and after, "
+                        "interleaved rate by rate)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    parts = args.parts.split(",")
-    if any(x not in PARTS for x in parts):
-        print(f"error: --parts: expected some of {', '.join(PARTS)}", file=sys.stderr)
+    try:
+        parts = parse_choices(args.parts, PARTS, "--parts")
+        rates = parse_rates(args.rates) if args.rates else default_rates()
+        scale_ups = parse_choices(args.scale_up, ("packets", "memory"), "--scale-up")
+        variants = parse_choices(args.datapaths, DAEMON_VARIANTS, "--datapaths")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     workdir = REPO / "results" / f"bench-ranks-{time.strftime('%Y%m%d-%H%M%S')}"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -164,7 +256,7 @@ def main(argv=None) -> int:
     if "cost" in parts:
         part_cost(workdir, out)
     if "ceiling" in parts:
-        part_ceiling(workdir, out, args.size)
+        part_ceiling(workdir, out, args.size, rates, scale_ups, variants)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

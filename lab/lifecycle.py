@@ -85,8 +85,10 @@ def free_port(ip: str = "127.0.0.1") -> int:
 
 class Lab:
     def __init__(self, fabric: Fabric, run_dir: Path, datapath: str = "auto",
-                 log=print, verbose: bool = False):
+                 log=print, verbose: bool = False, ovs_variant: Optional[str] = None):
         self.fabric = fabric
+        # how its own ovs-vswitchd starts: a lab/datapath.py variant (None: the adopted one)
+        self.ovs_variant = ovs_variant
         self.run_dir = Path(run_dir)
         self.requested_datapath = datapath
         self.datapath: Optional[str] = None
@@ -170,11 +172,12 @@ class Lab:
         from mininet.net import Mininet
         Mininet.init()           # its host-wide limits, from the host's namespace, once
         # its Open vSwitch as bench/datapath_bench.py found it moves the most
-        # per CPU-second, the shaping intact (lab/datapath.py)
+        # per CPU-second, the shaping intact (lab/datapath.py), unless asked otherwise
+        variant = self.ovs_variant or datapath.ADOPTED
         self.sandbox = sandbox.Sandbox(
             records.RECORDS / f"{self.tag}.ovs", self.run_dir / "ovs", on_process=self._track,
-            ovs_options=datapath.vswitchd_args(), ovs_env=datapath.vswitchd_env(),
-            ovs_config=datapath.vsctl_other_config())
+            ovs_options=datapath.vswitchd_args(variant), ovs_env=datapath.vswitchd_env(variant),
+            ovs_config=datapath.vsctl_other_config(variant))
         try:
             self.sandbox.enter()
         except (sandbox.SandboxError, subprocess.CalledProcessError) as exc:

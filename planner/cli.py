@@ -18,7 +18,7 @@ from planner.costmodel import NVLINK_GBPS, Links, predict_allreduce
 from planner.designs import plan
 from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
-from planner import steptime
+from planner import layouts, steptime
 from planner.simulate import format_simulation, simulate_plan
 from planner.nccl_plan import DEFAULT_SERVER, format_nccl, nccl_plan, unhindered
 from topologies.hardware import SERVERS
@@ -138,6 +138,7 @@ def _parser():
                                     f"GPUs, NICs and link rate: {', '.join(SERVERS)} "
                                     f"(default {DEFAULT_SERVER})")
     steptime.add_flags(p, whole, number)
+    layouts.add_flags(p, number)
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
     return p
 
@@ -181,6 +182,9 @@ def _main(argv) -> int:
         result["training_step"] = steptime.training_with_comm(args, result, result["nccl"],
                                                               "nccl")
         text += "\n\n" + steptime.format_training(result["training_step"], result["inputs"])
+    if args.layouts:
+        result["layouts"] = layouts.layouts(args, result)
+        text += "\n\n" + layouts.format_layouts(result["layouts"], result["inputs"])
     if fabric is not None:
         sizes = _fabric_sizes(fabric, calibration, args)
         algorithms = ["ring"] + (["hierarchical"] if fabric.gpus_per_server > 1 else [])
@@ -219,6 +223,7 @@ def _check_flags(args) -> None:
             flag, by = "--" + given[0].replace("_", "-"), "--fabric" if args.fabric else "--results"
             raise PlanError(f"{flag}: {by} sets {FROM_FABRIC[given[0]]} from the fabric; "
                             f"leave out {flag}")
+    layouts.check_flags(args)
     steptime.check_flags(args)
     _check_simulate_flags(args)
     for key, default in DEFAULTS.items():

@@ -14,7 +14,11 @@ routes the controller computes, with no network built and no root needed.
   (alpha-beta, the hierarchical pipelined as NCCL runs it) from a cluster's
   shape alone: what the planner prices with;
 - training_step.py: a training step's closed forms: compute, gradient buckets
-  and the collectives that average them, overlapped or not.
+  and the collectives that average them, overlapped or not;
+- parallel/: training with tensor, pipeline, data, context and expert
+  parallelism: a model by its shape, a layout, its memory, its step priced
+  with NCCL's collectives, the layout search, and published runs as the
+  check.
 
 The engine that runs it in a sweep is traffic/engines/sim.py; the sweep
 itself is runs/simulated.py.

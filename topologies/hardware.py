@@ -31,6 +31,9 @@ class Gpu:
     nvlinks: int              # NVLink links to the NVSwitch
     link_gbytes: float        # GB/s per link and direction, as NCCL counts one
     nvls: bool                # the NVSwitch reduces (NVLink SHARP)
+    bf16_tflops: float = 0.0  # dense BF16 tensor-core peak, TFLOP/s (what MFU divides by)
+    memory_gbytes: float = 0.0  # HBM capacity, GB (1e9 bytes, as sold)
+    hbm_tbytes: float = 0.0   # HBM bandwidth, TB/s
 
     @property
     def nvlink_gbytes(self) -> float:
@@ -58,10 +61,14 @@ class Server:
                 f"{self.nics} x {self.nic_gbps:g} Gbit/s NICs")
 
 
-A100 = Gpu("A100", "ampere", 12, 20.0, False)
-H100 = Gpu("H100", "hopper", 18, 20.6, True)
-H200 = Gpu("H200", "hopper", 18, 20.6, True)
-B200 = Gpu("B200", "blackwell", 18, 40.1, True)
+# peak, memory and HBM bandwidth from NVIDIA's datasheets: A100 80GB SXM
+# (312 TFLOP/s BF16 dense, 2,039 GB/s), H100 SXM (989 TFLOP/s, 80 GB, 3.35
+# TB/s), H200 SXM (141 GB, 4.8 TB/s), HGX B200 (2.25 PFLOP/s BF16 dense per
+# GPU, 180 GB, 7.7 TB/s)
+A100 = Gpu("A100", "ampere", 12, 20.0, False, 312.0, 80.0, 2.039)
+H100 = Gpu("H100", "hopper", 18, 20.6, True, 989.0, 80.0, 3.35)
+H200 = Gpu("H200", "hopper", 18, 20.6, True, 989.0, 141.0, 4.8)
+B200 = Gpu("B200", "blackwell", 18, 40.1, True, 2250.0, 180.0, 7.7)
 
 SERVERS = {s.name: s for s in (
     Server("dgx-a100", A100, 8, 8, 200, 24.0, "amd"),

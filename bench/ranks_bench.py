@@ -170,13 +170,13 @@ def ceiling_table(rows: List[dict]) -> List[str]:
     """The rate sweep as one table: a line per (NVLink, NIC rate, datapath)
     tried, in the order they ran."""
     lines = [f"   {'NVLink':<8} {'NIC':>9} {'datapath':<20} {'time':>8} {'meas/sim':>8} "
-             f"{'verdict':<15} {'flags':<12} {'CPU':>4} {'ovs':>4} {'#wrong':>6}  result"]
+             f"{'verdict':<15} {'flags':<21} {'CPU':>4} {'ovs':>4} {'#wrong':>6}  result"]
     for r in rows:
         ratio = r["measured_over_simulated"]
         lines.append(
             f"   {r['scale_up']:<8} {r['nic_mbit']:>4g} Mbit {r['datapath']:<20} "
             f"{r['time_s']:>6.2f} s {'-' if ratio is None else f'{ratio:.2f}':>8} "
-            f"{verdict_word(r):<15} {','.join(r['flags']) or '-':<12} {r['cpu_pct']:>3}% "
+            f"{verdict_word(r):<15} {','.join(r['flags']) or '-':<21} {r['cpu_pct']:>3}% "
             f"{r['ovs_core_pct']:>3}% {r['wrong']:>6}  {'pass' if r['passed'] else 'FAIL'}")
     return lines
 

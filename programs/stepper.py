@@ -26,9 +26,11 @@ this rank waits in its executor.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Dict, List
 
 from collectives import schedules
+from collectives.datatypes import Data
 from collectives.executor import RankExecutor
 
 
@@ -36,9 +38,13 @@ class RankStep:
     """One rank's step: its compute tasks in order and its collectives."""
 
     def __init__(self, rank, tasks: List[dict], executors: Dict[int, RankExecutor],
-                 initial: List[int], in_flight: int):
+                 initial: List[int], in_flight: int, members: Dict[int, List[int]] = None):
         self.rank, self.tasks, self.executors = rank, tasks, executors
         self.initial, self.in_flight = initial, in_flight
+        # a collective over a group: its ranks (the executor's peers are their
+        # places in it), and where each global rank sits in it
+        self.members = members or {}
+        self.place = {cid: {g: i for i, g in enumerate(m)} for cid, m in self.members.items()}
 
     def reset(self) -> None:
         """Every collective's buffers as a step starts: before the common
@@ -70,8 +76,11 @@ class RankStep:
             self.run(cid)
 
     def run(self, cid: int) -> None:
-        ex = self.executors[cid]
-        ex.run(lambda peer, seq, data: self.rank.send(peer, seq, data, cid))
+        ex, members = self.executors[cid], self.members.get(cid)
+        if members is None:
+            ex.run(lambda peer, seq, data: self.rank.send(peer, seq, data, cid))
+        else:
+            ex.run(lambda peer, seq, data: self.rank.send(members[peer], seq, data, cid))
         if ex.finished and cid not in self.finish:
             self.finish[cid] = time.monotonic()
             self.active.discard(cid)
@@ -80,6 +89,8 @@ class RankStep:
             self._check_done()
 
     def arrived(self, cid: int, src: int, seq: int, data) -> None:
+        if cid in self.place:
+            src = self.place[cid][src]
         self.executors[cid].deliver(src, seq, data)
         if cid in self.active:
             self.run(cid)
@@ -132,24 +143,44 @@ class RankStep:
 def step_setup(agents, collectives, tasks, initial, in_flight, transport) -> list:
     """Schedules and executors of every collective of the step, for every
     hosted rank, and the connections they need; `transport` (programs/
-    agent.py's Transport) says how the ranks move the data."""
+    agent.py's Transport) says how the ranks move the data. A collective
+    with `members` (global ranks) runs over that group alone, its schedule
+    built for the group (`root`: a place in it); `tasks` and `initial` are
+    either the same for every rank or per rank ({"rank": [...]})."""
     data = agents.prepare(transport)
     built: Dict[tuple, dict] = {}
+    datas = {agents.n: data}
+    ops_of: Dict[int, list] = {r.rank: [] for r in agents.ranks}
+    mine: Dict[int, dict] = {r.rank: {} for r in agents.ranks}
+    members_of: Dict[int, List[int]] = {}
     for c in collectives:
-        key = (c["collective"], c["algorithm"], c["count"], c["piece"])
+        members = c.get("members")
+        k = len(members) if members else agents.n
+        root = c.get("root", 0)
+        key = (c["collective"], c["algorithm"], k, c["count"], c["piece"], root)
         if key not in built:
-            built[key] = schedules.build(c["collective"], c["algorithm"], agents.n, c["count"],
-                                         schedules.Layout(0, c["piece"], transport.local))
-    ops_of = {r.rank: [op for sched in built.values() for op in sched[r.rank]]
-              for r in agents.ranks}
+            built[key] = schedules.build(c["collective"], c["algorithm"], k, c["count"],
+                                         schedules.Layout(root, c["piece"],
+                                                          1 if members else transport.local))
+        if members:
+            members_of[c["id"]] = members
+        if k not in datas:
+            datas[k] = Data(transport.dtype, transport.op, k)
+        for r in agents.ranks:
+            if members and r.rank not in members:
+                continue
+            place = members.index(r.rank) if members else r.rank
+            ops = built[key][place]
+            ops_of[r.rank] += [replace(op, peer=members[op.peer]) for op in ops] if members \
+                else ops
+            mine[r.rank][c["id"]] = RankExecutor(place, k, ops, c["collective"], c["count"],
+                                                 root, datas[k])
     for r in agents.ranks:
-        executors = {}
-        for c in collectives:
-            sched = built[(c["collective"], c["algorithm"], c["count"], c["piece"])]
-            executors[c["id"]] = RankExecutor(r.rank, agents.n, sched[r.rank], c["collective"],
-                                              c["count"], 0, data)
+        own = tasks[str(r.rank)] if isinstance(tasks, dict) else tasks
+        first = initial[str(r.rank)] if isinstance(initial, dict) else initial
         r.executor = None
-        r.step = RankStep(r, tasks, executors, initial, in_flight)
+        r.step = RankStep(r, own, mine[r.rank], first, in_flight,
+                          {cid: m for cid, m in members_of.items() if cid in mine[r.rank]})
     return agents.wire(ops_of, transport)
 
 

@@ -24,6 +24,8 @@ def _s(x: float) -> str:
 
 def step_text(result: dict) -> str:
     st = result["step"]
+    if st["mode"] == "parallel":
+        return parallel_text(result)
     reduce_ = ("allreduce (" + st["algorithm"] + ")" if st["mode"] == "allreduce"
                else "allgather before the forward pass, reducescatter after the backward")
     layer = result["step"]
@@ -56,6 +58,32 @@ def step_text(result: dict) -> str:
     host = result.get("host")
     if host:
         lines.append(_host_line(host))
+    return "\n".join(lines)
+
+
+def parallel_text(result: dict) -> str:
+    """A hybrid step (runs/parallel_step.py)."""
+    st, par = result["step"], result["step"]["parallel"]
+    lines = [f"# Hybrid training step: TP {par['tp']} x PP {par['pp']} x DP {par['dp']} over "
+             f"{st['ranks']} ranks, {par['micro_batches']} micro-batch(es) in 1F1B, "
+             f"{st['layers']} layers, activations {par['activation']:,} B a micro-batch, "
+             f"{st['gradient_bytes']:,} B of {st['dtype']} gradients a rank; "
+             f"{st['collectives']} collectives; engine {result['engine']}",
+             f"# Compute stands for itself as time ({st['compute_s']:.3f} s a rank a step)",
+             "#  step      step time   compute     comm        exposed   #wrong"]
+    for i, r in enumerate(result["runs"]):
+        wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
+        lines.append(f"   {i + 1:<9d} {_s(r['step_s']):<11} {_s(r['compute_s']):<11} "
+                     f"{_s(r['comm_s']):<11} {_s(r['exposed_s']):<11} {wrong:>6}")
+    p = result["predicted"]["parallel"]
+    kinds = ", ".join(f"{k.upper()} {v:.3f} s" for k, v in p["rank0_comm_by_kind_s"].items())
+    lines.append(f"# simulator (each wave of concurrent collectives replayed on this fabric): "
+                 f"step {_s(p['step_s'])}, exposed {_s(p['exposed_s'])}; rank 0's "
+                 f"collectives alone: {kinds}")
+    if result["engine"] != "sim" and result.get("measured_over_predicted"):
+        lines.append(f"# measured / simulated step: {result['measured_over_predicted']:.2f}")
+    if result.get("host"):
+        lines.append(_host_line(result["host"]))
     return "\n".join(lines)
 
 
@@ -103,7 +131,8 @@ def step_csv(result: dict) -> str:
     return out.getvalue()
 
 
-COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "allreduce": "#55a868",
+COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "allreduce": "#55a868", "tp": "#55a868",
+           "pp": "#937860", "dp": "#da8bc3",
            "allgather": "#8172b3", "reducescatter": "#c44e52"}
 OTHER_COLOUR = "#999999"    # a kind not in COLOURS
 
@@ -114,7 +143,7 @@ def step_figure(result: dict) -> Figure:
     each was launched, its bar from start to finish)."""
     events = result["timeline"]
     ranks = sorted({e["rank"] for e in events})
-    end = max(e["end"] for e in events) or 1.0
+    end = max((e["end"] for e in events), default=0.0) or 1.0
     fig = new_figure(12, 1.2 + 0.7 * len(ranks))
     ax = fig.add_subplot()
     for row, rank in enumerate(ranks):
@@ -136,9 +165,12 @@ def step_figure(result: dict) -> Figure:
     ax.set_xlim(0, end * 1.02)
     ax.set_xlabel("seconds after the step's start")
     st = result["step"]
-    ax.set_title(f"One training step: {st['layers']} layers, {len(st['buckets'])} buckets, "
-                 f"{st['mode']}, overlap {'on' if st['overlap'] else 'off'} "
-                 f"({result['engine']}; compute is timed, not computed)", fontsize=9)
+    what = (f"TP {st['parallel']['tp']} x PP {st['parallel']['pp']} x DP {st['parallel']['dp']}, "
+            f"{st['parallel']['micro_batches']} micro-batches in 1F1B" if st["mode"] == "parallel"
+            else f"{len(st['buckets'])} buckets, {st['mode']}, overlap "
+                 f"{'on' if st['overlap'] else 'off'}")
+    ax.set_title(f"One training step: {st['layers']} layers, {what} ({result['engine']}; "
+                 "compute is timed, not computed)", fontsize=9)
     order = list(COLOURS)               # known kinds in COLOURS' order, others after by name
     kinds = sorted({e["kind"] for e in events},
                    key=lambda k: (order.index(k) if k in COLOURS else len(order), k))

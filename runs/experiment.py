@@ -21,7 +21,7 @@ from topologies.schema import (MAX_FAILURES, OPTIONAL_SECTION, FabricError, choi
                                shown, size, split_failure, text)
 from collectives import schedules
 from policies import policy
-from sim import training_step
+from sim import hybrid_step, training_step
 from sim import nccl
 from sim.nccl import endhosts, tuner
 from sim.nccl.overrides import OverrideError, enabled
@@ -177,6 +177,7 @@ class Experiment:
         self._check_overrides(fail)
         if self.step is not None:
             self._check_step(fail)
+            self._check_parallel(n_ranks, local, fail)
 
     def _check_step(self, fail) -> None:
         """A step runs on the agents (or the simulator), its collectives set
@@ -206,6 +207,24 @@ class Experiment:
                  f"({largest:,} bytes) into {-(-largest // self.piece_bytes):,} pieces; at "
                  f"most {MAX_PIECES:,}: raise it")
         return plan
+
+    def _check_parallel(self, n_ranks: int, local: int, fail) -> None:
+        """A hybrid layout (step.parallel) these ranks and layers can run."""
+        par = self.step.get("parallel")
+        if par is None:
+            return
+        layers = self.step["layers"]
+        layers = training_step.DEFAULTS["layers"] if layers is None else layers
+        if not isinstance(layers, int):
+            fail("step.layers", "a hybrid layout splits a layer count over its stages, not a "
+                 "list of layers")
+        if self.step["mode"] != "allreduce":
+            fail("step.mode", "a hybrid layout reduces its gradients by AllReduce over DP; "
+                 "sharded is for pure data parallelism")
+        try:
+            hybrid_step.check(par, n_ranks, local, layers)
+        except hybrid_step.HybridError as exc:
+            fail("step.parallel", str(exc))
 
     def _check_step_duration(self, plan, fastest_mbit: float) -> None:
         steps = self.iters + self.warmup

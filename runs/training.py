@@ -25,7 +25,9 @@ from collectives import registry
 from collectives import schedules
 from sim import training_step
 from traffic.engines import make_engine
+from traffic.measure.monitor import host_summary
 from runs.experiment import Experiment
+from runs.parallel_step import SUMMARY_KEYS, run_parallel_step, simulate_parallel_step
 from runs.sweep import Model, resolved
 
 
@@ -141,13 +143,14 @@ def _timeline(replies: List[dict], t0: float, names: dict) -> List[dict]:
     return events
 
 
-SUMMARY_KEYS = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
 
 
 def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: None) -> dict:
     """Warm-up and timed steps on the lab's rank agents, the simulator's
     prediction beside them, and the host's load while they ran."""
     from traffic.measure.monitor import Monitor
+    if exp.step.get("parallel"):
+        return run_parallel_step(lab, exp, progress)
     fabric = lab.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     model = Model.of(fabric, ranks)
@@ -192,20 +195,14 @@ def result_record(fabric, exp, plan, ranks, timed, predicted, window=None) -> di
         "predicted": predicted, "measured_over_predicted": summary["step_s"] / low["step_s"]
         if low["step_s"] else None,
         "link_rate_mbit": fabric.spec["links"]["server_leaf"]["rate_mbit"],
-        "host": _host(window) if window else None}
-
-
-def _host(window: dict) -> dict:
-    util = [l["peak_util"] for l in window["links"].values()]
-    return {"cpu_busy_pct": window["cpu_busy_pct"], "ovs_core_pct": window["ovs_core_pct"],
-            "busiest_link_peak_util": max(util, default=0.0),
-            "drops": sum(l["drops"] for l in window["links"].values()),
-            "shortfalls": window["shortfalls"]}
+        "host": host_summary(window) if window else None}
 
 
 def simulate_step(fabric, exp: Experiment) -> dict:
     """The step in the simulator alone (`--engine sim`): its prediction is
     the result."""
+    if exp.step.get("parallel"):
+        return simulate_parallel_step(fabric, exp)
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     model = Model.of(fabric, ranks)
     exp.check(model.n, model.local)

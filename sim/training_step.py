@@ -84,6 +84,28 @@ def _layers(v, fail):
     return out
 
 
+PARALLEL_KEYS = {"tp": integer(1, 64), "pp": integer(1, 64), "dp": integer(1, 4096),
+                 "micro_batches": integer(1, 64), "activation": size(4, 1 << 30)}
+PARALLEL_DEFAULTS = {"micro_batches": 1, "activation": 64 * 1024}
+
+
+def _parallel(v, fail):
+    """A hybrid layout: {tp, pp, dp, micro_batches, activation} (sim/hybrid_step.py)."""
+    if not isinstance(v, dict):
+        fail(f"expected a mapping {{tp, pp, dp, micro_batches, activation}}, got {shown(v)}")
+    unknown = [k for k in v if k not in PARALLEL_KEYS]
+    if unknown:
+        fail(f"unknown key {shown(unknown[0])}; expected {', '.join(PARALLEL_KEYS)}")
+    missing = [k for k in ("tp", "pp", "dp") if k not in v]
+    if missing:
+        fail(f"{missing[0]} is missing: a layout gives tp, pp and dp")
+    out = dict(PARALLEL_DEFAULTS)
+    for k, item in v.items():
+        out[k] = PARALLEL_KEYS[k](item, lambda m, k=k: fail(f"{k}: {m}"))
+    return out
+
+
+_parallel.json_schema = {"type": "object", "required": ["tp", "pp", "dp"]}
 _layers.json_schema = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_LAYERS},
                                  {"type": "array", "minItems": 1, "maxItems": MAX_LAYERS,
                                   "items": {"type": "object", "required": ["params"]}}]}
@@ -111,6 +133,9 @@ STEP_SCHEMA = Section("a training step instead of a size sweep (docs/training.md
     "overlap": (described("launch each bucket as the backward pass produces it", _flag), True),
     "in_flight": (described("collectives running at once (1: one NCCL stream)",
                             integer(1, 8)), 1),
+    "parallel": (described("a hybrid layout instead of pure data parallelism: {tp, pp, dp, "
+                           "micro_batches, activation} (docs/training.md)",
+                           optional(_parallel)), None),
 })
 STEP_FLAGS = {"bucket": "--bucket", "overlap": "--overlap", "mode": "--step-mode",
               "in_flight": "--in-flight", "layers": "--layers", "params": "--params"}

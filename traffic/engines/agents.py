@@ -110,6 +110,13 @@ class RankAgents(AgentProcesses, Engine):
                       for t in plan.compute], **transport}})
         self.collect("setup_done", timeout=60 + 2 * self.n + len(collectives))
 
+    def prepare_parallel(self, step: dict, job: Job) -> None:
+        """A hybrid step (sim/hybrid_step.py): `step` holds its collectives
+        (each over its `members`), each rank's tasks and first collectives;
+        `job` how the ranks move the data."""
+        self.send({"cmd": "step_setup", "step": {**step, **self._transport(job)}})
+        self.collect("setup_done", timeout=60 + 2 * self.n + len(step["collectives"]))
+
     def step(self, i: int, timeout: float, lead: float = 0.0) -> List[dict]:
         """One step on every rank: each rank's reply (stepper.py). `lead`:
         more time before the common start, for the agents to reset their

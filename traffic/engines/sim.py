@@ -124,6 +124,12 @@ class SimEngine(Engine):
     def _wire(self) -> float:
         return 1 / metrics.payload_share(self.fabric.mtu)
 
+    def replay_seconds(self, sched: schedules.Schedule, channels: int = 1) -> float:
+        """Any schedule over these ranks (several groups' collectives at once,
+        say), replayed event by event: its seconds."""
+        return Replay(self.network, self.ranks, sched, sim_channels(self.fabric, channels),
+                      self._wire(), self.hop_latency_s).run().seconds
+
     def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:
         if self.last is None:
             self.last = self._run()

@@ -152,3 +152,13 @@ def summarise(mon: Monitor, span: List[dict]) -> dict:
     out.update(cpu_busy_pct=max(cpu), ovs_core_pct=max(ovs),
                machines=[{"cpu_busy_pct": c, "ovs_core_pct": o} for c, o in zip(cpu, ovs)])
     return out
+
+
+def host_summary(window: dict) -> dict:
+    """What a window says of the host beside a run's figures: CPU busy,
+    ovs-vswitchd's core, the busiest link's peak, drops, shortfalls."""
+    util = [l["peak_util"] for l in window["links"].values()]
+    return {"cpu_busy_pct": window["cpu_busy_pct"], "ovs_core_pct": window["ovs_core_pct"],
+            "busiest_link_peak_util": max(util, default=0.0),
+            "drops": sum(l["drops"] for l in window["links"].values()),
+            "shortfalls": window["shortfalls"]}

@@ -76,6 +76,18 @@ def _checked(validate, parse=str, what=None):
     return convert
 
 
+def _layout(text: str):
+    """--parallel tp=4,pp=2,dp=2,micro_batches=4,activation=16K: a mapping
+    (whole numbers as numbers) for experiment.step.parallel's check."""
+    out = {}
+    for item in text.split(","):
+        key, eq, value = item.strip().partition("=")
+        if not eq:
+            return text                    # the check names what was expected
+        out[key.strip()] = int(value) if value.strip().isdigit() else value.strip()
+    return out
+
+
 def _flap(text: str) -> list:
     """--flap LINK@S+D: the failure LINK@S+D:flap."""
     if ":" in text or "+" not in text:
@@ -260,6 +272,11 @@ def _step_flags(g) -> None:
                         "AllGather before the forward pass, ReduceScatter after the backward")
     g.add_argument("--in-flight", dest="step_in_flight", type=field("in_flight", _whole),
                    help="collectives running at once, 1 to 8 (default 1: one NCCL stream)")
+    g.add_argument("--parallel", dest="step_parallel", metavar="tp=T,pp=P,dp=D[,...]",
+                   type=field("parallel", _layout),
+                   help="a hybrid step: tensor parallel T inside servers, P pipeline stages "
+                        "(1F1B), data parallel D; also micro_batches=M, activation=BYTES "
+                        "(docs/training.md)")
 
 
 def _failure_flags(g) -> None:

@@ -138,7 +138,8 @@ STEP_SCHEMA = Section("a training step instead of a size sweep (docs/training.md
                            optional(_parallel)), None),
 })
 STEP_FLAGS = {"bucket": "--bucket", "overlap": "--overlap", "mode": "--step-mode",
-              "in_flight": "--in-flight", "layers": "--layers", "params": "--params"}
+              "in_flight": "--in-flight", "layers": "--layers", "params": "--params",
+              "parallel": "--parallel"}
 
 
 class StepError(ValueError):

@@ -127,3 +127,17 @@ def test_the_simulator_alone_runs_the_hybrid_step(tmp_path):
     p = step["predicted"]["parallel"]
     # 4 micro-batches on 2 stages of 2 layers: (m + p - 1) x 3 x 100 ms x 2 at least
     assert p["step_s"] >= 5 * 0.6 and p["exposed_s"] > 0
+
+
+def test_the_parallel_flag_is_the_yaml_key(tmp_path):
+    base = [sys.executable, str(REPO / "run_topology.py"), str(REPO / "topologies" /
+                                                            "multi-gpu.yaml"),
+            "--engine", "sim", "--results", str(tmp_path), "--step", "--layers", "4"]
+    proc = subprocess.run(base + ["--parallel", "tp=4,pp=2,dp=2,micro_batches=2", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    par = json.loads(proc.stdout)["step"]["step"]["parallel"]
+    assert par == {"tp": 4, "pp": 2, "dp": 2, "micro_batches": 2, "activation": 65536}
+    bad = subprocess.run(base + ["--parallel", "tp=4,pp=3"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "--parallel: dp is missing" in bad.stderr

@@ -429,13 +429,18 @@ class FakeDatapath:
         self.closed = True
 
 
-def test_the_app_sends_what_the_core_returns_and_writes_the_status(tmp_path, monkeypatch):
-    f = leaf_spine(2, 2, 1)
+def started_app(f, tmp_path, monkeypatch):
+    """The os-ken app as the lab starts it: the fabric's spec and a status file."""
     spec, status_path = tmp_path / "spec.json", tmp_path / "status.json"
     spec.write_text(json.dumps(f.spec))
     monkeypatch.setenv("FABRIC_LAB_SPEC", str(spec))
     monkeypatch.setenv("FABRIC_LAB_STATUS", str(status_path))
-    app = FabricController()
+    return FabricController(), status_path
+
+
+def test_the_app_sends_what_the_core_returns_and_writes_the_status(tmp_path, monkeypatch):
+    f = leaf_spine(2, 2, 1)
+    app, status_path = started_app(f, tmp_path, monkeypatch)
     assert json.loads(status_path.read_text())["connected"] == []
     dp = FakeDatapath(f, "leaf1", down={3})
     app.on_connected(SimpleNamespace(datapath=dp))
@@ -470,11 +475,7 @@ def test_the_app_disconnects_a_datapath_id_the_fabric_does_not_have(tmp_path, mo
     datapath id among the errors (once, however often it comes back), the
     fabric's own switches are not disturbed."""
     f = leaf_spine(2, 2, 1)
-    spec, status_path = tmp_path / "spec.json", tmp_path / "status.json"
-    spec.write_text(json.dumps(f.spec))
-    monkeypatch.setenv("FABRIC_LAB_SPEC", str(spec))
-    monkeypatch.setenv("FABRIC_LAB_STATUS", str(status_path))
-    app = FabricController()
+    app, status_path = started_app(f, tmp_path, monkeypatch)
     rogue = FakeDatapath(f, "leaf1")
     rogue.id = 0xFF
     for _ in range(3):

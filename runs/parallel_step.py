@@ -21,6 +21,7 @@ from collectives.datatypes import datatype
 from sim import hybrid_step, training_step
 from traffic.engines import make_engine
 from runs.experiment import Experiment
+from runs.step_lanes import lanes
 from runs.sweep import Model
 
 SUMMARY_KEYS = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
@@ -97,20 +98,8 @@ def merge(replies: List[dict], plan: hybrid_step.HybridPlan) -> dict:
             "bad_chunk_elements": sum(c["bad_chunk_elements"] for c in collectives),
             "pieces": sum(r["pieces"] for r in replies),
             "reordered": sum(r["reordered"] for r in replies),
-            "collectives": collectives, "timeline": _timeline(replies, t0, names)}
-
-
-def _timeline(replies: List[dict], t0: float, names: dict) -> List[dict]:
-    events = []
-    for r in replies:
-        off = r["t0"] - t0
-        events += [{"rank": r["rank"], "lane": "compute", "kind": s["kind"],
-                    "label": str(s["layer"]), "start": off + s["start"], "end": off + s["end"]}
-                   for s in r["compute"] if s["end"] > s["start"]]
-        events += [{"rank": r["rank"], "lane": "comm", "kind": names[c["id"]]["kind"],
-                    "label": "", "launch": off + c["launch"], "start": off + c["start"],
-                    "end": off + c["finish"]} for c in r["collectives"]]
-    return events
+            "collectives": collectives,
+            "timeline": lanes(replies, t0, lambda cid: names[cid]["kind"], lambda cid: "")}
 
 
 def run_parallel_step(lab, exp: Experiment, progress: Callable[[str], None]) -> dict:

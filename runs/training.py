@@ -27,6 +27,7 @@ from sim import training_step
 from traffic.engines import make_engine
 from traffic.measure.monitor import host_summary
 from runs.experiment import Experiment
+from runs.step_lanes import lanes
 from runs.parallel_step import SUMMARY_KEYS, run_parallel_step, simulate_parallel_step
 from runs.sweep import Model, resolved
 
@@ -125,24 +126,8 @@ def merge_ranks(replies: List[dict], plan: training_step.Plan) -> dict:
             "pieces": sum(r["pieces"] for r in replies),
             "reordered": sum(r["reordered"] for r in replies),
             "collectives": sorted(collectives, key=lambda c: (c["launch"], c["id"])),
-            "timeline": _timeline(replies, t0, names)}
-
-
-def _timeline(replies: List[dict], t0: float, names: dict) -> List[dict]:
-    """Per rank, a lane of compute and one of communication."""
-    events = []
-    for r in replies:
-        off = r["t0"] - t0
-        events += [{"rank": r["rank"], "lane": "compute", "kind": s["kind"],
-                    "label": str(s["layer"]), "start": off + s["start"], "end": off + s["end"]}
-                   for s in r["compute"]]
-        events += [{"rank": r["rank"], "lane": "comm", "kind": names[c["id"]]["collective"],
-                    "label": str(names[c["id"]]["bucket"]), "launch": off + c["launch"],
-                    "start": off + c["start"], "end": off + c["finish"]}
-                   for c in r["collectives"]]
-    return events
-
-
+            "timeline": lanes(replies, t0, lambda cid: names[cid]["collective"],
+                              lambda cid: str(names[cid]["bucket"]))}
 
 
 def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: None) -> dict:

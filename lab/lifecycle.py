@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from lab import datapath, host, records, sandbox
+from lab import datapath, host, portmod, records, sandbox
 from lab.host import LabError
 from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
 from lab.counters import read_counters
@@ -446,14 +446,37 @@ class Lab:
         return self.host(server).popen(args, **kwargs)
 
     def set_link(self, a: str, b: str, up: bool, index: int = 0, silent: bool = False) -> None:
-        """Take the index-th link between nodes a and b down or up (both ends);
+        """Take the index-th link between nodes a and b down or up (both ends:
+        a switch's through its Open vSwitch, a server's with `ip link`);
         `silent`: its queues drop every frame, or keep them again, while the
         carrier stays up (only BFD, routing.bfd_ms, can tell)."""
         links = [l for l in self.fabric.links if {l.a, l.b} == {a, b}]
         link = links[index]
-        for intf, node in ((link.a_intf, link.a), (link.b_intf, link.b)):
+        ends = [(link.a_intf, link.a), (link.b_intf, link.b)]
+        if not silent:
+            ends = self._set_switch_ports(ends, up)
+        for intf, node in ends:
             for cmd in link_commands(intf, link.spec, up, silent):
                 self.host(node).cmd(cmd)
+
+    def _set_switch_ports(self, ends: list, up: bool) -> list:
+        """Take the switches' ends of a link down or up through Open vSwitch
+        itself, both at once (lab/portmod.py); the ends left to `ip link` are
+        returned: the servers', and any whose port-mod failed."""
+        switches = {s.name: s for s in self.net.switches} if self.net is not None else {}
+        ours = [(intf, node) for intf, node in ends if node in switches]
+        rest = [end for end in ends if end not in ours]
+        try:
+            ports = [(node, next(p for i, p in switches[node].ports.items() if i.name == intf),
+                      portmod.hw_addr(intf)) for intf, node in ours]
+        except (StopIteration, OSError) as exc:
+            self.log(f"lab: no port-mod for {ours} ({exc!r}); using ip link")
+            return ends
+        for end, why in zip(ours, portmod.set_ports(ports, up)):
+            if why is not None:
+                self.log(f"lab: port-mod of {end[0]} failed ({why}); using ip link")
+                rest.append(end)
+        return rest
 
     # --- teardown ----------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -229,9 +230,21 @@ class Lab:
         return policy(self.fabric.policy).controller
 
     def ready(self, status: dict) -> bool:
-        """With BFD, a fabric is ready once every session is up: until then
-        the controller routes around the ports."""
-        return not (self.fabric.spec["routing"]["bfd_ms"] and status.get("down_ports"))
+        """With BFD, a fabric is ready once every session is up (until then
+        the controller routes around the ports) and, on this host, at its
+        own rate: a session starts at 1 s intervals and takes a second or two
+        to reach `bfd_ms`, and until it has, a silent failure takes seconds
+        to be seen."""
+        ms = self.fabric.spec["routing"]["bfd_ms"]
+        if not ms or not self.controlled:
+            return True
+        if status.get("down_ports"):
+            return False
+        if not self.sandboxed:
+            return True
+        self._here()
+        shown = host.run(["ovs-appctl", "--timeout=5", "bfd/show"], check=False).stdout
+        return bfd_at_rate(shown, ms)
 
     def _bfd_interfaces(self) -> List[str]:
         inner = {s.name for s in self.fabric.network_switches}
@@ -603,3 +616,13 @@ def _close_pty(node) -> None:
         node.stdin.close()
         os.close(node.slave)
         node.shell = None
+
+
+def bfd_at_rate(shown: str, ms: int) -> bool:
+    """Whether `ovs-appctl bfd/show` shows sessions, every one sending at
+    `ms` and told the peer's minimum is `ms` too (the poll sequence that
+    takes a session from its 1 s start to its rate is over at both ends)."""
+    tx = re.findall(r"^\s*TX Interval: Approx (\d+)ms", shown, re.M)
+    remote = re.findall(r"^\s*Remote Minimum TX Interval: (\d+)ms", shown, re.M)
+    return bool(tx) and len(tx) == len(remote) and \
+        all(int(v) <= ms for v in tx + remote)

@@ -18,6 +18,8 @@ from lab import records
 OWNER_VARIABLE = records.OWNER_VARIABLE
 LAB_PROCESS = re.compile(r"mininet:|-m controller|-m programs\.|iperf3? |mnexec|run_topology\.py --keeper"
                          r"|unshare --net sleep|ovsdb-server /run/fabric-lab|ovs-vswitchd unix:/run/fabric-lab")
+# any command a sandboxed lab ran (its ovs-vsctl, tc, ip): they carry the lab's OVS_RUNDIR
+SANDBOXED = b"OVS_RUNDIR=/run/fabric-lab/"
 
 
 def foreign_records(owner: str) -> list:
@@ -49,16 +51,18 @@ def foreign_names(owner: str) -> set:
 
 def lab_processes(owner: "str | None") -> list:
     """Lab-like processes (Mininet shells, controllers, programs, iperf,
-    mnexec) other than this one; with `owner`, only those started under
+    mnexec, anything a sandboxed lab ran) other than this one; with `owner`, only those started under
     FABRIC_LAB_OWNER=owner (a process keeps its environment when orphaned)."""
     mark = f"{OWNER_VARIABLE}={owner}".encode() if owner else None
     procs = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if not LAB_PROCESS.search(cmd) or int(pid) == os.getpid():
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            if int(pid) == os.getpid() or not (
+                    LAB_PROCESS.search(cmd) or any(e.startswith(SANDBOXED) for e in env)):
                 continue
-            if mark and mark not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            if mark and mark not in env:
                 continue
         except OSError:
             continue

@@ -23,6 +23,7 @@ host's pids to commands run inside, which would read them as their own.)
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -65,6 +66,47 @@ def _netns_inode(pid: "int | str") -> int:
     return os.stat(f"/proc/{pid}/ns/net").st_ino
 
 
+def in_namespace(inode: int, besides=()) -> List[int]:
+    """The processes whose network namespace is `inode`, but `besides`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in besides:
+            try:
+                if os.stat(f"/proc/{entry}/ns/net").st_ino == inode:
+                    found.append(int(entry))
+            except OSError:                     # gone meanwhile
+                pass
+    return found
+
+
+def end_stragglers(inode: int, besides=(), patience: float = 5.0) -> List[int]:
+    """Kill every process still in the lab's namespace but `besides`: only
+    the lab starts processes in there, and one it did not track (a command
+    Mininet ran, cut off mid-way by a stop signal: an ovs-vsctl whose
+    database is gone waits for ever) would keep the namespace alive. Waits
+    until they are gone, at most `patience` seconds once they stop going."""
+    pids = in_namespace(inode, besides)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    left, last, since = pids, len(pids), time.monotonic()
+    while left and time.monotonic() - since < patience:
+        time.sleep(0.01)
+        left = [p for p in left if os.path.exists(f"/proc/{p}") and _alive(p)]
+        if len(left) < last:
+            last, since = len(left), time.monotonic()
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    """Not a zombie (a killed child of ours that nobody waited for yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def current() -> Optional["Sandbox"]:
     """The innermost sandbox this process is in, if any."""
     with _stack_lock:
@@ -89,6 +131,7 @@ class Sandbox:
         self._back: Optional[int] = None            # fd of where the thread came from
         self._env: Dict[str, Optional[str]] = {}
         self._joined = set()                        # thread idents moved in
+        self.inode: Optional[int] = None            # the namespace's, while it lives
 
     # --- in ----------------------------------------------------------------------
 
@@ -104,6 +147,7 @@ class Sandbox:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.on_process(self.holder)
         self._wait_unshared()
+        self.inode = _netns_inode(self.holder.pid)
         self._back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         _setns(f"/proc/{self.holder.pid}/ns/net", CLONE_NEWNET)
         self._joined.add(threading.get_ident())
@@ -201,6 +245,9 @@ class Sandbox:
         """Let the namespace go and put the thread back where it was; safe
         however far `enter` got, and twice. The lab has ended its own
         processes first (their namespace goes with the last of them)."""
+        if self.inode is not None:              # once: a freed inode may name another's later
+            inode, self.inode = self.inode, None
+            end_stragglers(inode, {os.getpid(), self.holder.pid})
         if self.holder is not None:
             if self.holder.poll() is None:
                 self.holder.kill()

@@ -167,3 +167,22 @@ def test_a_sigkilled_lab_leaves_no_process_only_its_record(tmp_path):
     out = run("--cleanup")
     assert out.returncode == 0 and f"cleaned up after lab {proc.pid}-" in out.stdout
     assert our_state() == before
+
+
+def test_a_process_the_lab_did_not_track_ends_with_it(tmp_path_factory):
+    """A command started in the lab's namespace that the lab never heard of
+    (as Mininet's ovs-vsctl is, when a stop signal cuts a build short and
+    leaves it waiting for a database that is gone) is ended with the lab:
+    nothing may keep its namespace alive."""
+    from harness.fabrics import leaf_spine
+    from harness.labs import built
+    from lab import sandbox
+    with built(leaf_spine(2, 2, 1, prefix="sg"), tmp_path_factory):
+        out = subprocess.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True)
+        stray = int(out.stdout)
+        assert sandbox._alive(stray)
+        assert sandbox.current() is not None
+        assert os.stat(f"/proc/{stray}/ns/net").st_ino == \
+            os.stat(f"/proc/{sandbox.current().holder.pid}/ns/net").st_ino
+    assert not sandbox._alive(stray)

@@ -11,6 +11,7 @@ import shutil
 from lab import kept
 from lab.cluster import cleanup_machines
 from lab.host import existing_interfaces, remove_network, tagged_bridges
+from lab.sandbox import end_carrying
 from lab.records import (RECORDS, kill_if_same, kill_registered, pid_alive, record_owner,
                          records, registered_dir)
 
@@ -40,6 +41,9 @@ def cleanup_dead_labs(log=print, owner=None) -> int:
         record = json.loads(path.read_text())
         killed = sum(kill_if_same(pid, started) for pid, started in record.get("processes", []))
         killed += kill_registered(path.stem)
+        rundir = (record.get("sandbox") or {}).get("ovs_rundir")
+        if rundir:                               # what it ran in its sandbox, untracked
+            killed += len(end_carrying(rundir))
         shutil.rmtree(registered_dir(path.stem), ignore_errors=True)
         shutil.rmtree(RECORDS / f"{path.stem}.ovs", ignore_errors=True)   # a sandbox's
         bridges = tagged_bridges(path.stem)

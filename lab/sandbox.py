@@ -83,16 +83,41 @@ def end_stragglers(inode: int, besides=(), patience: float = 5.0) -> List[int]:
     """Kill every process still in the lab's namespace but `besides`: only
     the lab starts processes in there, and one it did not track (a command
     Mininet ran, cut off mid-way by a stop signal: an ovs-vsctl whose
-    database is gone waits for ever) would keep the namespace alive. Waits
-    until they are gone, at most `patience` seconds once they stop going."""
-    pids = in_namespace(inode, besides)
+    database is gone waits for ever) would keep the namespace alive."""
+    return _end(in_namespace(inode, besides), patience)
+
+
+def carrying(rundir: str) -> List[int]:
+    """The processes started with OVS_RUNDIR=`rundir` (a lab's sandbox's):
+    every command the lab ran in there carries it, orphaned or not."""
+    mark = f"OVS_RUNDIR={rundir}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if mark in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def end_carrying(rundir: str, patience: float = 5.0) -> List[int]:
+    """For --cleanup after a lab killed outright: what it ran in its sandbox
+    and did not hear of (its tracked processes died with it)."""
+    return _end(carrying(rundir), patience)
+
+
+def _end(pids: List[int], patience: float) -> List[int]:
+    """SIGKILL them; wait until they are gone, at most `patience` seconds
+    once they stop going."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     left, last, since = pids, len(pids), time.monotonic()
     while left and time.monotonic() - since < patience:
         time.sleep(0.01)
-        left = [p for p in left if os.path.exists(f"/proc/{p}") and _alive(p)]
+        left = [p for p in left if _alive(p)]
         if len(left) < last:
             last, since = len(left), time.monotonic()
     return pids

@@ -98,9 +98,10 @@ def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER,
     inp = result["inputs"]
     hw = server_of(inp, server)
     ppn = min(hw.gpus, inp["gpus"])
-    e = nccl.predict(nccl.cluster(hw, result["servers"], ppn, network=tech or network(DEFAULT)),
-                     "allreduce", size).chosen
-    return {"server": server, "ran": e.name, "seconds": e.time_us * 1e-6,
+    tech = tech or network(DEFAULT)
+    e = nccl.predict(nccl.cluster(hw, result["servers"], ppn, network=tech), "allreduce",
+                     size).chosen
+    return {"server": server, "network": tech.title, "ran": e.name, "seconds": e.time_us * 1e-6,
             "channels": e.channels}
 
 

@@ -256,3 +256,21 @@ def test_a_bad_network_flag_is_one_line(value, capsys):
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: --network: expected one or more of infiniband")
     assert err.count("\n") == 1
+
+
+def test_dmodk_divides_by_the_choices_made_before_so_three_tiers_never_collide():
+    # rail rings crossing between units meet at a pod's aggregation switches: their
+    # destinations share a port number but not a leaf, and D-mod-K's second choice
+    # (the number over the leaf's uplinks) sends each rail to its own core
+    shape = ClosShape(servers=512, gpus=8, nics=8, down=16, up=16, tiers=3, radix=32,
+                      wiring="rail", routing="dmodk")
+    assert rails.share(shape, 2, 1) == pytest.approx(1.0)
+    # a fat-tree file: from an edge switch, the four servers of another pod by four cores
+    f = parse_fabric((REPO / "topologies" / "fat-tree-k4.yaml").read_text()
+                     + "\nnetwork: infiniband\n", "k4.yaml", emulate=False)
+    net = Network(f)
+    src = f.endpoints[0]
+    far = [h for h in f.endpoints if h.leaf not in
+           {x.leaf for x in f.endpoints[:4]}][-4:]
+    cores = {tuple(l.dst for l in net.path(src.name, h.name))[2] for h in far}
+    assert len(cores) == 4, cores

@@ -104,8 +104,8 @@ def test_event_by_event_the_engine_replays_the_schedule_the_sweep_priced(monkeyp
     monkeypatch.setattr(S, "build", counted)
     record = simulate_experiment(load_fabric(TOPOLOGIES / "default.yaml"), Experiment(**SIZES))
     assert record.simulated["method"] == EVENTS
-    # per size: the prediction's (dropped once priced) and the one replayed
-    assert len(built) == 2 * len(record.runs)
+    # per size one, priced and then replayed (at 512 ranks a ring's takes seconds)
+    assert len(built) == len(record.runs)
 
 
 def test_a_prediction_builds_its_schedule_without_data(monkeypatch):

@@ -150,9 +150,12 @@ def sim_table(result: RunRecord) -> str:
     how = ("NCCL's model: its tuner's latency and bandwidth per algorithm and protocol"
            if sim.get("method") == "NCCL's model" else
            f"flow-level, max-min fair sharing{method}")
+    # where sizes went different ways (event by event, then the step shortcut), each says its own
+    mixed = len({r.get("method") for r in result.runs}) > 1
     lines = [f"# Simulated fabric ({how}; ECMP seed "
              f"{sim['seed']}, {sim['hop_latency_s'] * 1e6:g} us per hop)",
-             "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"]
+             "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"
+             + ("  method" if mixed else "")]
     for r in result.runs:
         if not r["links"] and "model" in r.get("auto", {}):
             lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
@@ -162,7 +165,8 @@ def sim_table(result: RunRecord) -> str:
         imb = max(r["ecmp_imbalance"].values(), default=NAN)
         lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
                      f"{r['measured_over_predicted'] or NAN:14.2f}  {busiest:12.0%}  "
-                     f"{'N/A' if math.isnan(imb) else format(imb, '13.2f'):>13}")
+                     f"{'N/A' if math.isnan(imb) else format(imb, '13.2f'):>13}"
+                     + (f"  {r.get('method', '')}" if mixed else ""))
     priced = [r["auto"] for r in result.runs if not r["links"] and "model" in r.get("auto", {})]
     if priced:
         lines.append(f"# '-': priced by NCCL's model of {priced[0]['model']} (server.model): "

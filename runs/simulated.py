@@ -30,7 +30,7 @@ from sim import nccl, phases
 from sim.network import Network
 from sim.nccl import rails
 from traffic.engines import make_engine
-from traffic.engines.sim import NCCL_PRICED, PHASES, _Ranked, simulation_method
+from traffic.engines.sim import NCCL_PRICED, PHASES, Work, _Ranked, simulation_method
 
 NAN = float("nan")
 
@@ -79,7 +79,9 @@ class SimBackend:
         if self.choice is not None:
             self.engine.priced_s = self.choice.chosen.time_us * 1e-6
             return 0.0, {}, 0
-        self.method = simulation_method(exp.collective, exp.algorithm, model.n)
+        job = exp.job(count, self.fabric.policy, model.local)
+        self.method = simulation_method(exp.collective, exp.algorithm, model.n,
+                                        work=Work(count, job.piece_bytes, job.local))
         if self.method == PHASES:
             predicted, steps = phase_prediction(
                 phases.allreduce_phases(exp.algorithm, model.n, count, model.local), model, alpha)
@@ -122,17 +124,20 @@ class SimBackend:
         if self.choice is not None:             # priced by NCCL's model: no link carried bytes
             return {"latency": {"p50_us": NAN, "p99_us": NAN, "max_us": NAN, "samples": 0,
                                 "lost": 0}, "links": {}, "ecmp_imbalance": {},
-                    "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": []}
+                    "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": [],
+                    "method": self.engine.method}
         links = _links(self.fabric, out["link_bytes"], out["seconds"])
         return {"latency": {"p50_us": NAN, "p99_us": NAN, "max_us": NAN, "samples": 0, "lost": 0},
                 "links": links, "ecmp_imbalance": _imbalance(self.fabric, links),
-                "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": []}
+                "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": [],
+                "method": self.engine.method}
 
     def finish(self, exp: Experiment, model, runs) -> dict:
         fabric = self.fabric
         return {"probe": [], "idle_latency": {"p50_us": NAN, "p99_us": NAN, "samples": 0},
                 "simulated": {"seed": self.seed, "hop_latency_s": self.hop_latency_s,
-                              "method": self.engine.method if self.engine else self.method},
+                              "method": _methods(runs) or (self.engine.method if self.engine
+                                                           else self.method)},
                 "fidelity": {"trustworthy": True, "host_kept_up": True, "flagged_sizes": [],
                              "simulated": True},
                 "uplink_tx_bytes": _uplinks(fabric, runs[-1]["links"] if runs else {}),
@@ -144,6 +149,13 @@ class SimBackend:
     def close(self) -> None:
         if self.engine is not None:
             self.engine.close()
+
+
+def _methods(runs) -> str:
+    """The ways the sizes were simulated, each once, in the sizes' order (a
+    sweep's small sizes may replay event by event, its large ones take the
+    step shortcut: traffic/engines/sim.py)."""
+    return ", ".join(dict.fromkeys(r["method"] for r in runs if r.get("method")))
 
 
 def phase_prediction(parts, model, alpha: float) -> Tuple[float, int]:

@@ -79,9 +79,8 @@ class SimBackend:
         if self.choice is not None:
             self.engine.priced_s = self.choice.chosen.time_us * 1e-6
             return 0.0, {}, 0
-        job = exp.job(count, self.fabric.policy, model.local)
-        self.method = simulation_method(exp.collective, exp.algorithm, model.n,
-                                        work=Work(count, job.piece_bytes, job.local))
+        self.method = simulation_method(exp.collective, exp.algorithm, model.n, work=Work(
+            count, exp.piece_for(self.fabric.policy), model.local))   # as the engine's job has it
         if self.method == PHASES:
             predicted, steps = phase_prediction(
                 phases.allreduce_phases(exp.algorithm, model.n, count, model.local), model, alpha)

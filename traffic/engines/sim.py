@@ -32,8 +32,8 @@ from sim.steps import stepwise_seconds
 
 FULL_RANKS = 512                  # event by event up to this many ranks: the emulator's reach
 # the replay's work is its operations, each about 0.5 KB and 7 us of this
-# host's CPU: a ring over 512 ranks in whole blocks (1,046,528) takes 8 s and
-# 0.55 GB a size; at 1 GiB (32 pieces a block) 6 min and 9.2 GB
+# host's CPU: a ring over 512 ranks in whole blocks (1,046,528) takes 8 s of
+# CPU and 0.55 GB a size; at 1 GiB (32 pieces a block) 6 min and 9.2 GB
 MAX_REPLAY_OPS = 1_100_000
 MAX_SHORTCUT_OPS = 4_000_000      # a schedule built for the shortcut: about 0.5 GB
 EVENTS, PHASES, STEPS = "event by event", "step shortcut", "step shortcut (schedule)"

@@ -1,0 +1,97 @@
+"""The three scenarios the packet engine was built for, each runnable under
+any preset, and the figures each reports (summary.py):
+
+- incast: 16 senders, each at 400G, into one 400G port of one switch;
+- AllToAll: every NIC of a 2-tier leaf-spine sends an equal share to every
+  other; the routing is the preset's (ECMP per flow for RoCE, d-mod-k for
+  InfiniBand, per-packet adaptive for Spectrum-X); effective bandwidth is
+  each NIC's bytes over the completion time, as a fraction of its line rate;
+- victim: a flow that shares its leaf's uplink with part of an incast but
+  goes to an idle receiver; under PFC the incast's pauses spread up to that
+  uplink and stall it too (head-of-line blocking), under DCQCN they should not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+import numpy as np
+
+from sim.packets import layout as lo
+from sim.packets.engine import FOREVER, Run, simulate
+from sim.packets.presets import preset
+from sim.packets.summary import figures, throughputs
+from sim.packets.wiring import leaf_spine, single_switch
+
+
+@dataclass
+class Outcome:
+    run: Run
+    figures: Dict[str, float]
+
+
+def packets(p, nbytes: float) -> int:
+    return max(1, int(np.ceil(nbytes / p.value("mtu_bytes"))))
+
+
+def incast(name: str, senders: int = 16, per_sender_bytes: Optional[float] = 4e6,
+           horizon_us: float = 20_000, seed: int = 1) -> Outcome:
+    """`senders` NICs into one; continuous for the horizon when
+    per_sender_bytes is None."""
+    p = preset(name)
+    size = FOREVER if per_sender_bytes is None else packets(p, per_sender_bytes)
+    run = simulate(p, single_switch(senders + 1), [(i, senders, size) for i in range(senders)],
+                   horizon_us, seed)
+    return Outcome(run, figures(run))
+
+
+def alltoall(name: str, leaves: int = 8, per_leaf: int = 8, spines: int = 8,
+             per_pair_bytes: Optional[float] = 256e3, horizon_us: float = 20_000,
+             seed: int = 1) -> Outcome:
+    """AllToAll with `per_pair_bytes` from every NIC to every other (None:
+    continuous for the horizon)."""
+    p = preset(name)
+    w = leaf_spine(leaves, per_leaf, spines)
+    n = w.n_hosts
+    size = FOREVER if per_pair_bytes is None else packets(p, per_pair_bytes)
+    flows = [(a, b, size) for a in range(n) for b in range(n) if a != b]
+    run = simulate(p, w, flows, horizon_us, seed)
+    fig = figures(run)
+    fig["effective"] = effective_bandwidth(run)
+    return Outcome(run, fig)
+
+
+def effective_bandwidth(run: Run) -> float:
+    """Payload each NIC delivered per second of the collective, over its line
+    rate: 1.0 is every NIC sending at 400G from start to end. Counted to the
+    last completion (or to the end of the run, for continuous flows)."""
+    FL = run.flows
+    done = FL[:, lo.F_DONE]
+    end = done.max() + 1 if (done >= 0).all() else run.slots
+    per_nic = FL[:, lo.F_DELIV].sum() / run.wiring.n_hosts
+    line = run.wire_bytes / run.payload_bytes   # slots per payload packet at line rate
+    return float(per_nic * line / end)
+
+
+def victim(name: str, local: int = 7, remote: int = 4, horizon_us: float = 3_000,
+           seed: int = 1) -> Outcome:
+    """Two leaves under one spine. Leaf B: the incast receiver R, an idle
+    receiver W and `local` incast senders; leaf A: `remote` incast senders
+    and the victim V, which sends to W. V shares only A's uplink with the
+    incast. All continuous; the figures are the incast's, plus the victim's
+    throughput and its fair share without spreading (its uplink's rest)."""
+    p = preset(name)
+    per_leaf = max(local + 2, remote + 1)
+    w = leaf_spine(2, per_leaf, 1)
+    r, wv = per_leaf, per_leaf + 1
+    senders = [per_leaf + 2 + i for i in range(local)] + list(range(remote))
+    v = per_leaf - 1
+    flows = [(s, r, FOREVER) for s in senders] + [(v, wv, FOREVER)]
+    run = simulate(p, w, flows, horizon_us, seed)
+    fig = figures(run, np.arange(len(senders)))
+    line = p.value("link_gbps") * p.value("mtu_bytes") / (p.value("mtu_bytes")
+                                                          + p.value("header_bytes"))
+    fig["victim_gbps"] = float(throughputs(run, np.array([len(senders)]))[0])
+    fig["victim_fair_gbps"] = line - remote * line / len(senders)
+    return Outcome(run, fig)

@@ -7,7 +7,7 @@ and Spectrum-X's per-packet adaptive routing with reordering at the NIC.
   infiniband, spectrum-x), every number with its source;
 - wiring.py: the scenarios' fabrics: hosts, switches, links and the
   equal-cost candidates per switch and destination;
-- layout.py: the state arrays' columns (the compiled code's only structure);
+- columns.py: the state arrays' columns (the compiled code's only structure);
 - kernel.py: the slotted core: pipes, switch queues, admission, ECN, routing;
 - linklevel.py: PFC pause and InfiniBand credits, and the wire;
 - transports.py: the NICs: round robin over QPs, go-back-N or out-of-order

@@ -1,5 +1,5 @@
 """The packet engine's front: a preset, a wiring and a list of flows in; the
-state arrays laid out (layout.py), the compiled slots run (kernel.py), and
+state arrays laid out (columns.py), the compiled slots run (kernel.py), and
 the counters handed back as a `Run`.
 
 Units: the slot is one MTU frame's wire time at the line rate, in integer
@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from sim.packets import kernel
-from sim.packets import layout as lo
+from sim.packets import columns as lo
 from sim.packets.presets import ADAPTIVE, CREDITS, DMODK, LOSSY, PFC, Preset
 from sim.packets.wiring import Wiring
 
@@ -28,7 +28,7 @@ FOREVER = 1 << 40       # a flow's size when it sends for the whole run
 @dataclass
 class Run:
     """What a run counted. Per-flow and per-link arrays are the engine's own
-    matrices (columns in layout.py), in the order the flows were given."""
+    matrices (columns in columns.py), in the order the flows were given."""
     preset: Preset
     wiring: Wiring
     flows: np.ndarray
@@ -148,7 +148,7 @@ def flow_rows(w: Wiring, flows, order, seed: int):
 
 
 def state(p: Preset, w: Wiring, flows: Sequence[Tuple[int, int, int]], seed: int):
-    """The state tuple S (layout.py) for these flows, and the flows' order."""
+    """The state tuple S (columns.py) for these flows, and the flows' order."""
     slot = slot_ps(p)
     delays = link_delays(p, w, slot)
     hops = 4 if any(w.fabric_link) else 2

@@ -37,12 +37,10 @@ from numba import njit
 
 from sim.packets import transports as tr
 from sim.packets.linklevel import flow_control, may_send, put_on_wire
-from sim.packets.layout import (
-    L_SRC, L_DST, L_DELAY, L_QHEAD, L_QLEN, L_PAUSED, L_QPEAK, L_QSUM, L_CREDITS,
-    L_PFC, L_PAUSES, L_ING, L_TX, L_DROPS, L_ECN, L_STALLS, L_XOFF,
-    F_DST, F_HASH, F_DROPPED, N_BUF, N_USED, N_HEADROOM,
-    P_FC, P_ROUTE, P_ECN, P_KMIN, P_KMAX, P_PMAX, P_LOSSY_ALPHA, P_PFC_ALPHA, P_HYST,
-    S_OVERFLOW, S_ACTIVE, FC_LOSSY, FC_PFC, FC_CREDITS, RT_ECMP, RT_DMODK)
+from sim.packets.columns import (
+    L_SRC, L_DST, L_DELAY, L_QHEAD, L_QLEN, L_QPEAK, L_QSUM, L_ING, L_DROPS, L_ECN, F_DST,
+    F_HASH, F_DROPPED, N_BUF, N_USED, N_HEADROOM, P_FC, P_ROUTE, P_ECN, P_KMIN, P_KMAX,
+    P_PMAX, P_LOSSY_ALPHA, S_OVERFLOW, S_ACTIVE, FC_LOSSY, FC_CREDITS, RT_ECMP, RT_DMODK)
 
 
 @njit(cache=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from sim.packets.layout import (
+from sim.packets.columns import (
     L_DST, L_DELAY, L_PAUSED, L_CREDITS, L_PFC, L_PAUSES, L_ING, L_TX, L_STALLS, L_XOFF,
     N_BUF, N_USED, P_FC, P_PFC_ALPHA, P_HYST, FC_PFC, FC_CREDITS)
 

@@ -18,7 +18,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from sim.packets import layout as lo
+from sim.packets import columns as lo
 from sim.packets.engine import FOREVER, Run, simulate
 from sim.packets.presets import preset
 from sim.packets.summary import figures, throughputs
@@ -69,9 +69,10 @@ def effective_bandwidth(run: Run) -> float:
     FL = run.flows
     done = FL[:, lo.F_DONE]
     end = done.max() + 1 if (done >= 0).all() else run.slots
+    # one packet a slot is the line rate (headers included), so packets
+    # delivered per slot is the fraction of it the payload got
     per_nic = FL[:, lo.F_DELIV].sum() / run.wiring.n_hosts
-    line = run.wire_bytes / run.payload_bytes   # slots per payload packet at line rate
-    return float(per_nic * line / end)
+    return float(per_nic / end)
 
 
 def victim(name: str, local: int = 7, remote: int = 4, horizon_us: float = 3_000,

@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 
-from sim.packets import layout as lo
+from sim.packets import columns as lo
 from sim.packets.engine import Run
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 
 from sim.packets import transports as tr
-from sim.packets.linklevel import flow_control, may_send, put_on_wire
+from sim.packets.linklevel import ahead, flow_control, may_send, put_on_wire
 from sim.packets.columns import (
     L_SRC, L_DST, L_DELAY, L_QHEAD, L_QLEN, L_QPEAK, L_QSUM, L_ING, L_DROPS, L_ECN, F_DST,
     F_HASH, F_DROPPED, N_BUF, N_USED, N_HEADROOM, P_FC, P_ROUTE, P_ECN, P_KMIN, P_KMAX,
@@ -48,7 +48,7 @@ def seed(value):
     np.random.seed(value)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def route(t, node, f, S):
     """The egress link at switch `node` for flow f's packet: hashed per flow
     (ECMP), destination mod k (InfiniBand's static routing), or the candidate
@@ -74,7 +74,7 @@ def route(t, node, f, S):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ecn_mark(q, P):
     """RED on the instantaneous egress queue (packets): never below Kmin,
     always above Kmax, Pmax * (q - Kmin) / (Kmax - Kmin) between."""
@@ -104,7 +104,9 @@ def to_switch(t, node, inlink, f, s, mark, S):
     if P[P_ECN] > 0 and mark == 0:
         mark = ecn_mark(q, P)
         LK[e, L_ECN] += mark
-    i = (LK[e, L_QHEAD] + q) % cap
+    i = LK[e, L_QHEAD] + q
+    if i >= cap:
+        i -= cap
     QF[e, i] = f
     QS[e, i] = s
     QM[e, i] = mark | (inlink << 1)
@@ -118,9 +120,8 @@ def to_switch(t, node, inlink, f, s, mark, S):
 
 
 @njit(cache=True)
-def arrivals(t, S):
+def arrivals(t, slot, S):
     LK, PF, PS, PM, n_hosts = S[0], S[12], S[13], S[14], S[8].shape[0]
-    slot = t % PF.shape[1]
     for l in range(LK.shape[0]):
         f = PF[l, slot]
         if f < 0:
@@ -128,13 +129,13 @@ def arrivals(t, S):
         PF[l, slot] = -1
         dst = LK[l, L_DST]
         if dst < n_hosts:
-            tr.to_host(t, l, f, PS[l, slot], PM[l, slot], S)
+            tr.to_host(t, slot, l, f, PS[l, slot], PM[l, slot], S)
         else:
             to_switch(t, dst, l, f, PS[l, slot], PM[l, slot], S)
 
 
 @njit(cache=True)
-def switch_transmit(t, S):
+def switch_transmit(slot, S):
     """Every switch egress sends its queue's head, unless paused or out of
     credits; the packet's ingress account is released (and its credit sent
     back up that link)."""
@@ -147,32 +148,34 @@ def switch_transmit(t, S):
         if node < n_hosts or q == 0:
             continue
         LK[e, L_QSUM] += q
-        if not may_send(t, e, S):
+        if not may_send(slot, e, S):
             continue
         h = LK[e, L_QHEAD]
         f, s, meta = QF[e, h], QS[e, h], QM[e, h]
-        LK[e, L_QHEAD] = (h + 1) % cap
+        LK[e, L_QHEAD] = h + 1 if h + 1 < cap else 0
         LK[e, L_QLEN] = q - 1
         ND[node, N_USED] -= 1
         inlink = meta >> 1
         LK[inlink, L_ING] -= 1
         if int(P[P_FC]) == FC_CREDITS:
-            CP[inlink, (t + LK[inlink, L_DELAY]) % CP.shape[1]] += 1
-        put_on_wire(t, e, f, s, meta & 1, S)
+            CP[inlink, ahead(slot, LK[inlink, L_DELAY], CP.shape[1])] += 1
+        put_on_wire(slot, e, f, s, meta & 1, S)
 
 
 @njit(cache=True)
 def run(t0, t1, S):
     """Slots t0..t1-1, or until every flow has completed; the slot reached."""
     ST = S[5]
-    n_hosts = S[8].shape[0]
+    n_hosts, dmax = S[8].shape[0], S[12].shape[1]
+    slot = t0 % dmax
     for t in range(t0, t1):
         tr.feedback(t, S)
-        arrivals(t, S)
-        flow_control(t, S)
-        switch_transmit(t, S)
+        arrivals(t, slot, S)
+        flow_control(slot, S)
+        switch_transmit(slot, S)
         for h in range(n_hosts):
-            tr.nic_transmit(t, h, S)
+            tr.nic_transmit(t, slot, h, S)
+        slot = slot + 1 if slot + 1 < dmax else 0
         if ST[S_ACTIVE] == 0:
             return t + 1
     return t1

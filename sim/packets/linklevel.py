@@ -14,14 +14,21 @@ from sim.packets.columns import (
     N_BUF, N_USED, P_FC, P_PFC_ALPHA, P_HYST, FC_PFC, FC_CREDITS)
 
 
+@njit(cache=True, inline="always")
+def ahead(slot, delay, dmax):
+    """The ring index `delay` slots after `slot` (delay < dmax): a
+    subtraction, not a division, in the loops that run every slot."""
+    i = slot + delay
+    return i - dmax if i >= dmax else i
+
+
 @njit(cache=True)
-def flow_control(t, S):
+def flow_control(slot, S):
     """Credits come home; each switch decides, per ingress link, PAUSE or
     not (dynamic XOFF on its free buffer, XON a hysteresis below), and the
     decision starts down the link towards the sender."""
     LK, P, ND, PP, CP, n_hosts = S[0], S[3], S[4], S[15], S[16], S[8].shape[0]
     dmax = PP.shape[1]
-    slot = t % dmax
     fc = int(P[P_FC])
     for l in range(LK.shape[0]):
         if fc == FC_CREDITS:
@@ -39,16 +46,16 @@ def flow_control(t, S):
         elif LK[l, L_PFC] == 1 and ing <= threshold - P[P_HYST]:
             LK[l, L_PFC] = 0
         LK[l, L_XOFF] += LK[l, L_PFC]
-        PP[l, (t + LK[l, L_DELAY]) % dmax] = LK[l, L_PFC]
+        PP[l, ahead(slot, LK[l, L_DELAY], dmax)] = LK[l, L_PFC]
 
 
-@njit(cache=True)
-def may_send(t, l, S):
+@njit(cache=True, inline="always")
+def may_send(slot, l, S):
     """Whether link l's sender may put a packet on the wire now (PFC state as
     it reached the sender, or a credit left); counts the slot if not."""
     LK, P, PP = S[0], S[3], S[15]
     fc = int(P[P_FC])
-    if fc == FC_PFC and PP[l, t % PP.shape[1]] == 1:
+    if fc == FC_PFC and PP[l, slot] == 1:
         LK[l, L_PAUSED] += 1
         return False
     if fc == FC_CREDITS and LK[l, L_CREDITS] <= 0:
@@ -57,10 +64,10 @@ def may_send(t, l, S):
     return True
 
 
-@njit(cache=True)
-def put_on_wire(t, l, f, s, mark, S):
+@njit(cache=True, inline="always")
+def put_on_wire(slot, l, f, s, mark, S):
     LK, P, PF, PS, PM = S[0], S[3], S[12], S[13], S[14]
-    i = (t + LK[l, L_DELAY]) % PF.shape[1]
+    i = ahead(slot, LK[l, L_DELAY], PF.shape[1])
     PF[l, i] = f
     PS[l, i] = s
     PM[l, i] = mark

@@ -72,23 +72,25 @@ DCQCN = {
                      "DCQCN-validation)"),
     "alpha_timer_us": _p(55, "alpha update period 55 us (DCQCN; htsim dcqcn.cpp"
                              " _cc_update_period)"),
-    # The reaction and notification points' timers are the NIC's own defaults
-    # (ConnectX, as Google's isekai simulator lists them in RdmaCcDcqcnOptions
-    # from NVIDIA's "DCQCN parameters" article): the paper's 50 us between
-    # CNPs and 10 MB byte counter were sized for 40G and, at 400G, let a
-    # 16:1 incast build 12 MB before the second cut (measured here).
-    "rate_timer_us": _p(300, "rate-increase timer: ConnectX time_reset 300 us (isekai"
-                             " RdmaCcDcqcnOptions, citing NVIDIA's DCQCN parameters)"),
-    "byte_counter_bytes": _p(32767, "byte counter: ConnectX byte_reset 32767 B (same)"),
-    "fast_recovery_steps": _p(1, "F: ConnectX stage_threshold 1 (same)"),
-    "rate_ai_mbps": _p(5, "R_AI: ConnectX ai_rate 5 Mb/s (same)"),
-    "rate_hai_mbps": _p(50, "R_HAI: ConnectX hai_rate 50 Mb/s (same)"),
-    "cnp_interval_us": _p(4, "at most one CNP per flow per 4 us: ConnectX"
-                             " rate_reduce_monitor_period 4 (same); the paper's NP used 50 us"),
-    "clamp_target_rate": _p(0, "ConnectX clamp_tgt_rate false, clamp_tgt_rate_after_time_inc"
-                               " true (isekai RdmaCcDcqcnOptions): a CNP lowers the target"
-                               " rate only after a timer-driven increase"),
-    "min_rate_mbps": _p(100, "ns-3 RdmaHw MinRate default 100 Mb/s (and HPCC's MIN_RATE)"),
+    # The reaction point runs the paper's algorithm with its timers, but with
+    # the additive and hyper increase steps scaled to the link as htsim (the
+    # UEC's simulator) does: the paper's 40 Mb/s step, sized for 40G, takes
+    # milliseconds to win back a halving at 400G. Two other settings were
+    # tried and are not used: the paper's steps (rates collapse to ~4 Gbit/s
+    # a flow in the 16:1 incast and stay there), and ConnectX's defaults
+    # (CNPs every 4 us, target rate kept high: the 16:1 incast swings
+    # between idle and a full buffer).
+    "rate_timer_us": _p(55, "rate-increase timer T = 55 us (DCQCN; htsim dcqcn.cpp"
+                            " _cc_update_period)"),
+    "byte_counter_bytes": _p(10e6, "byte counter B = 10 MB (DCQCN; htsim DCQCNSrc::_B)"),
+    "fast_recovery_steps": _p(5, "F = 5 (DCQCN; htsim DCQCNSrc::_F)"),
+    "rate_ai_mbps": _p(20_000, "R_AI = line rate / 20 (htsim DCQCNSrc: _RAI = rate / 20)"),
+    "rate_hai_mbps": _p(40_000, "R_HAI = line rate / 10 (htsim DCQCNSrc: _RHAI = rate / 10)"),
+    "cnp_interval_us": _p(50, "NP sends at most one CNP per flow per 50 us (DCQCN; htsim"
+                              " DCQCNSink::_cnp_interval)"),
+    "clamp_target_rate": _p(1, "every CNP sets RT = RC (the DCQCN paper's reaction point,"
+                               " and htsim's); ConnectX can keep RT (clamp_tgt_rate false)"),
+    "min_rate_mbps": _p(400, "line rate / 1000 (htsim DCQCNSrc: _min_rate = rate / 1000)"),
 }
 
 IB = {

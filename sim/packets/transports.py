@@ -29,7 +29,7 @@ import math
 
 from numba import njit
 
-from sim.packets.linklevel import may_send, put_on_wire
+from sim.packets.linklevel import ahead, may_send, put_on_wire
 from sim.packets.columns import (
     L_DELAY, F_SIZE, F_SNDNXT, F_SNDMAX, F_RCVNXT, F_RCVCNT, F_NAKOUT, F_NAKT, F_DONE,
     F_LASTACT, F_TX, F_RTX, F_DELIV, F_OOO, F_LASTCNP, F_CNPS, F_SRC, F_MARKED, R_RC, R_RT,
@@ -78,12 +78,12 @@ def complete(t, f, S):
 
 
 @njit(cache=True)
-def to_host(t, l, f, s, mark, S):
+def to_host(t, slot, l, f, s, mark, S):
     """A packet reaches its receiver NIC (which always keeps up: it pauses
     nobody and returns an InfiniBand credit at once)."""
     LK, FL, P, ST, CP = S[0], S[1], S[3], S[5], S[16]
     if int(P[P_FC]) == FC_CREDITS:
-        CP[l, (t + LK[l, L_DELAY]) % CP.shape[1]] += 1
+        CP[l, ahead(slot, LK[l, L_DELAY], CP.shape[1])] += 1
     if mark:
         FL[f, F_MARKED] += 1
         if P[P_DCQCN] > 0 and t - FL[f, F_LASTCNP] >= P[P_CNPINT]:
@@ -220,7 +220,7 @@ def next_flow(t, h, S):
 
 
 @njit(cache=True)
-def nic_transmit(t, h, S):
+def nic_transmit(t, slot, h, S):
     FL, P, HR = S[1], S[3], S[8]
     if t < HR[h, H_WAKE]:
         return
@@ -228,7 +228,7 @@ def nic_transmit(t, h, S):
     if f < 0:
         return
     l = HR[h, H_LINK]
-    if not may_send(t, l, S):
+    if not may_send(slot, l, S):
         HR[h, H_RR] = (HR[h, H_RR] - 1) % (HR[h, H_FE] - HR[h, H_FS])
         return
     s = FL[f, F_SNDNXT]
@@ -241,4 +241,4 @@ def nic_transmit(t, h, S):
     FL[f, F_LASTACT] = t
     if P[P_DCQCN] > 0:
         paced(t, f, S)
-    put_on_wire(t, l, f, s, 0, S)
+    put_on_wire(slot, l, f, s, 0, S)

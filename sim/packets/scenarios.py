@@ -6,6 +6,11 @@ any preset, and the figures each reports (summary.py):
   other; the routing is the preset's (ECMP per flow for RoCE, d-mod-k for
   InfiniBand, per-packet adaptive for Spectrum-X); effective bandwidth is
   each NIC's bytes over the completion time, as a fraction of its line rate;
+- permutation: every NIC sends to the NIC at the same place under the next
+  leaf (a ring step of a hierarchical collective: all of it crosses the
+  spines), each connection spread over `qps` queue pairs; with ECMP a QP is
+  a flow hashed on its own, so more QPs is more entropy (Meta's E-ECMP with
+  QP scaling);
 - victim: a flow that shares its leaf's uplink with part of an incast but
   goes to an idle receiver; under PFC the incast's pauses spread up to that
   uplink and stall it too (head-of-line blocking), under DCQCN they should not.
@@ -73,6 +78,24 @@ def effective_bandwidth(run: Run) -> float:
     # delivered per slot is the fraction of it the payload got
     per_nic = FL[:, lo.F_DELIV].sum() / run.wiring.n_hosts
     return float(per_nic / end)
+
+
+def permutation(name: str, leaves: int = 8, per_leaf: int = 8, spines: int = 8, qps: int = 1,
+                per_pair_bytes: float = 4e6, horizon_us: float = 20_000,
+                seed: int = 1) -> Outcome:
+    """NIC i to NIC i + per_leaf (mod the NICs), `per_pair_bytes` spread over
+    `qps` flows; figures over all flows, effective bandwidth per NIC."""
+    if qps < 1:
+        raise ValueError(f"a connection needs at least one queue pair, not {qps}")
+    p = preset(name)
+    w = leaf_spine(leaves, per_leaf, spines)
+    n = w.n_hosts
+    size = packets(p, per_pair_bytes / qps)
+    flows = [(a, (a + per_leaf) % n, size) for a in range(n) for _ in range(qps)]
+    run = simulate(p, w, flows, horizon_us, seed)
+    fig = figures(run)
+    fig["effective"] = effective_bandwidth(run)
+    return Outcome(run, fig)
 
 
 def victim(name: str, local: int = 7, remote: int = 4, horizon_us: float = 3_000,

@@ -183,7 +183,7 @@ def test_static_dmodk_routing_spreads_a_ring_step_perfectly():
     """Destination mod k sends the NICs of one leaf to distinct spines when
     their destinations are consecutive: InfiniBand's static routing is at
     line rate on the permutation that ECMP hashing collides on."""
-    kw = dict(leaves=4, per_leaf=4, spines=4, per_pair_bytes=1e6)
+    kw = dict(leaves=4, per_leaf=4, spines=4, per_pair_bytes=4e6)
     ib = scenarios.permutation("infiniband", **kw).figures
     assert ib["effective"] > 0.95 and ib["queue_peak_kb"] < 50
     with pytest.raises(ValueError, match="at least one queue pair"):

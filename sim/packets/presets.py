@@ -28,7 +28,7 @@ def _p(value, source):
 
 
 ETH = {
-    "link_gbps": _p(400, "400GBASE (IEEE 802.3bs); the brief's link speed"),
+    "link_gbps": _p(400, "400GBASE (IEEE 802.3bs); the link speed issue 35 asks for"),
     "mtu_bytes": _p(4096, "RoCE path MTU 4096 (IBTA RoCEv2 Annex A17 allows up to 4096)"),
     "header_bytes": _p(82, "Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4"
                            " + preamble/SFD 8 + inter-frame gap 12 (IEEE 802.3, IBTA A17)"),

@@ -1,5 +1,5 @@
-"""The three scenarios the packet engine was built for, each runnable under
-any preset, and the figures each reports (summary.py):
+"""The scenarios the packet engine was built for, each runnable under any
+preset, and the figures each reports (summary.py):
 
 - incast: 16 senders, each at 400G, into one 400G port of one switch;
 - AllToAll: every NIC of a 2-tier leaf-spine sends an equal share to every

@@ -32,9 +32,10 @@ ETH = {
     "mtu_bytes": _p(4096, "RoCE path MTU 4096 (IBTA RoCEv2 Annex A17 allows up to 4096)"),
     "header_bytes": _p(82, "Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4"
                            " + preamble/SFD 8 + inter-frame gap 12 (IEEE 802.3, IBTA A17)"),
-    "switch_latency_ns": _p(500, "modelling choice: a cut-through Ethernet ASIC's port-to-port"
-                                 " latency is a few hundred ns; no Spectrum-4 figure was found"
-                                 " in the sources searched"),
+    "switch_latency_ns": _p(600, "Broadcom Tomahawk 5 / NVIDIA Spectrum-4 class 51.2T switches:"
+                                 " about 0.5-0.8 us port to port, cut-through (vendors' product"
+                                 " briefs); 0.6 us taken, as the technology registry"
+                                 " networks/rocev2.py takes it"),
     "host_cable_m": _p(3, "modelling choice: copper DAC NIC-to-leaf within a rack"),
     "fabric_cable_m": _p(30, "modelling choice: optical leaf-to-spine across a row"),
     "ns_per_m": _p(5, "light in fibre/copper at about 2/3 c: 5 ns per metre"),
@@ -48,12 +49,12 @@ ETH = {
                               " alpha 1/8 is a modelling choice; headroom for the in-flight"
                               " bytes of the pause loop is reserved apart, so nothing drops"),
     "pfc_hysteresis_pkts": _p(2, "modelling choice: XON two MTUs below XOFF"),
-    "rto_us": _p(500, "modelling choice: the RC QP's local ACK timeout is 4.096 us x 2^n"
-                      " (IBTA; NCCL_IB_TIMEOUT sets n); a realistic n (4 s and more) would"
-                      " leave every tail loss unrecovered inside a 10 ms run"),
-    "nak_interval_us": _p(500, "ns-3 RDMA model (HPCC's, RdmaHw NACKGenerationInterval"
-                               " default 500 us): a receiver re-sends a NAK for the same"
-                               " gap no sooner than this"),
+    "rto_us": _p(500, "modelling choice: an RC QP's local ACK timeout is 4.096 us x 2^n"
+                      " (IBTA; NCCL_IB_TIMEOUT sets n); n = 20 would be 4.3 s and leave"
+                      " every tail loss unrecovered inside a 10 ms run"),
+    "nak_interval_us": _p(500, "the ns-3 RDMA model HPCC's simulator and its derivatives use"
+                               " (RdmaHw attribute NACK Generation Interval, 500 us): a"
+                               " receiver re-sends a NAK for the same gap no sooner than this"),
     "nic_feedback_ns": _p(1000, "modelling choice: a NIC's time to turn a CNP or NAK round"),
 }
 
@@ -98,8 +99,9 @@ IB = {
     "mtu_bytes": _p(4096, "InfiniBand MTU 4096 (IBTA)"),
     "header_bytes": _p(26, "LRH 8 + BTH 12 + ICRC 4 + VCRC 2 (IBTA); 64b/66b coding is"
                            " already outside the 400 Gb/s data rate"),
-    "switch_latency_ns": _p(330, "NVIDIA Quantum-2: ~330 ns port-to-port cut-through"
-                                 " (secondary page, yobitel.com knowledge base)"),
+    "switch_latency_ns": _p(130, "NVIDIA Quantum HDR/NDR switch systems: about 130 ns port to"
+                                 " port, cut-through (NVIDIA's QM8700 and QM9700 product briefs;"
+                                 " as networks/infiniband.py takes it)"),
     "credit_margin_pkts": _p(8, "modelling choice: a port's receive buffer per VL is the"
                                 " credit loop's bytes in flight plus 8 MTUs (IBTA leaves the"
                                 " size to the vendor; NVIDIA publishes none)"),

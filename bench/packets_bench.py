@@ -39,6 +39,16 @@ META_QP_GAIN = 1.40           # Meta, SIGCOMM 2024: "E-ECMP along with QP scalin
 #                               sysdesign-wiki.pages.dev/concepts/enhanced-ecmp-qp-scaling)
 SEEDS = (1, 2, 3)
 
+# DCQCN settings the roce-dcqcn preset does not use, run on the same incast
+# to show why (docs/packets.md, "Why these DCQCN numbers")
+DCQCN_PAPER_40G = dict(ecn_kmin_bytes=5e3, ecn_kmax_bytes=100e3, ecn_pmax=0.01,
+                       rate_ai_mbps=40, rate_hai_mbps=400, min_rate_mbps=100)
+#   Kmin/Kmax/Pmax and R_AI as sourced in presets.py; R_HAI = 10 x R_AI is ours
+DCQCN_CONNECTX = dict(cnp_interval_us=4, rate_timer_us=300, byte_counter_bytes=32767,
+                      fast_recovery_steps=1, rate_ai_mbps=5, rate_hai_mbps=50,
+                      clamp_target_rate=0)
+#   ConnectX defaults as Google's isekai lists them (RdmaCcDcqcnOptions)
+
 
 def scenario_tables(out):
     found = {}
@@ -51,6 +61,13 @@ def scenario_tables(out):
         out("")
         out(table(f"AllToAll: 64 NICs (8 leaves x 8, {spines} spines, {label}), 256 KB a pair",
                   rows, EFF))
+    rows = [(label, scenarios.incast("roce-dcqcn", per_sender_bytes=None, horizon_us=3000,
+                                     overrides=o).figures)
+            for label, o in (("preset", {}), ("paper 40G", DCQCN_PAPER_40G),
+                             ("ConnectX", DCQCN_CONNECTX))]
+    out("")
+    out(table("DCQCN settings: the incast, every sender continuous for 3 ms, roce-dcqcn as"
+              " set, with the paper's 40G numbers, with ConnectX's defaults", rows))
     rows = [(n, scenarios.permutation(n).figures) for n in NAMES]
     found["permutation"] = dict(rows)
     out("")

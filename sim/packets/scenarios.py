@@ -41,10 +41,12 @@ def packets(p, nbytes: float) -> int:
 
 
 def incast(name: str, senders: int = 16, per_sender_bytes: Optional[float] = 4e6,
-           horizon_us: float = 20_000, seed: int = 1) -> Outcome:
+           horizon_us: float = 20_000, seed: int = 1,
+           overrides: Optional[Dict[str, float]] = None) -> Outcome:
     """`senders` NICs into one; continuous for the horizon when
-    per_sender_bytes is None."""
-    p = preset(name)
+    per_sender_bytes is None; `overrides` changes some of the preset's
+    numbers (Preset.with_values)."""
+    p = preset(name).with_values(**(overrides or {}))
     size = FOREVER if per_sender_bytes is None else packets(p, per_sender_bytes)
     run = simulate(p, single_switch(senders + 1), [(i, senders, size) for i in range(senders)],
                    horizon_us, seed)

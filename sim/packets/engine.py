@@ -159,11 +159,12 @@ def state(p: Preset, w: Wiring, flows: Sequence[Tuple[int, int, int]], seed: int
     ST = np.zeros(lo.S_COLUMNS, dtype=np.int64)
     ST[lo.S_ACTIVE] = len(flows)
     n_links, dmax = len(w.links), int(delays.max()) + 1
-    queues = [np.zeros((n_links, cap), dtype=np.int64) for _ in range(3)]
-    pipes = [np.full((n_links, dmax), -1, dtype=np.int64), np.zeros((n_links, dmax), np.int64),
-             np.zeros((n_links, dmax), np.int64)]
-    PP = np.zeros((n_links, dmax), dtype=np.int64)
-    CP = np.zeros((n_links, dmax), dtype=np.int64)
+    queues = [np.zeros((n_links, cap), dtype=np.int32) for _ in range(3)]
+    # pipes are [slot, link]: every slot scans one row
+    pipes = [np.full((dmax, n_links), -1, dtype=np.int64), np.zeros((dmax, n_links), np.int64),
+             np.zeros((dmax, n_links), np.int64)]
+    PP = np.zeros((dmax, n_links), dtype=np.int64)
+    CP = np.zeros((dmax, n_links), dtype=np.int64)
     CT = np.zeros((max(1 << 12, 4 * len(flows)), 4), dtype=np.int64)
     S = (LK, FL, FR, parameters(p, slot, feedback), ND, ST, w.candidates, w.n_candidates,
          HR, *queues, *pipes, PP, CP, CT)

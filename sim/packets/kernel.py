@@ -7,9 +7,9 @@ stepping all ports slot by slot is exact on that grid and needs no heap, no
 per-packet object and no allocation: packets are (flow, sequence, mark)
 triples moved between preallocated arrays.
 
-- a link is a pipe: a ring of `Dmax` slots per link, written at t + delay and
-  read at t (delay = cable + the sending switch's latency, rounded up to
-  slots, plus the slot of serialisation);
+- a link is a pipe: a ring of `Dmax` slots per link (stored [slot, link]),
+  written at t + delay and read at t (delay = cable + the sending switch's
+  latency, rounded up to slots, plus the slot of serialisation);
 - a switch egress is a FIFO ring per link (the queue); admission by the
   preset's discipline: drop-tail with a dynamic threshold on the free shared
   buffer (lossy), or always (lossless, with the upstream held back by PFC or
@@ -123,15 +123,15 @@ def to_switch(t, node, inlink, f, s, mark, S):
 def arrivals(t, slot, S):
     LK, PF, PS, PM, n_hosts = S[0], S[12], S[13], S[14], S[8].shape[0]
     for l in range(LK.shape[0]):
-        f = PF[l, slot]
+        f = PF[slot, l]
         if f < 0:
             continue
-        PF[l, slot] = -1
+        PF[slot, l] = -1
         dst = LK[l, L_DST]
         if dst < n_hosts:
-            tr.to_host(t, slot, l, f, PS[l, slot], PM[l, slot], S)
+            tr.to_host(t, slot, l, f, PS[slot, l], PM[slot, l], S)
         else:
-            to_switch(t, dst, l, f, PS[l, slot], PM[l, slot], S)
+            to_switch(t, dst, l, f, PS[slot, l], PM[slot, l], S)
 
 
 @njit(cache=True)
@@ -158,7 +158,7 @@ def switch_transmit(slot, S):
         inlink = meta >> 1
         LK[inlink, L_ING] -= 1
         if int(P[P_FC]) == FC_CREDITS:
-            CP[inlink, ahead(slot, LK[inlink, L_DELAY], CP.shape[1])] += 1
+            CP[ahead(slot, LK[inlink, L_DELAY], CP.shape[0]), inlink] += 1
         put_on_wire(slot, e, f, s, meta & 1, S)
 
 
@@ -166,7 +166,7 @@ def switch_transmit(slot, S):
 def run(t0, t1, S):
     """Slots t0..t1-1, or until every flow has completed; the slot reached."""
     ST = S[5]
-    n_hosts, dmax = S[8].shape[0], S[12].shape[1]
+    n_hosts, dmax = S[8].shape[0], S[12].shape[0]
     slot = t0 % dmax
     for t in range(t0, t1):
         tr.feedback(t, S)

@@ -28,12 +28,12 @@ def flow_control(slot, S):
     not (dynamic XOFF on its free buffer, XON a hysteresis below), and the
     decision starts down the link towards the sender."""
     LK, P, ND, PP, CP, n_hosts = S[0], S[3], S[4], S[15], S[16], S[8].shape[0]
-    dmax = PP.shape[1]
+    dmax = PP.shape[0]
     fc = int(P[P_FC])
     for l in range(LK.shape[0]):
         if fc == FC_CREDITS:
-            LK[l, L_CREDITS] += CP[l, slot]
-            CP[l, slot] = 0
+            LK[l, L_CREDITS] += CP[slot, l]
+            CP[slot, l] = 0
             continue
         node = LK[l, L_DST]
         if fc != FC_PFC or node < n_hosts:
@@ -46,7 +46,7 @@ def flow_control(slot, S):
         elif LK[l, L_PFC] == 1 and ing <= threshold - P[P_HYST]:
             LK[l, L_PFC] = 0
         LK[l, L_XOFF] += LK[l, L_PFC]
-        PP[l, ahead(slot, LK[l, L_DELAY], dmax)] = LK[l, L_PFC]
+        PP[ahead(slot, LK[l, L_DELAY], dmax), l] = LK[l, L_PFC]
 
 
 @njit(cache=True, inline="always")
@@ -55,7 +55,7 @@ def may_send(slot, l, S):
     it reached the sender, or a credit left); counts the slot if not."""
     LK, P, PP = S[0], S[3], S[15]
     fc = int(P[P_FC])
-    if fc == FC_PFC and PP[l, slot] == 1:
+    if fc == FC_PFC and PP[slot, l] == 1:
         LK[l, L_PAUSED] += 1
         return False
     if fc == FC_CREDITS and LK[l, L_CREDITS] <= 0:
@@ -67,10 +67,10 @@ def may_send(slot, l, S):
 @njit(cache=True, inline="always")
 def put_on_wire(slot, l, f, s, mark, S):
     LK, P, PF, PS, PM = S[0], S[3], S[12], S[13], S[14]
-    i = ahead(slot, LK[l, L_DELAY], PF.shape[1])
-    PF[l, i] = f
-    PS[l, i] = s
-    PM[l, i] = mark
+    i = ahead(slot, LK[l, L_DELAY], PF.shape[0])
+    PF[i, l] = f
+    PS[i, l] = s
+    PM[i, l] = mark
     LK[l, L_TX] += 1
     if int(P[P_FC]) == FC_CREDITS:
         LK[l, L_CREDITS] -= 1

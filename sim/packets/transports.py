@@ -83,7 +83,7 @@ def to_host(t, slot, l, f, s, mark, S):
     nobody and returns an InfiniBand credit at once)."""
     LK, FL, P, ST, CP = S[0], S[1], S[3], S[5], S[16]
     if int(P[P_FC]) == FC_CREDITS:
-        CP[l, ahead(slot, LK[l, L_DELAY], CP.shape[1])] += 1
+        CP[ahead(slot, LK[l, L_DELAY], CP.shape[0]), l] += 1
     if mark:
         FL[f, F_MARKED] += 1
         if P[P_DCQCN] > 0 and t - FL[f, F_LASTCNP] >= P[P_CNPINT]:

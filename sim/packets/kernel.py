@@ -86,7 +86,7 @@ def ecn_mark(q, P):
     return 1 if np.random.random() < p else 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def to_switch(t, node, inlink, f, s, mark, S):
     """A packet arrives at a switch: routed, admitted or dropped, marked,
     queued at its egress and counted against the link it came in on."""

@@ -77,7 +77,7 @@ def complete(t, f, S):
     S[5][S_ACTIVE] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def to_host(t, slot, l, f, s, mark, S):
     """A packet reaches its receiver NIC (which always keeps up: it pauses
     nobody and returns an InfiniBand credit at once)."""

@@ -190,3 +190,17 @@ def test_static_dmodk_routing_spreads_a_ring_step_perfectly():
     assert ib["effective"] > 0.95 and ib["queue_peak_kb"] < 50
     with pytest.raises(ValueError, match="at least one queue pair"):
         scenarios.permutation("infiniband", qps=0, **kw)
+
+
+def test_compiled_code_is_dropped_from_the_cache_when_any_compiled_module_changes(tmp_path):
+    from sim.packets.freshness import digest, keep_cache_fresh
+    stale = [tmp_path / "kernel.run-166.py311.nbi", tmp_path / "transports.to_host-80.py311.1.nbc"]
+    other = tmp_path / "engine.cpython-311.pyc"
+    for f in stale + [other]:
+        f.write_bytes(b"x")
+    (tmp_path / "packets-sources.sha256").write_text("an older source tree")
+    assert keep_cache_fresh(tmp_path)
+    assert not any(f.exists() for f in stale) and other.exists()
+    assert (tmp_path / "packets-sources.sha256").read_text() == digest()
+    stale[0].write_bytes(b"x")
+    assert not keep_cache_fresh(tmp_path) and stale[0].exists()

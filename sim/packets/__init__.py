@@ -14,7 +14,8 @@ and Spectrum-X's per-packet adaptive routing with reordering at the NIC.
   placement, DCQCN's notification and reaction points;
 - engine.py: preset + wiring + flows in, a `Run` of counters out;
 - scenarios.py: incast, AllToAll and the PFC victim, and their figures;
-- summary.py: a run as per-flow throughput, queues, pauses, drops, marks.
+- summary.py: a run as per-flow throughput, queues, pauses, drops, marks;
+- freshness.py: numba's cache dropped when any compiled module changed.
 
 It runs compiled with numba (a requirement of the package) at tens of
 millions of packet-hops a second; docs/packets.md has what it models, what it

@@ -36,11 +36,16 @@ import numpy as np
 from numba import njit
 
 from sim.packets import transports as tr
+from sim.packets.freshness import keep_cache_fresh
 from sim.packets.linklevel import ahead, flow_control, may_send, put_on_wire
 from sim.packets.columns import (
     L_SRC, L_DST, L_DELAY, L_QHEAD, L_QLEN, L_QPEAK, L_QSUM, L_ING, L_DROPS, L_ECN, F_DST,
     F_HASH, F_DROPPED, N_BUF, N_USED, N_HEADROOM, P_FC, P_ROUTE, P_ECN, P_KMIN, P_KMAX,
     P_PMAX, P_LOSSY_ALPHA, S_OVERFLOW, S_ACTIVE, FC_LOSSY, FC_CREDITS, RT_ECMP, RT_DMODK)
+
+
+# before anything here is compiled or loaded from the cache (freshness.py)
+keep_cache_fresh()
 
 
 @njit(cache=True)

@@ -13,6 +13,8 @@ The published results these are held against (docs/packets.md):
   secondary page) - hence adaptive beats ECMP on the same AllToAll.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -168,6 +170,9 @@ def test_bad_flows_and_fabrics_are_refused_in_one_sentence():
         simulate(preset("roce-pfc"), single_switch(3), [], 10)
     with pytest.raises(ValueError, match="leaf-spine needs"):
         leaf_spine(0, 4, 2)
+    lossy_spray = dataclasses.replace(preset("spectrum-x"), flow_control="drop-tail")
+    with pytest.raises(ValueError, match="lossless fabrics only"):
+        simulate(lossy_spray, single_switch(3), [(0, 1, 5)], 10)
 
 
 def test_more_queue_pairs_give_ecmp_more_entropy():

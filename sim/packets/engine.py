@@ -67,6 +67,11 @@ def link_delays(p: Preset, w: Wiring, slot: int) -> np.ndarray:
 
 
 def parameters(p: Preset, slot: int, feedback_slots: int) -> np.ndarray:
+    if p.reorder_at_nic and p.flow_control == LOSSY:
+        # the out-of-order receiver counts packets and keeps no bitmap: it
+        # could not tell a resent packet from a new one
+        raise ValueError(f"preset {p.name}: out-of-order placement at the NIC is modelled"
+                         f" on lossless fabrics only, not with {LOSSY}")
     P = np.zeros(lo.P_COLUMNS, dtype=np.float64)
     P[lo.P_FC] = {LOSSY: lo.FC_LOSSY, PFC: lo.FC_PFC, CREDITS: lo.FC_CREDITS}[p.flow_control]
     P[lo.P_ROUTE] = {DMODK: lo.RT_DMODK, ADAPTIVE: lo.RT_ADAPTIVE}.get(p.routing, lo.RT_ECMP)

@@ -274,3 +274,17 @@ def test_dmodk_divides_by_the_choices_made_before_so_three_tiers_never_collide()
            {x.leaf for x in f.endpoints[:4]}][-4:]
     cores = {tuple(l.dst for l in net.path(src.name, h.name))[2] for h in far}
     assert len(cores) == 4, cores
+
+
+def test_compare_names_each_runs_network_and_says_it_differs(tmp_path):
+    for extra in ([], ["--network", "tcpxo"]):
+        out = python("run_topology.py", "topologies/sim/hgx-h100-2x8.yaml", "-b", "8", "-e", "8",
+                     "--results", str(tmp_path / "runs"), *extra)
+        assert out.returncode == 0, out.stderr
+    runs = sorted(str(p) for p in (tmp_path / "runs").iterdir())
+    out = python("-m", "report.compare", *runs, "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "differ   network (1 InfiniBand; 2 GCP GPUDirect-TCPXO), policy (1 dmodk; 2 ecmp)" \
+        in out.stdout
+    # 8 bytes: TCPXO's 48 us a message on each of the tree's 2 steps between the servers
+    assert re.search(r"^ +8 +25 .* +122 .*", out.stdout, re.M), out.stdout

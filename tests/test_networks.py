@@ -288,3 +288,27 @@ def test_compare_names_each_runs_network_and_says_it_differs(tmp_path):
         in out.stdout
     # 8 bytes: TCPXO's 48 us a message on each of the tree's 2 steps between the servers
     assert re.search(r"^ +8 +25 .* +122 .*", out.stdout, re.M), out.stdout
+
+
+def test_the_248_server_h200_cluster_declared_infiniband_meets_its_published_busbw():
+    """nccl-tests issue 283: about 350 GB/s busbw at 512 MiB on 248 x 8 H200 (prose).
+    Its file has 1 us on every link: that costs latency, not bandwidth."""
+    f = parse_fabric((REPO / "topologies" / "sim" / "h200-rail-248.yaml").read_text(),
+                     "h200.yaml", emulate=False)
+    ranks = [h.name for h in f.endpoints]
+    c = nccl_cluster_on(f, f.server_model, ranks, 8)
+    assert c.fabric_share == pytest.approx(1.0)
+    e = nccl.predict(c, "allreduce", 512 << 20).chosen
+    n = len(ranks)
+    busbw = (512 << 20) / (e.time_us * 1e3) * 2 * (n - 1) / n
+    assert abs(busbw / 350 - 1) <= 0.15, busbw
+    # without the delay: the same bandwidth; 8 bytes quicker by the links a tree's
+    # 2 x log2(248) = 14 steps between servers cross (2 links on a rail leaf, 4 over a spine)
+    bare = f.edited(lambda s: [s["links"][k].update(delay_ms=0) for k in ("server_leaf",
+                                                                            "leaf_spine")])
+    c0 = nccl_cluster_on(bare, bare.server_model, ranks, 8)
+    assert c0.fabric_share == c.fabric_share
+    hop = c.extra_us - c0.extra_us
+    assert 2.0 <= hop <= 4.0                      # 1 us a link, 2 to 4 links a step
+    small = [nccl.predict(x, "allreduce", 8).chosen.time_us for x in (c0, c)]
+    assert small[1] - small[0] == pytest.approx(14 * hop, rel=1e-6)

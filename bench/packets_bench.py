@@ -9,7 +9,9 @@ Tables: incast (16 x 4 MB into one 400G port), AllToAll on 64 NICs (8 leaves
 x 8, 256 KB per pair) non-blocking (8 spines) and 2:1 oversubscribed (4
 spines), and the PFC victim (2 leaves, one spine: 7 local + 4 remote incast
 senders, the victim beside the 4 remote ones). Then the comparisons with
-published figures as ours/published, and the speed case: AllToAll on 128
+published figures as ours/published, the flow-level model beside the
+packet engine on the AllToAll (where they agree, routing decides; where
+they part, congestion), and the speed case: AllToAll on 128
 NICs (16 leaves x 8, 8 spines), every NIC sending continuously for 10 ms of
 simulated time under spectrum-x (adaptive routing and DCQCN: the heaviest).
 """
@@ -19,6 +21,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from networks import network
+from policies import policy
+from sim.clos import ClosNetwork, ClosShape, clos_routing
+from sim.steps import transfer_times
 from sim.packets import columns as lo
 from sim.packets import scenarios
 from sim.packets.presets import NAMES
@@ -38,6 +44,9 @@ META_QP_GAIN = 1.40           # Meta, SIGCOMM 2024: "E-ECMP along with QP scalin
 #                               collective" against baseline ECMP (quoted from the paper by
 #                               sysdesign-wiki.pages.dev/concepts/enhanced-ecmp-qp-scaling)
 SEEDS = (1, 2, 3)
+# the registry's technology each preset is (networks/): its routing is the flow model's
+TECHNOLOGY = {"roce-lossy": "roce-lossy", "roce-pfc": "roce", "roce-dcqcn": "roce",
+              "infiniband": "infiniband", "spectrum-x": "spectrum-x"}
 
 # DCQCN settings the roce-dcqcn preset does not use, run on the same incast
 # to show why (docs/packets.md, "Why these DCQCN numbers")
@@ -80,6 +89,35 @@ def scenario_tables(out):
               " leaf's uplink (3 ms, continuous); throughput columns are the incast's",
               rows, VICTIM))
     return found
+
+
+def flow_alltoall(name: str, leaves: int = 8, per_leaf: int = 8, spines: int = 8,
+                  per_pair_bytes: float = 256e3, seed: int = 1) -> float:
+    """The flow-level model's effective bandwidth of the same AllToAll, on the
+    same leaf-spine, routed as the preset's technology routes (ECMP hashed,
+    D-mod-K, or split evenly): max-min sharing, no packets, no queues, no
+    losses. What it and the packet engine agree on is routing; where they
+    part, congestion decides."""
+    shape = ClosShape(servers=leaves * per_leaf, gpus=1, nics=1, down=per_leaf, up=spines,
+                      radix=leaves, nic_bps=400e9, fabric_bps=400e9,
+                      routing=clos_routing(policy(network(TECHNOLOGY[name]).routing)))
+    net, n, bits = ClosNetwork(shape, seed), shape.n, per_pair_bytes * 8
+    done = transfer_times(net, [(a, b, 0, bits) for a in range(n) for b in range(n) if a != b],
+                          with_latency=False)
+    return (n - 1) * bits / 400e9 / max(t for t, _ in done.values())
+
+
+def flow_model_beside(found, out):
+    out("")
+    out("the flow-level model beside the packet engine, AllToAll effective bandwidth"
+        " (64 NICs, 256 KB a pair): packets / flows")
+    for spines, label in ((8, "non-blocking"), (4, "2:1")):
+        cells = []
+        for n in NAMES:
+            packets_eff = found[f"alltoall-{spines}"][n]["effective"]
+            flows_eff = flow_alltoall(n, spines=spines)
+            cells.append(f"{n} {packets_eff:.3f}/{flows_eff:.3f} ({packets_eff / flows_eff:.2f})")
+        out(f"  {label}: " + ", ".join(cells))
 
 
 def comparisons(found, out):
@@ -134,6 +172,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-speed", action="store_true", help="skip the 128-NIC x 10 ms case")
     args = ap.parse_args(argv)
     found = scenario_tables(print)
+    flow_model_beside(found, print)
     comparisons(found, print)
     if not args.no_speed:
         speed(print)

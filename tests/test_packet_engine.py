@@ -209,3 +209,17 @@ def test_compiled_code_is_dropped_from_the_cache_when_any_compiled_module_change
     assert (tmp_path / "packets-sources.sha256").read_text() == digest()
     stale[0].write_bytes(b"x")
     assert not keep_cache_fresh(tmp_path) and stale[0].exists()
+
+
+def test_the_flow_model_and_the_packet_engine_agree_where_routing_decides():
+    """The same AllToAll on the same leaf-spine: where only the routing decides
+    (non-blocking, ECMP's collisions or D-mod-K's none), the flow-level
+    model's effective bandwidth is the packet engine's within 5%; where the
+    fabric is 2:1 and RoCE has no PFC, drops and go-back-N cost what the flow
+    model cannot see."""
+    from bench.packets_bench import flow_alltoall
+    for name in ("roce-pfc", "infiniband"):
+        packets = scenarios.alltoall(name).figures["effective"]
+        assert packets == pytest.approx(flow_alltoall(name), rel=0.05), name
+    lossy = scenarios.alltoall("roce-lossy", spines=4).figures["effective"]
+    assert lossy < 0.7 * flow_alltoall("roce-lossy", spines=4)

@@ -342,10 +342,9 @@ def _lab_summary(lab, summary, say) -> None:
     control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
     say(f"lab      datapath {lab.datapath}, {control}, policy {lab.fabric.policy}; "
         f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
-    ecn = getattr(lab, "ecn", None)
-    if ecn is not None and ecn.asked:
-        summary["ecn"] = ecn.to_dict()
-        say(f"ecn      {lab.fabric.network.title}: {ecn.note}")
+    if lab.ecn.asked:
+        summary["ecn"] = lab.ecn.to_dict()
+        say(f"ecn      {lab.fabric.network.title}: {lab.ecn.note}")
     if lab.spread:
         summary["cluster"] = lab.summary()
         say(console.cluster_text(summary["cluster"]))

@@ -6,7 +6,9 @@ to the marks (DCTCP, the kernel's ECN-driven congestion control, the
 closest thing a host's TCP has to DCQCN). A kernel without sch_red or
 tcp_dctcp (this project's CI host has neither; Debian's has both, as the VM
 test's) gets drop-tail queues and TCP without ECN, and the run says so:
-never pretend.
+never pretend. Linux lets a network namespace pick only the congestion
+controls the host allows: scripts/setup.sh allows DCTCP where the kernel has
+it (net.ipv4.tcp_allowed_congestion_control), choosing nothing.
 
 The threshold: K frames of the queue (a fifth of it, at least two), the
 marking probability 1 from K on, the queue's length as RED's limit.

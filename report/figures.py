@@ -135,7 +135,7 @@ def busbw_png(fabric: Fabric, records: Dict[str, RunRecord]) -> Figure:
     first = next(iter(records.values()))
     how = kind(first) + (", the simulator's dashed beside" if simulated else "")
     return busbw_figure(curves, title=f"{first.experiment['collective']}, {how}: bus bandwidth "
-                                      "by message size",
+                                      f"by message size ({fabric.network.title})",
                         link_gbps=first.link_rate_mbit / 8e3, flagged=flagged or None,
                         simulated=simulated or None)
 

@@ -513,7 +513,7 @@ def test_a_runs_figures_ring_the_size_that_beat_the_link_and_no_other(tmp_path, 
     assert over is None                                           # a share is never over 100 %
 
     (ax,) = busbw.axes
-    assert ax.get_title() == "allreduce, simulated: bus bandwidth by message size"
+    assert ax.get_title() == "allreduce, simulated: bus bandwidth by message size (RoCEv2)"
     rate = link_rate(ax)
     assert rate == pytest.approx(20 / 8e3)
     assert curve(ax, "t2x2 allreduce (ring), simulated") == (

@@ -109,10 +109,12 @@ class SimBackend:
                              f"{local} GPUs; these {len(ranks)} ranks are not: -r whole servers, "
                              "or -a with an algorithm")
         progress(f"NCCL's rail rings on this fabric ({hw.name})")
+        domain = self.fabric.nvlink_domain              # NCCL's node: a server, or a partition
         share = rails.share_on(lambda seed: _Ranked(Network(self.fabric, seed), ranks),
-                               len(ranks), local, hw.nics, hw.nic_gbps * 1e9,
-                               rails.connections_per_nic(hw, len(ranks) // local), seeds=3)
-        return nccl.cluster(hw, len(ranks) // local, local, fabric_share=share)
+                               len(ranks), local, self.fabric.spec["server"]["nics"],
+                               hw.nic_gbps * 1e9,
+                               rails.connections_per_nic(hw, len(ranks) // domain), seeds=3)
+        return nccl.cluster(hw, len(ranks) // domain, domain, fabric_share=share)
 
     def iterations(self, exp: Experiment):
         return 0, 1

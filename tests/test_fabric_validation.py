@@ -167,7 +167,7 @@ BAD = [
     ("unknown collective", variant("experiment.collective", "allreduse"),
      "t.yaml: experiment.collective: expected one of allreduce, allgather"),
     ("size without a unit", variant("experiment.maxbytes", "12 parsecs"),
-     "t.yaml: experiment.maxbytes: expected a size in bytes from 4 to 1073741824 (a number, "
+     "t.yaml: experiment.maxbytes: expected a size in bytes from 4 to 17179869184 (a number, "
      "or with K, M or G), got '12 parsecs'"),
     ("probe of a missing server", variant("experiment.probe", ["h1", "h99"]),
      "t.yaml: experiment.probe: expected servers of this fabric, but there is no 'h99'"),

@@ -103,7 +103,9 @@ B200 = Gpu("B200", "blackwell", 18, 40.1, True, 2250.0, 180.0, 7.7)
 B300 = Gpu("B300", "blackwell", 18, 40.1, True, 2500.0, 279.0, 8.0)
 # AMD Instinct, CDNA 3 (gfx942): 7 Infinity Fabric links, one to each peer of the 8, 64 GB/s
 # per direction on the wire, 48 as RCCL counts it; 1,307.4 TFLOP/s BF16 dense; MI300X 192 GB at
-# 5.3 TB/s, MI325X 256 GB at 6.0 TB/s (AMD's MI300X platform data sheet and MI325X page)
+# 5.3 TB/s, MI325X 256 GB at 6.0 TB/s (AMD's MI300X platform data sheet, 128 GB/s a link both
+# ways, as ROCm/rccl issue 1210 quotes it; the MI325X product page as Vultr's ROCm docs quote
+# it). A PCIe Gen6 x16 path is taken as twice Gen5's 48 GB/s.
 MI300X = Gpu("MI300X", "cdna3", 7, 48.0, False, 1307.4, 192.0, 5.3, "mesh")
 MI325X = Gpu("MI325X", "cdna3", 7, 48.0, False, 1307.4, 256.0, 6.0, "mesh")
 

@@ -42,7 +42,7 @@ def test_the_model_meets_published_measurements_of_real_clusters():
     assert len(rows) >= 8
     assert out["median_error"] <= 0.15, reality_bench.format_table(out)
     assert out["worst_error"] <= 0.35, reality_bench.format_table(out)
-    assert all(abs(r["ratio"] - 1) <= 0.35 for r in rows if r["nodes"] > 1 and not r["gap"])
+    assert all(abs(r["ratio"] - 1) <= 0.35 for r in rows if r["nodes"] > 1)
     assert all(0.5 <= r["ratio"] <= 2 for r in rows if r["unit"] == "us")
 
 
@@ -66,16 +66,7 @@ def test_the_bench_covers_what_the_issue_names():
     assert {c.algo for c in nvl72 if c.domain} >= {"tree", NO_NVLS}
     amd = [c for c in rows if c.tech == "amd-rccl"]
     assert any(c.nodes == 1 for c in amd) and any(c.nodes > 1 for c in amd)
-    assert all(len(c.gap) > 40 for c in rows if c.gap)         # a gap says why, in words
-
-
-def test_known_gaps_are_shown_not_hidden():
-    out = reality_bench.run()
-    gaps = [r for r in out["rows"] if r["gap"]]
-    assert out["known_gaps"] == [r["name"] for r in gaps]
-    # where the model is known to miss, it misses: a gap that closes is no longer one
-    assert all(abs(r["ratio"] - 1) > 0.35 for r in gaps), [(r["name"], r["ratio"]) for r in gaps]
-    assert "known gaps (shown, not counted below)" in reality_bench.format_table(out)
+    assert any(c.nodes >= 20 for c in nvl72)
 
 
 # --- graphs: NCCL's channels ----------------------------------------------------------------

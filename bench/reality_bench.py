@@ -117,7 +117,7 @@ CASES = (
          "16 GiB out-of-place", "gb200-nvl72", 2, 16 * GIB, 810.41, tech="nvl72"),
     Case("20x72 GB200 NVL72 ring", CW, f"20 racks, 1,440 ranks, 16 GiB out-of-place; "
          f"{MNNVL_RING}", "gb200-nvl72", 20, 16 * GIB, 405.74, algo="ring", tech="nvl72"),
-    Case("20x72 GB200 NVL72 1 GiB", CW, f"as above, 1 GiB out-of-place", "gb200-nvl72", 20,
+    Case("20x72 GB200 NVL72 1 GiB", CW, "as above, 1 GiB out-of-place", "gb200-nvl72", 20,
          1 * GIB, 218.85, algo="ring", tech="nvl72"),
     Case("3 x NVL8 partitions ring", NC + "1801", "GB200 NVL72, 3 NVL8 partitions in 3 racks "
          "(IB between them), NCCL 2.27.3, NCCL_NVLS_ENABLE=0, NCCL's default (Ring), 16 GiB",

@@ -120,6 +120,17 @@ def main(argv=None, sweeps=None) -> int:
         sys.stdout, sys.stderr = streams
 
 
+def _flagged(fabric, args):
+    """The fabric with --network and --policy applied, the routing checked."""
+    if args.network:
+        fabric = fabric.with_network(args.network)
+    if args.policy:
+        fabric = fabric.with_policy(args.policy)
+    if args.network or args.policy:
+        check_policy(fabric)
+    return fabric
+
+
 def _main(argv, sweeps=None) -> int:
     try:
         args = flags.parse_args(argv, __doc__, REPO / "results")
@@ -129,10 +140,7 @@ def _main(argv, sweeps=None) -> int:
             return _cleanup()
         if _kept_flags(args):                       # --lab: the kept lab's keeper runs it
             return _on_kept_lab(args)
-        fabric = load_fabric(args.fabric, emulate=False)      # the model's limits
-        if args.policy:
-            fabric = fabric.with_policy(args.policy)
-            check_policy(fabric)
+        fabric = _flagged(load_fabric(args.fabric, emulate=False), args)   # the model's limits
         exp = experiment_from(fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
         if exp is None or ENGINES[exp.engine].needs_lab:     # a network is to be built
             check_emulation(fabric)

@@ -11,7 +11,9 @@ addresses and nothing else. Under the ``ecmp`` policy a switch with more
 than one next hop sends to a select group over all of them; under
 ``single-path`` it pins the destination's leaf to one of them, so every server
 behind a leaf is reached over the same spine (what a router with one next hop
-per leaf prefix would do): the baseline ECMP is measured against. The
+per leaf prefix would do): the baseline ECMP is measured against. Under
+``dmodk`` (InfiniBand's static fat-tree routing) it sends the k-th endpoint
+behind a leaf out of its (k mod n)-th next hop, a plain output per endpoint. The
 flowlet and spray policies route as ecmp (their senders choose among the
 hashed paths); under ``adaptive`` a switch holding groups also sends the
 controller the TCP SYNs it would hash (controller/elephants.py).
@@ -69,6 +71,26 @@ def next_hops(graph: nx.MultiGraph, switch: str, dist: Dict[str, int]) -> Tuple[
     return tuple(sorted(ports))
 
 
+def _route(routing, plan: SwitchPlan, ports: Tuple[int, ...], gid: int) -> tuple:
+    """A switch's route towards a leaf over `ports`: one port, a select
+    group (made in `plan`), or the ports a per-endpoint policy picks from."""
+    if len(ports) == 1:
+        return ("output", ports[0])
+    if routing.per_endpoint:
+        return ("ports", ports)
+    plan.groups[gid] = ports
+    return ("group", gid)
+
+
+def _numbered_behind_leaves(fabric: Fabric) -> Dict[str, int]:
+    """Each endpoint's number (0-based) among the endpoints behind its leaf,
+    in the leaf's port order: what D-mod-K routing takes modulo the ports."""
+    by_leaf: Dict[str, list] = {}
+    for server in fabric.endpoints:
+        by_leaf.setdefault(server.leaf, []).append((server.port, server.name))
+    return {name: k for ends in by_leaf.values() for k, (_, name) in enumerate(sorted(ends))}
+
+
 def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[str, SwitchPlan]:
     """The forwarding plan of every switch, keyed by switch name."""
     graph = fabric_graph(fabric, down)
@@ -81,6 +103,7 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
         if link.kind == "server_leaf" and link.a in plans:
             nic_leaf[(link.a, link.a_port)] = (link.b, link.b_port)
     inner = list(fabric.network_switches)
+    behind = _numbered_behind_leaves(fabric)
     dists = {}
     toward: Dict[Tuple[str, str], tuple] = {}     # (switch, leaf) -> its route there
     for server in fabric.endpoints:
@@ -113,13 +136,10 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
                 continue
             route = toward.get((sw.name, server.leaf))
             if route is None:                 # alike for every endpoint behind that leaf
-                ports = routing.pin(next_hops(graph, sw.name, dist), gid)
-                if len(ports) == 1:
-                    route = ("output", ports[0])
-                else:
-                    plan.groups[gid] = ports
-                    route = ("group", gid)
-                toward[(sw.name, server.leaf)] = route
+                route = toward[(sw.name, server.leaf)] = _route(
+                    routing, plan, routing.pin(next_hops(graph, sw.name, dist), gid), gid)
+            if route[0] == "ports":           # per endpoint: its number behind its leaf
+                route = ("output", routing.pin_endpoint(route[1], behind[server.name])[0])
             plan.routes[server.ip] = route
     if routing.moves_elephants:
         # every switch that hashes when all links are up: a connection that

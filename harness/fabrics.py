@@ -20,10 +20,11 @@ experiment: {collective: allgather, minbytes: 16K, maxbytes: 16K, iters: 3, warm
 
 
 def leaf_spine(spines, leaves, servers, parallel=1, policy="ecmp", rate=50, prefix="",
-               **extra_links):
+               switch_latency_us=None, **extra_links):
     """A leaf-spine fabric. `prefix` (a few letters) goes before every node's
     name, so that two labs of a module can exist at once: names are unique
-    on a host."""
+    on a host. `switch_latency_us`: the switches' latency where not the
+    network technology's (0 for a closed form of bandwidth alone)."""
     link = {"rate_mbit": rate, **extra_links}
     names = (f"names: {{spine: {prefix}spine, leaf: {prefix}leaf, server: {prefix}h}}\n"
              if prefix else "")
@@ -34,7 +35,8 @@ links:
   server_leaf: {link}
   leaf_spine: {link}
 routing: {{policy: {policy}}}
-{names}"""
+{names}{"" if switch_latency_us is None else f"network: {{switch_latency_us: {switch_latency_us}}}"}
+"""
     return parse_fabric(text, f"{prefix}t{spines}x{leaves}.yaml")
 
 

@@ -11,6 +11,7 @@ import stat
 import sys
 from pathlib import Path
 
+from networks import DEFAULT as DEFAULT_NETWORK, NETWORKS, network
 from planner import inputs as check
 from planner.calibration import calibrate_from_run, fabric_predictions
 from planner.compute import TrainingRun
@@ -20,7 +21,8 @@ from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
 from planner import layouts, steptime
 from planner.simulate import format_simulation, simulate_plan
-from planner.nccl_plan import DEFAULT_SERVER, format_nccl, nccl_plan, unhindered
+from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, format_side_by_side, nccl_plan,
+                               networks_side_by_side, unhindered)
 from topologies.hardware import SERVERS
 from topologies.errors import OneLineParser
 from report.progress import Progress
@@ -29,7 +31,7 @@ from topologies.units import parse_count, parse_rate_mbit, parse_ratio
 
 
 PATH_SHOWN = 64             # characters of a path a message quotes
-HOP_LATENCY_US = 1.0        # --simulate: per link crossed (a switch's cut-through and the cable)
+HOP_LATENCY_US = 0.0        # --simulate: per link crossed, beyond the technology's switches
 MAX_SIZES, MAX_SEEDS = 16, 64
 MAX_SIMULATED_GPUS = 262_144      # about 40 s and 0.5 GB a size and draw on 2 cores
 MAX_SIMULATED_WORK = 4_000_000    # GPUs x sizes x (draws + 1): about 10 minutes
@@ -127,20 +129,43 @@ def _parser():
                         "(each wiring, ECMP hashed per switch and flow): nccl-tests-style time, "
                         "algbw and busbw (docs/planner.md)")
     p.add_argument("--hop-latency-us", type=number,
-                   help=f"with --simulate: latency per link crossed, us, 0 to "
+                   help=f"with --simulate: latency per link crossed beyond the network "
+                        f"technology's switches and transport, us, 0 to "
                         f"{check.MAX_ALPHA_US:,.0f} (default {HOP_LATENCY_US:g})")
     p.add_argument("--sizes", help="with --simulate: AllReduce sizes, comma-separated "
                                    f"(at most {MAX_SIZES}; default --gradient-bytes)")
     p.add_argument("--seeds", type=whole, help=f"with --simulate: ECMP draws, 1 to {MAX_SEEDS} "
                                                "(the median is shown, with the range; default 1)")
-    p.add_argument("--server", help=f"the servers as sold, for NCCL's model "
-                                    f"(GPU generation, NVLink, PCIe, host CPU), with the plan's "
-                                    f"GPUs, NICs and link rate: {', '.join(SERVERS)} "
-                                    f"(default {DEFAULT_SERVER})")
+    _add_hardware_flags(p)
     steptime.add_flags(p, whole, number)
     layouts.add_flags(p, number)
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
     return p
+
+
+def _networks(text) -> list:
+    """--network's technologies: one, several (comma-separated) or all."""
+    if text is None:
+        return [DEFAULT_NETWORK]
+    names = list(NETWORKS) if text.strip() == "all" else [t.strip() for t in text.split(",")]
+    for name in names:
+        if name not in NETWORKS:
+            raise PlanError(f"--network: expected one or more of {', '.join(NETWORKS)} "
+                            f"(comma-separated) or all, got {shown(name)}")
+    return names
+
+
+def _add_hardware_flags(p) -> None:
+    """The servers as sold and the network between them, for NCCL's model."""
+    p.add_argument("--server", help=f"the servers as sold, for NCCL's model "
+                                    f"(GPU generation, NVLink, PCIe, host CPU), with the plan's "
+                                    f"GPUs, NICs and link rate: {', '.join(SERVERS)} "
+                                    f"(default {DEFAULT_SERVER})")
+    p.add_argument("--network", help="the scale-out network technology (docs/networks.md): "
+                                     f"{', '.join(NETWORKS)}; its routing, switch latency and "
+                                     "transport price NCCL's collectives (default "
+                                     f"{DEFAULT_NETWORK}, or --fabric's); with --simulate, "
+                                     "several (comma-separated) or all side by side")
 
 
 def main(argv=None) -> int:
@@ -200,8 +225,14 @@ def _simulate(args, result, sizes) -> str:
     """What NCCL would run on the plan's designs, and (up to TEXTBOOK_MAX_GPUS)
     the lab's own schedules simulated beside it; progress on a terminal."""
     progress = Progress()                  # on a terminal only (report/progress.py)
-    result["nccl"] = nccl_plan(result, sizes, args.seeds, args.server, progress)
+    techs = [network(name) for name in args.networks]
+    tech = techs[0]
+    result["nccl"] = nccl_plan(result, sizes, args.seeds, args.server, progress, tech)
     text = "\n\n" + format_nccl(result["nccl"], result["inputs"])
+    if len(techs) > 1:
+        result["networks"] = networks_side_by_side(result, sizes, techs, args.seeds,
+                                                   args.server, progress)
+        text += "\n\n" + format_side_by_side(result["networks"])
     gpus = result["nccl"]["gpus"]
     if gpus > TEXTBOOK_MAX_GPUS:
         progress("done")
@@ -209,7 +240,7 @@ def _simulate(args, result, sizes) -> str:
                        f"{TEXTBOOK_MAX_GPUS:,} GPUs; NCCL runs neither at {gpus:,}")
     progress("the lab's ring and hierarchical schedules")
     result["simulated"] = simulate_plan(result, sizes, args.hop_latency_us * 1e-6,
-                                        args.intra_gbps, args.seeds)
+                                        args.intra_gbps, args.seeds, tech)
     progress("done")
     return text + "\n\n" + format_simulation(result["simulated"], result["inputs"])
 
@@ -223,6 +254,7 @@ def _check_flags(args) -> None:
             flag, by = "--" + given[0].replace("_", "-"), "--fabric" if args.fabric else "--results"
             raise PlanError(f"{flag}: {by} sets {FROM_FABRIC[given[0]]} from the fabric; "
                             f"leave out {flag}")
+    args.networks = _networks(args.network)
     layouts.check_flags(args)
     steptime.check_flags(args)
     _check_simulate_flags(args)
@@ -315,7 +347,7 @@ def _plan(args, fabric) -> dict:
     result["allreduce"] = predict_allreduce(result, parse_bytes(args.gradient_bytes), Links(
         alpha_s=args.alpha_us * 1e-6, intra_gbps=args.intra_gbps))
     result["allreduce"]["nccl"] = unhindered(result, parse_bytes(args.gradient_bytes),
-                                             args.server)
+                                             args.server, network(args.networks[0]))
     return result
 
 
@@ -344,6 +376,7 @@ def _fabric_inputs(args):
     except FabricError as exc:
         raise PlanError(str(exc)) from None
     if fabric is not None:
+        args.networks = args.networks if args.network else [fabric.network.name]
         args.gpus_per_server = fabric.gpus_per_server
         args.nics_per_server = fabric.spec["server"]["nics"]
         args.link_gbps = fabric.spec["links"]["server_leaf"]["rate_mbit"] / 1e3

@@ -15,8 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from planner.report import _count, _num, ratio_text
+from networks import DEFAULT, Technology, network
+from networks.technology import REFERENCE_SWITCH_US, REFERENCE_SWITCHES
 from planner.simulate import WIRING_NAMES, clos_designs, shape_of, simulate_wirings
 from sim import nccl
+from sim.clos import ClosNetwork
 from topologies.hardware import SERVERS, Server
 from sim.nccl import rails
 from sim.nccl.rails import connections_per_nic
@@ -32,12 +35,18 @@ def server_of(inp: dict, name: str = DEFAULT_SERVER) -> Server:
 
 
 def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
-              progress=None) -> dict:
-    """Rows of what NCCL runs, per Clos design, wiring and size."""
+              progress=None, tech: Technology = None, shares: dict = None) -> dict:
+    """Rows of what NCCL runs, per Clos design, wiring and size, on the
+    network technology `tech` (default networks.DEFAULT): its routing gives
+    the NICs' share, its switches and transport each step's latency.
+    `shares`: the shares worked out before, by (shape's routing and counts,
+    connections), kept for the next technology of the same routing."""
+    shares = {} if shares is None else shares
+    tech = tech or network(DEFAULT)
     inp = result["inputs"]
     hw = server_of(inp, server)
     servers = result["servers"]
-    conns = connections_per_nic(hw, servers)
+    conns = connections_per_nic(hw, servers) * tech.qps_per_connection
     rows, notes = [], []
     designs, wirings = list(clos_designs(result)), simulate_wirings(inp)
     for k, (design, radix, note) in enumerate(designs):
@@ -46,21 +55,31 @@ def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
         for j, wiring in enumerate(wirings):
             if progress:
                 progress(f"NCCL's rail rings on {design}, {WIRING_NAMES[wiring]} wiring")
-            shape = shape_of(result, design, radix, wiring, inp.get("intra_gbps", 3600.0))
-            share = rails.share(shape, conns, seeds)
+            shape = shape_of(result, design, radix, wiring, inp.get("intra_gbps", 3600.0), tech)
+            key = (replace(shape, switch_s=0.0, message_s=0.0), conns)
+            if key not in shares:
+                shares[key] = rails.share(shape, conns, seeds)
+            share = shares[key]
+            extra = rails.ring_path_us(ClosNetwork(shape), shape.n, shape.gpus) - \
+                REFERENCE_SWITCHES * REFERENCE_SWITCH_US
             for size in sizes:
-                rows.append(_row(hw, servers, design, radix, wiring, size, share))
+                rows.append(_row(hw, servers, (design, radix, wiring), size, share, tech, extra))
             done = getattr(progress, "done", None)     # how far, for the time left
             if done:
                 done((k * len(wirings) + j + 1) / (len(designs) * len(wirings)))
     return {"server": server, "gpus": servers * hw.gpus, "connections_per_nic": conns,
-            "seeds": seeds, "rows": rows, "notes": notes}
+            "seeds": seeds, "rows": rows, "notes": notes, "network": tech.name,
+            "network_title": tech.title, "routing": tech.routing}
 
 
-def _row(hw, servers, design, radix, wiring, size, share) -> dict:
-    where = nccl.cluster(hw, servers, fabric_share=share)
+def _row(hw, servers, where_in_plan, size, share, tech, extra) -> dict:
+    """One size on one design and wiring; `fabric x` against the same
+    cluster and technology where nothing collides."""
+    design, radix, wiring = where_in_plan
+    where = nccl.cluster(hw, servers, fabric_share=share, network=tech, net_extra_us=extra)
     choice = nccl.predict(where, "allreduce", size)
-    ideal = nccl.predict(nccl.cluster(hw, servers), "allreduce", size).chosen
+    ideal = nccl.predict(nccl.cluster(hw, servers, network=tech, net_extra_us=extra),
+                         "allreduce", size).chosen
     e, n = choice.chosen, where.topo.ranks
     seconds = e.time_us * 1e-6
     algbw = size / seconds / 1e9 if seconds > 0 else 0.0
@@ -68,18 +87,21 @@ def _row(hw, servers, design, radix, wiring, size, share) -> dict:
             "algorithm": "nccl", "ran": e.name, "channels": e.channels,
             "seconds": seconds, "latency_s": e.latency_us * 1e-6,
             "algbw_gbytes": algbw, "busbw_gbytes": algbw * 2 * (n - 1) / n,
-            "fabric_share": share, "ideal_seconds": ideal.time_us * 1e-6,
+            "fabric_share": share, "network_us": extra, "ideal_seconds": ideal.time_us * 1e-6,
             "fabric_factor": e.time_us / ideal.time_us if ideal.time_us > 0 else 1.0}
 
 
-def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER) -> dict:
+def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER,
+               tech: Technology = None) -> dict:
     """What NCCL would run for an AllReduce of `size` on the plan's servers
     where nothing collides: the plan's own line (--simulate adds the fabric)."""
     inp = result["inputs"]
     hw = server_of(inp, server)
     ppn = min(hw.gpus, inp["gpus"])
-    e = nccl.predict(nccl.cluster(hw, result["servers"], ppn), "allreduce", size).chosen
-    return {"server": server, "ran": e.name, "seconds": e.time_us * 1e-6,
+    tech = tech or network(DEFAULT)
+    e = nccl.predict(nccl.cluster(hw, result["servers"], ppn, network=tech), "allreduce",
+                     size).chosen
+    return {"server": server, "network": tech.title, "ran": e.name, "seconds": e.time_us * 1e-6,
             "channels": e.channels}
 
 
@@ -89,8 +111,10 @@ def format_nccl(sim: dict, inp: dict) -> str:
              f"{hw.name} servers as sold ({hw.gpu.name}, {hw.gpus} GPUs, {hw.nics} NIC(s) of "
              f"{_num(hw.nic_gbps)} Gbit/s); oversubscription "
              f"{ratio_text(inp['oversubscription'])}",
-             "# NCCL 2.30's tuner: algorithm, protocol and channels per size (sim/nccl/); "
-             f"{sim['connections_per_nic']} connection(s) per NIC hashed by ECMP"
+             f"# NCCL 2.30's tuner: algorithm, protocol and channels per size (sim/nccl/); "
+             f"{sim['network_title']}, routing {sim['routing']}"
+             + (f", {sim['connections_per_nic']} connection(s) per NIC hashed by ECMP"
+                if sim["routing"] in ("ecmp", "flowlet") else "")
              + (f", median of {sim['seeds']} draws" if sim["seeds"] > 1 else ", seed 0")]
     lines += [f"# note: {note}" for note in sim["notes"]]
     block = None
@@ -99,7 +123,8 @@ def format_nccl(sim: dict, inp: dict) -> str:
             block = (r["design"], r["wiring"])
             lines += ["", f"# {r['design']}, {WIRING_NAMES[r['wiring']]} wiring, radix "
                           f"{r['radix']}: the fabric delivers {r['fabric_share']:.0%} of a "
-                          "NIC's rate to the rail rings",
+                          "NIC's rate to the rail rings; a step between servers "
+                          f"{r['network_us']:+.2f} us against NCCL's own figure",
                       f"#  {'size':>14} {'NCCL runs':<16} {'ch':>3} {'time(us)':>14} "
                       f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'fabric x':>9}"]
         lines.append(f"   {r['size_bytes']:>14} {r['ran']:<16} {r['channels']:>3} "
@@ -109,3 +134,55 @@ def format_nccl(sim: dict, inp: dict) -> str:
 
 
 
+
+
+def networks_side_by_side(result: dict, sizes, techs, seeds: int = 1,
+                          server: str = DEFAULT_SERVER, progress=None) -> dict:
+    """The same plan under each technology of `techs`: NCCL's AllReduce per
+    Clos design, wiring and size, and what each technology's routing and
+    latency cost (the NICs' share, each step's latency against NCCL's own)."""
+    shares: dict = {}
+    plans = {t.name: nccl_plan(result, sizes, seeds, server, progress, t, shares) for t in techs}
+    first = plans[techs[0].name]
+    rows = []
+    for i, r in enumerate(first["rows"]):
+        rows.append({"design": r["design"], "radix": r["radix"], "wiring": r["wiring"],
+                     "size_bytes": r["size_bytes"],
+                     "by_network": {name: {k: p["rows"][i][k] for k in (
+                         "ran", "seconds", "busbw_gbytes", "fabric_share", "network_us")}
+                         for name, p in plans.items()}})
+    return {"server": server, "gpus": first["gpus"], "networks": [t.name for t in techs],
+            "titles": {t.name: t.title for t in techs},
+            "routings": {t.name: t.routing for t in techs}, "rows": rows,
+            "notes": first["notes"]}
+
+
+def format_side_by_side(side: dict) -> str:
+    """One block per design and wiring: each size's time and busbw under each
+    technology; then what its routing leaves of a NIC and adds a step."""
+    names = side["networks"]
+    lines = [f"Network technologies side by side: AllReduce as NCCL runs it on "
+             f"{_count(side['gpus'])} GPUs ({side['server']} servers; docs/networks.md)",
+             "# per technology: time (us) and busbw (GB/s); share = what its routing leaves "
+             "of a NIC's rate, step = what a step between servers costs beyond NCCL's own "
+             "figure (its switches, links, transport); congestion and losses are not in "
+             "this flow-level figure"]
+    lines += [f"# note: {note}" for note in side["notes"]]
+    block = None
+    for r in side["rows"]:
+        if (r["design"], r["wiring"]) != block:
+            block = (r["design"], r["wiring"])
+            by = r["by_network"]
+            lines += ["", f"# {r['design']}, {WIRING_NAMES[r['wiring']]} wiring, radix "
+                          f"{r['radix']}",
+                      "#  " + f"{'':>14}" + "".join(f" {side['titles'][n][:22]:>22}" for n in names),
+                      "#  " + f"{'routing':>14}" + "".join(
+                          f" {side['routings'][n]:>22}" for n in names),
+                      "#  " + f"{'share, step':>14}" + "".join(
+                          f" {format(by[n]['fabric_share'], '.0%') + ', ' + format(by[n]['network_us'], '+.1f') + ' us':>22}"
+                          for n in names),
+                      "#  " + f"{'size':>14}" + "".join(f" {'time(us)  busbw':>22}" for n in names)]
+        lines.append("   " + f"{r['size_bytes']:>14}" + "".join(
+            f" {r['by_network'][n]['seconds'] * 1e6:>14.1f} {r['by_network'][n]['busbw_gbytes']:>7.1f}"
+            for n in names))
+    return "\n".join(lines)

@@ -142,7 +142,8 @@ def _nccl_line(nccl) -> list:
     """What NCCL would run, where the plan has it (planner/nccl_plan.py)."""
     if not nccl:
         return []
-    return [f"  as NCCL runs it ({nccl['server']} servers, nothing colliding): "
+    return [f"  as NCCL runs it ({nccl['server']} servers, {nccl.get('network', 'RoCEv2')}, "
+            "nothing colliding): "
             f"{_duration(nccl['seconds'])}, {nccl['ran']} on {nccl['channels']} channels "
             "(the lines above are alpha-beta closed forms; --simulate adds the fabric)"]
 

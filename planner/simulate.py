@@ -23,7 +23,9 @@ from dataclasses import replace
 
 from planner.designs import FORMS, _clos, _leaf_split
 from planner.report import _count, _num, ratio_text
-from sim.clos import ClosNetwork, ClosShape
+from networks import DEFAULT, Technology, network
+from policies import policy
+from sim.clos import ClosNetwork, ClosShape, clos_routing
 from sim.phases import allreduce_phases, phase_seconds
 from topologies.kinds import clos_wirings
 
@@ -53,20 +55,29 @@ def _field(design, key):
     return getattr(design, key) if hasattr(design, key) else design[key]
 
 
-def shape_of(result: dict, design: str, radix: int, wiring: str, intra_gbps: float) -> ClosShape:
+def shape_of(result: dict, design: str, radix: int, wiring: str, intra_gbps: float,
+             tech: Technology = None) -> ClosShape:
+    """The plan's Clos of this design and wiring, routed and timed as the
+    network technology `tech` (default: networks.DEFAULT) does."""
     inp = result["inputs"]
+    tech = tech or network(DEFAULT)
     down, up = _leaf_split(radix, inp["oversubscription"])
     bps = inp["link_gbps"] * 1e9
     return ClosShape(servers=result["servers"], gpus=inp["gpus_per_server"],
                      nics=inp["nics_per_server"], down=down, up=up,
                      tiers=FORMS[design].tiers, radix=radix, wiring=wiring,
-                     nic_bps=bps, fabric_bps=bps, intra_bps=intra_gbps * 1e9)
+                     nic_bps=bps, fabric_bps=bps, intra_bps=intra_gbps * 1e9,
+                     routing=clos_routing(policy(tech.routing)),
+                     switch_s=tech.switch_latency_us * 1e-6, message_s=tech.message_us * 1e-6)
 
 
 def simulate_plan(result: dict, sizes, hop_latency_s: float, intra_gbps: float,
-                  seeds: int = 1) -> dict:
+                  seeds: int = 1, tech: Technology = None) -> dict:
     """Rows of predicted AllReduce times, per Clos design, wiring, algorithm
-    and size; the median over `seeds` ECMP draws, with their range."""
+    and size; the median over `seeds` ECMP draws, with their range. Each
+    hop pays the switch it enters and, out of a server, the transport's
+    cost (`tech`), and `hop_latency_s` more."""
+    tech = tech or network(DEFAULT)
     inp = result["inputs"]
     g = inp["gpus_per_server"]
     wirings = simulate_wirings(inp)
@@ -76,7 +87,7 @@ def simulate_plan(result: dict, sizes, hop_latency_s: float, intra_gbps: float,
         if note:
             notes.append(note)
         for wiring in wirings:
-            shape = shape_of(result, design, radix, wiring, intra_gbps)
+            shape = shape_of(result, design, radix, wiring, intra_gbps, tech)
             for algorithm in algorithms:
                 for size in sizes:
                     rows.append(_row(shape, design, algorithm, size, hop_latency_s, seeds))
@@ -84,7 +95,9 @@ def simulate_plan(result: dict, sizes, hop_latency_s: float, intra_gbps: float,
     if n != inp["gpus"]:
         notes.append(f"simulated as {n:,} GPUs: {result['servers']:,} whole servers of {g}")
     return {"gpus": n, "hop_latency_s": hop_latency_s, "intra_gbps": intra_gbps,
-            "seeds": seeds, "rows": rows, "notes": notes}
+            "seeds": seeds, "rows": rows, "notes": notes, "network": tech.name,
+            "network_title": tech.title, "switch_latency_us": tech.switch_latency_us,
+            "message_us": tech.message_us, "routing": tech.routing}
 
 
 def simulate_wirings(inp: dict) -> list:
@@ -120,9 +133,14 @@ def format_simulation(sim: dict, inp: dict) -> str:
     lines = [f"Simulated AllReduce on {_count(sim['gpus'])} GPUs "
              f"({inp['gpus_per_server']} per server, {inp['nics_per_server']} NIC(s) of "
              f"{_num(inp['link_gbps'])} Gbit/s, in-server {_num(sim['intra_gbps'] / 8)} GB/s; "
-             f"{_num(sim['hop_latency_s'] * 1e6)} us per hop; "
+             f"{sim['network_title']}: {_num(sim['switch_latency_us'])} us a switch, "
+             f"{_num(sim['message_us'])} us a message, {_num(sim['hop_latency_s'] * 1e6)} us "
+             f"more per hop, routing {sim['routing']}; "
              f"oversubscription {ratio_text(inp['oversubscription'])})",
-             "# flow-level: max-min fair sharing, ECMP hashed per switch and flow"
+             "# flow-level: max-min fair sharing, "
+             + {"hash": "ECMP hashed per switch and flow", "dmodk": "D-mod-K destination routing",
+                "split": "every flow split evenly over all paths",
+                "single": "a single path per destination leaf"}[clos_routing(policy(sim["routing"]))]
              + (f", median of {sim['seeds']} draws" if sim["seeds"] > 1 else ", seed 0")
              + "; payload at line rate, no headers"]
     lines += [f"# note: {note}" for note in sim["notes"]]

@@ -12,4 +12,5 @@ class Adaptive(Policy):
     order = 5
     summary = "adaptive has the controller move elephant flows off busy links"
     moves_elephants = True
+    splits = True
     sim_paths = "least-placed"

@@ -6,7 +6,8 @@ comparing its name:
 - the lab: `controller` (False: plain L2 switches with spanning tree, no
   os-ken controller, no link commands);
 - the controller's plan (controller/routes.py): `pin` (which of a switch's
-  equal-cost ports a destination leaf's group keeps) and `moves_elephants`
+  equal-cost ports a destination leaf's group keeps), `per_endpoint` and
+  `pin_endpoint` (a route per destination endpoint instead) and `moves_elephants`
   (the controller follows new connections and moves elephant flows);
 - the senders (programs/spread.py, the engines): `connections_per_peer`,
   `spreads` and `choose` (which connection carries the next piece),
@@ -14,8 +15,10 @@ comparing its name:
   ports a RoCE sender sprays over);
 - the simulator (sim/network.py): `simulated`, `sim_paths` (how a flow's path
   is picked where the plan has a group: "hash", "per-connection" or
-  "least-placed"), `sim_channels`, and `sim_faithful` (whether the simulation
-  models what the lab does, for the fidelity verdict).
+  "least-placed"), `sim_channels`, `sim_faithful` (whether the simulation
+  models what the lab does, for the fidelity verdict), and `splits` (the
+  step shortcut and NCCL's share take a flow as split evenly over every
+  equal-cost path: per-packet spraying and adaptive routing as a fluid).
 """
 
 from __future__ import annotations
@@ -56,10 +59,18 @@ class Policy:
     why_not_simulated: ClassVar[str] = ""   # when not simulated: the end of one sentence
     sim_paths: ClassVar[str] = "hash"
     sim_faithful: ClassVar[bool] = True
+    per_endpoint: ClassVar[bool] = False   # routes each destination endpoint on its own
+    splits: ClassVar[bool] = False         # the flow model splits a flow evenly over all paths
+
 
     def pin(self, ports: Tuple[int, ...], group: int) -> Tuple[int, ...]:
         """The ports a switch's group towards destination leaf `group` (1-based)
         keeps of its equal-cost `ports`: all of them, to hash over."""
+        return ports
+
+    def pin_endpoint(self, ports: Tuple[int, ...], endpoint: int) -> Tuple[int, ...]:
+        """Under a policy that routes `per_endpoint`: the ports a switch keeps
+        towards the `endpoint`-th endpoint (0-based) behind the destination leaf."""
         return ports
 
     def connections_per_peer(self, channels: int, entropy: int) -> int:

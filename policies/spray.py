@@ -15,6 +15,7 @@ class Spray(Policy):
     order = 4
     summary = "spray lets the senders move every piece to the least-loaded path"
     spreads = True
+    splits = True
     sim_paths = "per-connection"
 
     def connections_per_peer(self, channels: int, entropy: int) -> int:

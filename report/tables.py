@@ -150,8 +150,11 @@ def sim_table(result: RunRecord) -> str:
     how = ("NCCL's model: its tuner's latency and bandwidth per algorithm and protocol"
            if sim.get("method") == "NCCL's model" else
            f"flow-level, max-min fair sharing{method}")
-    lines = [f"# Simulated fabric ({how}; ECMP seed "
-             f"{sim['seed']}, {sim['hop_latency_s'] * 1e6:g} us per hop)",
+    net = (f"{sim['network_title']}: {sim['switch_latency_us']:g} us a switch, "
+           f"{sim['message_us']:g} us a message more than verbs, routing {sim['routing']}; "
+           if "network" in sim else "")
+    extra = f", {sim['hop_latency_s'] * 1e6:g} us more per hop" if sim["hop_latency_s"] else ""
+    lines = [f"# Simulated fabric ({how}; {net}seed {sim['seed']}{extra})",
              "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"]
     for r in result.runs:
         if not r["links"] and "model" in r.get("auto", {}):
@@ -167,8 +170,11 @@ def sim_table(result: RunRecord) -> str:
     if priced:
         lines.append(f"# '-': priced by NCCL's model of {priced[0]['model']} (server.model): "
                      "the algorithm, protocol and channels NCCL's tuner picks, each NIC at "
-                     f"{priced[0]['fabric_share']:.2f} of its rate (this fabric's ECMP on NCCL's "
-                     "rail rings); no schedule replayed, so no per-link figures")
+                     f"{priced[0]['fabric_share']:.2f} of its rate (bandwidth alone: this "
+                     f"fabric's {sim.get('routing', 'routing')} on NCCL's rail rings), each step "
+                     f"between servers {priced[0].get('network_us', 0.0):+.2f} us against NCCL's "
+                     "own figure (switches, links, transport); no schedule replayed, so no "
+                     "per-link figures")
     lines.append("# Simulated, not measured: no TCP dynamics, no queueing beyond fair sharing, "
                  "no host CPU (docs/simulator.md)")
     return "\n".join(lines)

@@ -93,8 +93,25 @@ def write_sweep_figures(fabric, results: Dict[str, RunRecord], run_dir: Path):
 def fabric_summary(fabric, run_dir: Path) -> dict:
     """The head of every summary.json: which fabric, from where, its shape."""
     return {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
-            "policy": fabric.policy, "warnings": list(fabric.warnings),
-            "results": str(run_dir)}
+            "policy": fabric.policy, "network": network_summary(fabric),
+            "warnings": list(fabric.warnings), "results": str(run_dir)}
+
+
+def network_summary(fabric) -> dict:
+    """The fabric's network technology as summary.json gives it."""
+    tech = fabric.network
+    return {"technology": tech.name, "title": tech.describe(fabric.network_settings),
+            "options": fabric.network_settings, "switch_latency_us": fabric.switch_latency_us,
+            "message_us": tech.message_us, "lossless": tech.lossless,
+            "congestion_control": tech.congestion_control}
+
+
+def network_line(fabric) -> str:
+    """The console's line naming the technology a run prices."""
+    tech = fabric.network
+    return (f"network  {tech.describe(fabric.network_settings)}, routing {fabric.policy}: "
+            f"{fabric.switch_latency_us:g} us a switch, {tech.message_us:g} us a message more "
+            f"than verbs, lossless: {tech.lossless} (docs/networks.md)")
 
 
 def write_summary(summary: dict, run_dir: Path, as_json: bool) -> None:
@@ -126,6 +143,7 @@ def simulated_run(fabric, exp, run_dir: Path, as_json: bool, csv_path, progress,
     from runs.simulated import simulate_experiment
     say = (lambda *a: None) if as_json else print
     say(f"fabric   {fabric.name}: {fabric.shape()} (simulated: no network built)")
+    say(network_line(fabric))
     summary = fabric_summary(fabric, run_dir)
     if origin is not None:
         summary["provenance"] = origin          # runs/provenance.py

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from topologies.errors import OneLineParser
+from networks import NETWORKS, all_networks
 from policies import POLICIES, all_policies, policy
 from topologies.schema import choice, integer, machines, shown
 from collectives import registry
@@ -144,6 +145,11 @@ def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
     p.add_argument("--policy", choices=POLICIES, type=_checked(choice(*POLICIES)),
                    help="override routing.policy: " + "; ".join(
                        p.summary for p in all_policies().values()) + " (docs/routing.md)")
+    p.add_argument("--network", choices=NETWORKS, type=_checked(choice(*NETWORKS)),
+                   help="override the fabric's network technology (network.technology, its "
+                        "options back to the technology's, routing its own unless --policy): "
+                        + "; ".join(t.summary for t in all_networks().values())
+                        + " (docs/networks.md)")
     p.add_argument("--datapath", choices=DATAPATHS, type=_checked(choice(*DATAPATHS)),
                    help="Open vSwitch datapath: the kernel module when present (auto, the "
                         "default), else the userspace one")
@@ -330,7 +336,8 @@ def _run_flags(p) -> None:
 # --- combinations -----------------------------------------------------------------------
 
 NAMES = {**FLAGS, "compare": "--compare", "fabric": "the fabric file", "check": "--check",
-         "policy": "--policy", "datapath": "--datapath", "no_traffic": "--no-traffic",
+         "policy": "--policy", "network": "--network", "datapath": "--datapath",
+         "no_traffic": "--no-traffic",
          "iperf_check": "--iperf-check", "seconds": "--seconds", "streams": "--streams",
          "calibrate": "--calibrate", "cli": "--cli", "results": "--results", "json": "--json",
          "csv": "--csv", "cleanup": "--cleanup", "verbose": "-v/--verbose",

@@ -27,6 +27,7 @@ from runs.experiment import Experiment
 from runs.record import RunRecord
 from runs.sweep import Size, price_schedule, sweep
 from sim import nccl, phases
+from networks.technology import REFERENCE_SWITCH_US, REFERENCE_SWITCHES
 from sim.network import Network
 from sim.nccl import rails
 from traffic.engines import make_engine
@@ -66,6 +67,7 @@ class SimBackend:
         e = self.choice.chosen
         return {"nccl": f"{e.name}, {e.channels} channel{'s' if e.channels > 1 else ''}",
                 "model": self.nccl.topo.server.name, "fabric_share": self.nccl.fabric_share,
+                "network_us": self.nccl.extra_us,
                 "predicted_s": {x.name: x.time_us * 1e-6 for x in self.choice.table}}
 
     def price(self, exp: Experiment, model, count: int, alpha: float) -> tuple:
@@ -108,13 +110,8 @@ class SimBackend:
             raise ValueError(f"NCCL's model of {hw.name} (server.model) prices whole servers of "
                              f"{local} GPUs; these {len(ranks)} ranks are not: -r whole servers, "
                              "or -a with an algorithm")
-        progress(f"NCCL's rail rings on this fabric ({hw.name})")
-        domain = self.fabric.nvlink_domain              # NCCL's node: a server, or a partition
-        share = rails.share_on(lambda seed: _Ranked(Network(self.fabric, seed), ranks),
-                               len(ranks), local, self.fabric.spec["server"]["nics"],
-                               hw.nic_gbps * 1e9,
-                               rails.connections_per_nic(hw, len(ranks) // domain), seeds=3)
-        return nccl.cluster(hw, len(ranks) // domain, domain, fabric_share=share)
+        progress(f"NCCL's rail rings on this fabric ({hw.name}, {self.fabric.network.title})")
+        return nccl_cluster_on(self.fabric, hw, ranks, local)
 
     def iterations(self, exp: Experiment):
         return 0, 1
@@ -134,7 +131,12 @@ class SimBackend:
         fabric = self.fabric
         return {"probe": [], "idle_latency": {"p50_us": NAN, "p99_us": NAN, "samples": 0},
                 "simulated": {"seed": self.seed, "hop_latency_s": self.hop_latency_s,
-                              "method": self.engine.method if self.engine else self.method},
+                              "method": self.engine.method if self.engine else self.method,
+                              "network": fabric.network.name,
+                              "network_title": fabric.network.describe(fabric.network_settings),
+                              "routing": fabric.policy,
+                              "switch_latency_us": fabric.switch_latency_us,
+                              "message_us": fabric.network.message_us},
                 "fidelity": {"trustworthy": True, "host_kept_up": True, "flagged_sizes": [],
                              "simulated": True},
                 "uplink_tx_bytes": _uplinks(fabric, runs[-1]["links"] if runs else {}),
@@ -146,6 +148,28 @@ class SimBackend:
     def close(self) -> None:
         if self.engine is not None:
             self.engine.close()
+
+
+def nccl_cluster_on(fabric, hw, ranks, local: int):
+    """NCCL's cluster of `ranks` (whole servers of `local` GPUs of `hw`) on
+    this fabric: its NICs' share from the fabric's own routing (bandwidth
+    alone, ECMP hashing NCCL's channels x queue pairs per NIC), what its
+    rail rings' hops between servers add to NCCL's per-step latency
+    (switches, links, the transport), the technology, SHARP if turned on."""
+    tech = fabric.network
+    settings = fabric.network_settings
+    qps = settings.get("qps_per_connection", tech.qps_per_connection)
+    servers = len(ranks) // local
+    domain = fabric.nvlink_domain if local % fabric.nvlink_domain == 0 else local
+    nodes = len(ranks) // domain                    # NCCL's: servers, or NVLink partitions
+    ranked = _Ranked(Network(fabric, 0), ranks)
+    share = rails.share_on(lambda seed: _Ranked(Network(fabric, seed), ranks), len(ranks), local,
+                           fabric.spec["server"]["nics"], hw.nic_gbps * 1e9,
+                           rails.connections_per_nic(hw, nodes) * qps, seeds=3)
+    extra = rails.ring_path_us(ranked, len(ranks), local) - REFERENCE_SWITCHES * REFERENCE_SWITCH_US
+    return nccl.cluster(hw, nodes, domain, fabric_share=share, network=tech,
+                        net_extra_us=extra if servers > 1 else 0.0,
+                        collnet=settings.get("sharp", tech.sharp))
 
 
 def phase_prediction(parts, model, alpha: float) -> Tuple[float, int]:

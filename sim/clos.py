@@ -25,8 +25,9 @@ the flow and of itself (ECMP), down by the one way there is.
 
 The interface is `sim.network.Network`'s: `path(src, dst, flow)`
 gives hops with `.intf` (here a tuple naming the directed link) and
-`.delay_s` (0: per-hop latency is the replay's `hop_latency_s`), and
-`links[intf].rate_bps` the link's rate.
+`.delay_s` (the switch a hop enters: `switch_s`; out of a server, the
+transport's `message_s` too), and `links[intf].rate_bps` the link's rate;
+`spread` the links a flow split over every path loads (`routing` "split").
 """
 
 from __future__ import annotations
@@ -41,6 +42,20 @@ from topologies.kinds import clos_wirings
 # switch tiers in the ECMP hash: numbers, as Python hashes tuples of ints the
 # same in every process (strings it hashes with a per-process seed)
 LEAF, SPINE, AGG, CORE = 1, 2, 3, 4
+# how a switch picks among its equal-cost uplinks: a hash of the flow (ECMP,
+# flowlets), the destination's number mod k (InfiniBand's D-mod-K), the
+# destination leaf pinned (single path), or every flow split evenly
+# over all of them (packet spraying, adaptive routing: `spread`)
+ROUTINGS = ("hash", "dmodk", "single", "split")
+
+
+def clos_routing(policy) -> str:
+    """The Clos routing that stands for a routing policy (policies/)."""
+    if policy.splits:
+        return "split"
+    if policy.per_endpoint:
+        return "dmodk"
+    return "single" if policy.name == "single-path" else "hash"
 
 
 class Hop(NamedTuple):
@@ -66,10 +81,15 @@ class ClosShape:
     nic_bps: float = 400e9      # server-leaf links
     fabric_bps: float = 400e9   # switch-to-switch links
     intra_bps: float = 3600e9   # NVLink (and PCIe) per GPU and direction
+    routing: str = "hash"       # one of ROUTINGS
+    switch_s: float = 0.0       # one switch crossed, port to port
+    message_s: float = 0.0      # the transport's cost of a message entering the network
 
     def __post_init__(self):
         if self.tiers not in (2, 3) or self.wiring not in clos_wirings():
             raise ValueError(f"tiers must be 2 or 3 and wiring one of {tuple(clos_wirings())}")
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, got {self.routing!r}")
         if min(self.servers, self.gpus, self.nics, self.down, self.up) < 1 or self.nics > self.gpus:
             raise ValueError("servers, gpus, nics, down and up must be at least 1, nics <= gpus")
 
@@ -110,17 +130,63 @@ class ClosNetwork:
 
     def __init__(self, shape: ClosShape, seed: int = 0):
         self.shape, self.seed = shape, seed
-        rates = {"nv": shape.intra_bps, "pcie": shape.intra_bps, "nic": shape.nic_bps}
+        rates = {"nv": shape.intra_bps, "pcie": shape.intra_bps, "nic": shape.nic_bps,
+                 "pool-up": shape.up * shape.fabric_bps, "pool-down": shape.up * shape.fabric_bps,
+                 "pool-agg-up": shape.up * (shape.radix // 2) * shape.fabric_bps,
+                 "pool-core-down": shape.up * (shape.radix // 2) * shape.fabric_bps}
         self.links = _Rates(rates, shape.fabric_bps)
 
     def reseed(self, seed: int) -> None:
         self.seed = seed
 
+    @property
+    def splits(self) -> bool:
+        return self.shape.routing == "split"
+
     def _pick(self, switch: tuple, src: int, dst: int, flow: int, n: int) -> int:
-        """The select group's bucket: a hash of the flow, the switch and the seed."""
-        return hash((self.seed, switch, src, dst, flow)) % n if n > 1 else 0
+        """The select group's bucket: a hash of the flow, the switch and the
+        seed; under D-mod-K the destination's port number behind its leaf,
+        divided by the choices of the tiers below (`switch`'s tier), mod n;
+        single path: the destination leaf mod n."""
+        if n <= 1:
+            return 0
+        routing = self.shape.routing
+        if routing in ("hash", "split"):
+            return hash((self.seed, switch, src, dst, flow)) % n
+        s = self.shape
+        b, nb = divmod(dst, s.gpus)
+        if routing == "single":
+            return s.leaf_of(b, nb % s.nics) % n
+        port = clos_wirings()[s.wiring].clos_port(b, nb % s.nics, s.nics, s.down)
+        below = 1 if switch[0] == LEAF else s.up if switch[0] in (SPINE, AGG) else \
+            s.up * (s.radix // 2)
+        return port // below % n
+
+    def spread(self, src: int, dst: int) -> dict:
+        """The links a flow split evenly over every equal-cost path loads, as
+        pools: all of a leaf's uplinks as one, all of the downlinks into a
+        leaf as one (and a pod's, across three tiers), each pool's capacity
+        their sum. Exact for an even split, which loads a pool's links alike."""
+        s = self.shape
+        (a, ga), (b, gb) = divmod(src, s.gpus), divmod(dst, s.gpus)
+        if a == b:
+            return {h.intf: 1.0 for h in self.path(src, dst)}
+        na, nb = ga % s.nics, gb % s.nics
+        out = {("nic", "up", a, na): 1.0, ("nic", "down", b, nb): 1.0}
+        if s.nics < s.gpus:
+            out[("pcie", "up", src)] = out[("pcie", "down", dst)] = 1.0
+        la, lb = s.leaf_of(a, na), s.leaf_of(b, nb)
+        if la != lb:
+            out[("pool-up", la)] = out[("pool-down", lb)] = 1.0
+            pa, pb = la // s.pod_leaves, lb // s.pod_leaves
+            if s.tiers == 3 and pa != pb:
+                out[("pool-agg-up", pa)] = out[("pool-core-down", pb)] = 1.0
+        return out
 
     def path(self, src: int, dst: int, flow: int = 0) -> List[Hop]:
+        """The hops of a flow; each hop's `delay_s` is the latency of the
+        network switch it enters (and, out of the server, the transport's
+        per-message cost)."""
         s = self.shape
         (a, ga), (b, gb) = divmod(src, s.gpus), divmod(dst, s.gpus)
         if a == b:
@@ -129,7 +195,7 @@ class ClosNetwork:
         na, nb = ga % s.nics, gb % s.nics
         if s.nics < s.gpus:
             hops.append(Hop(("pcie", "up", src)))
-        hops.append(Hop(("nic", "up", a, na)))
+        hops.append(Hop(("nic", "up", a, na), s.switch_s + s.message_s))
         la, lb = s.leaf_of(a, na), s.leaf_of(b, nb)
         if la != lb:
             hops += (self._two_tier if s.tiers == 2 else self._three_tier)(la, lb, src, dst, flow)
@@ -144,20 +210,20 @@ class ClosNetwork:
         spine = j % s.spines
         back = range(spine, s.up, s.spines)            # the uplinks of lb to that spine
         k = back[self._pick((SPINE, spine), src, dst, flow, len(back))]
-        return [Hop(("leaf-up", la, j)), Hop(("spine-down", lb, k))]
+        return [Hop(("leaf-up", la, j), s.switch_s), Hop(("spine-down", lb, k), s.switch_s)]
 
     def _three_tier(self, la, lb, src, dst, flow) -> List[Hop]:
         s = self.shape
         j = self._pick((LEAF, la), src, dst, flow, s.up)      # aggregation switch j of the pod
         pa, pb = la // s.pod_leaves, lb // s.pod_leaves
         if pa == pb:
-            return [Hop(("leaf-up", la, j)), Hop(("agg-down", lb, j))]
+            return [Hop(("leaf-up", la, j), s.switch_s), Hop(("agg-down", lb, j), s.switch_s)]
         c = self._pick((AGG, pa, j), src, dst, flow, s.radix // 2)   # its uplink c ...
         core = c % s.group_cores                                        # ... to this core
         back = range(core, s.radix // 2, s.group_cores)     # the core's links to pb's agg j
         k = back[self._pick((CORE, j, core), src, dst, flow, len(back))]
-        return [Hop(("leaf-up", la, j)), Hop(("agg-up", pa, j, c)),
-                Hop(("core-down", pb, j, k)), Hop(("agg-down", lb, j))]
+        return [Hop(("leaf-up", la, j), s.switch_s), Hop(("agg-up", pa, j, c), s.switch_s),
+                Hop(("core-down", pb, j, k), s.switch_s), Hop(("agg-down", lb, j), s.switch_s)]
 
 
 class _Rates(Mapping):

@@ -52,3 +52,41 @@ def max_min_rates(flows: Mapping[Hashable, Iterable[str]],
             if users[other]:
                 heapq.heappush(heap, (max(left[other], 0.0) / len(users[other]), other))
     return rate
+
+
+def weighted_max_min_rates(flows: Mapping[Hashable, Mapping[str, float]],
+                           capacity: Mapping[str, float]) -> Dict[Hashable, float]:
+    """Max-min fair rates of flows that each put a share of themselves on
+    several links (`flows`: flow -> {link: share of the flow's rate it
+    carries}), as a flow split evenly over several paths does: every flow
+    grows at the same pace until a link is full (its users' shares times
+    their rates reach its capacity), freezing its users, and so on. With
+    every share 1 this is `max_min_rates`."""
+    users: Dict[str, set] = {}
+    for f, links in flows.items():
+        for link in links:
+            users.setdefault(link, set()).add(f)
+    rate: Dict[Hashable, float] = {f: float("inf") for f, links in flows.items() if not links}
+    left = {link: float(capacity[link]) for link in users}
+    level = 0.0                                   # the rate every unfrozen flow has reached
+    while any(users.values()):
+        best, link_best = float("inf"), None
+        for link, u in users.items():
+            if u:
+                weight = sum(flows[f][link] for f in u)
+                grow = max(left[link], 0.0) / weight if weight > 0 else float("inf")
+                if grow < best:
+                    best, link_best = grow, link
+        if link_best is None or best == float("inf"):
+            for u in users.values():
+                for f in u:
+                    rate[f] = float("inf")
+            break
+        level += best
+        for link, u in users.items():             # everyone grew by `best`
+            left[link] -= best * sum(flows[f][link] for f in u)
+        for f in list(users[link_best]):
+            rate[f] = level
+            for link in flows[f]:
+                users[link].discard(f)
+    return rate

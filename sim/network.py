@@ -16,7 +16,10 @@ spread, the ideal the lab's spreading approaches); adaptive places each
 connection, as it first moves, on the port whose link and next link carry the
 fewest connections so far (the controller's placement, at once rather than
 after its reaction time); flowlet hashes like ecmp (a transfer keeps its
-path: the idle gaps that let the lab's senders move are not modelled).
+path: the idle gaps that let the lab's senders move are not modelled);
+dmodk follows the controller's plan, an output per destination endpoint.
+Where the step shortcut and NCCL's share price spray and adaptive routing,
+a flow is split evenly over every equal-cost path (`spread`, `splits`).
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ class DirectedLink:
     dst: str
     kind: str
     rate_bps: float             # bits per second
-    delay_s: float
+    delay_s: float              # the link's delay, the network switch it enters (its latency,
+                                # the technology's) and, out of a server, the transport's
+                                # per-message cost (docs/networks.md)
 
 
 class Network:
@@ -56,14 +61,21 @@ class Network:
     def __init__(self, fabric: Fabric, seed: int = 0):
         self.fabric, self.seed = fabric, seed
         self.paths = policy(fabric.policy).sim_paths    # how a group's port is picked
+        self.splits = policy(fabric.policy).splits      # the flow model's even split
         self.plan = compute_plan(fabric)
         self.links: Dict[str, DirectedLink] = {}
         self.port_to: Dict[Tuple[str, int], DirectedLink] = {}   # (node, port) -> link out of it
+        switches = {s.name for s in fabric.network_switches}
+        switch_s, message_s = fabric.switch_latency_us * 1e-6, fabric.network.message_us * 1e-6
         for link in fabric.links:
             rate, delay = link.spec.rate_mbit * 1e6, link.spec.delay_ms / 1e3
             for a, ap, b, bp in ((link.a, link.a_port, link.b, link.b_port),
                                  (link.b, link.b_port, link.a, link.a_port)):
-                d = DirectedLink(f"{a}-eth{ap}", a, b, link.kind, rate, delay)
+                # a direction's latency: the link's delay, the switch it enters,
+                # and the transport's cost of a message entering the network
+                latency = delay + (switch_s if b in switches else 0.0) + (
+                    message_s if link.kind == "server_leaf" and a not in switches else 0.0)
+                d = DirectedLink(f"{a}-eth{ap}", a, b, link.kind, rate, latency)
                 self.links[d.intf] = d
                 self.port_to[(a, ap)] = d
         self.endpoints = {h.name: h for h in fabric.endpoints}
@@ -123,6 +135,38 @@ class Network:
             else:
                 hops.append(self._forward(node, b.ip, src, dst, flow))
             node = hops[-1].dst
+        raise RuntimeError(f"no route from {src} to {dst} (a loop?)")
+
+    def spread(self, src: str, dst: str) -> Dict[str, float]:
+        """The share of a flow from `src` to `dst` each directed link carries
+        when the flow is split evenly over every equal-cost path (at each
+        switch, equally over its group's ports): packet spraying and
+        adaptive routing as the flow model takes them."""
+        a, b = self.endpoints[src], self.endpoints[dst]
+        if a.box and a.box == b.box and a.nvswitch:
+            return {l.intf: 1.0 for l in self.path(src, dst)}
+        first = [self._out_of_endpoint(a)]
+        if a.node:
+            first.append(self.port_to[(a.node, self.plan[a.node].uplinks[a.node_port])])
+        out = {l.intf: 1.0 for l in first}
+        frontier = {first[-1].dst: 1.0}
+        for _ in range(64):
+            ahead: Dict[str, float] = {}
+            for node, weight in frontier.items():
+                if node == b.name:
+                    continue
+                if node == b.node:
+                    ports = (b.node_port,)
+                else:
+                    kind, target = self.plan[node].routes[b.ip]
+                    ports = (target,) if kind == "output" else self.plan[node].groups[target]
+                for port in ports:
+                    link = self.port_to[(node, port)]
+                    out[link.intf] = out.get(link.intf, 0.0) + weight / len(ports)
+                    ahead[link.dst] = ahead.get(link.dst, 0.0) + weight / len(ports)
+            if not ahead:
+                return out
+            frontier = ahead
         raise RuntimeError(f"no route from {src} to {dst} (a loop?)")
 
     def _out_of_endpoint(self, h, nvlink: bool = False) -> DirectedLink:

@@ -79,16 +79,18 @@ def _ring(order, steps, elements, channels, name, first_message, group=None) -> 
 
 
 def phase_seconds(network, phases: List[Phase], wire_per_byte: float = 1.0,
-                  hop_latency_s: float = 0.0) -> float:
+                  hop_latency_s: float = 0.0, with_latency: bool = True) -> float:
     """The AllReduce's time: a step of each phase priced once, its rings'
-    pipelining over all their steps (`ring_seconds`), the parts in turn."""
+    pipelining over all their steps (`ring_seconds`), the parts in turn;
+    `with_latency` False: the bandwidth's part alone (no link delay nor
+    hop latency)."""
     known, parts = {}, []
     for ph in phases:
         key = (ph.transfers, ph.elements)       # the allgather's steps are the reduce-scatter's
         if key not in known:
             bits = ph.elements * TYPE_SIZE * wire_per_byte * 8
             known[key] = transfer_times(network, [(a, b, c, bits) for a, b, c in ph.transfers],
-                                        hop_latency_s)
+                                        hop_latency_s, with_latency)
         if parts and parts[-1][0][0].name == ph.name:      # the same ring on another channel
             parts[-1].append((ph, known[key]))
         else:

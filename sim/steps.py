@@ -20,7 +20,7 @@ from collections import defaultdict
 from typing import Dict, FrozenSet, Tuple
 
 from collectives import schedules
-from sim.fairness import max_min_rates
+from sim.fairness import max_min_rates, weighted_max_min_rates
 from sim.network import Network
 from collectives.metrics import TYPE_SIZE
 
@@ -58,28 +58,41 @@ def step_seconds(network, transfers, hop_latency_s: float = 0.0) -> float:
     return max(t for t, _ in done.values()) + max(lat for _, lat in done.values())
 
 
-def transfer_times(network, transfers, hop_latency_s: float = 0.0) -> dict:
+def transfer_times(network, transfers, hop_latency_s: float = 0.0,
+                   with_latency: bool = True) -> dict:
     """(src, dst, channel) -> (when its last bit left, its path's latency),
-    the transfers starting together and sharing the links max-min fairly."""
-    paths, left, capacity, latency = {}, {}, {}, {}
+    the transfers starting together and sharing the links max-min fairly.
+    On a network whose routing splits every flow evenly over the equal-cost
+    paths (`network.splits`: packet spraying, adaptive routing), a transfer
+    loads each link by its share (`network.spread`). `with_latency` False:
+    latencies 0, the bandwidth alone."""
+    split = getattr(network, "splits", False)
+    shares, left, capacity, latency = {}, {}, {}, {}
     for s, d, c, bits in transfers:
         links = network.path(s, d, flow=c)
-        paths[(s, d, c)] = tuple(l.intf for l in links)
-        left[(s, d, c)] = left.get((s, d, c), 0.0) + bits
-        for l in links:
-            if l.intf not in capacity:
-                capacity[l.intf] = network.links[l.intf].rate_bps
-        latency[(s, d, c)] = sum(l.delay_s for l in links) + hop_latency_s * len(links)
+        key = (s, d, c)
+        shares[key] = network.spread(s, d) if split else {l.intf: 1.0 for l in links}
+        left[key] = left.get(key, 0.0) + bits
+        for intf in shares[key]:
+            if intf not in capacity:
+                capacity[intf] = network.links[intf].rate_bps
+        latency[key] = (sum(l.delay_s for l in links) + hop_latency_s * len(links)
+                        if with_latency else 0.0)
     done, users = {}, defaultdict(int)
-    for path in paths.values():
-        for intf in path:
+    for share in shares.values():
+        for intf in share:
             users[intf] += 1
-    for f, path in paths.items():            # alone on all its links: its slowest, at once
-        if all(users[intf] == 1 for intf in path):
-            done[f] = (left.pop(f) / min(capacity[intf] for intf in path), latency[f])
+    for f, share in shares.items():          # alone on all its links: its slowest, at once
+        if all(users[intf] == 1 for intf in share):
+            done[f] = (left.pop(f) / min(capacity[intf] / w for intf, w in share.items()),
+                       latency[f])
+    weighted = split and any(w != 1.0 for f in left for w in shares[f].values())
     now = 0.0
     while left:
-        rates = max_min_rates({f: paths[f] for f in left}, capacity)
+        if weighted:
+            rates = weighted_max_min_rates({f: shares[f] for f in left}, capacity)
+        else:
+            rates = max_min_rates({f: tuple(shares[f]) for f in left}, capacity)
         dt = min(left[f] / rates[f] for f in left)
         now += dt
         for f in list(left):

@@ -87,7 +87,7 @@ BAD = [
     # (what, yaml text, expected message)
     ("not YAML", "fabric: [1, 2\n", "t.yaml: not valid YAML at line 2, column 1"),
     ("empty file", "", "t.yaml: is empty; expected a mapping with keys name, fabric, server, links, "
-                       "routing, addressing, experiment, names"),
+                       "network, routing, addressing, experiment, names"),
     ("top level is a list", "- 1\n", "t.yaml: expected a mapping with keys"),
     ("duplicate key", "fabric: {}\nfabric: {}\n", "duplicate key 'fabric'"),
     ("unknown top-level key", variant("fabrik", 1), "t.yaml: fabrik: unknown key (did you mean 'fabric'?)"),
@@ -117,7 +117,18 @@ BAD = [
      "links.leaf_spine.delay_ms: expected a number from 0 to 10000 (ms), got -1"),
     ("loss over 100", variant("links.leaf_spine.loss_percent", 150), "loss_percent: expected a number from 0 to below 100 (%; at 100 nothing would arrive)"),
     ("unknown policy", variant("routing.policy", "ospf"),
-     "t.yaml: routing.policy: expected one of ecmp, single-path, stp, flowlet, spray, adaptive, got 'ospf'"),
+     "t.yaml: routing.policy: expected one of ecmp, single-path, stp, flowlet, spray, adaptive, "
+     "dmodk, got 'ospf'"),
+    ("unknown technology", "network: ethernet\n" + variant("name", "t"),
+     "t.yaml: network.technology: expected one of infiniband, roce, roce-lossy, spectrum-x, "
+     "tcp, efa, tcpxo, got 'ethernet'"),
+    ("PFC on a lossy preset", "network: {technology: roce-lossy, pfc: true}\n" + variant("name", "t"),
+     "t.yaml: network.pfc: not an option of roce-lossy"),
+    ("SHARP on Ethernet", "network: {technology: roce, sharp: true}\n" + variant("name", "t"),
+     "t.yaml: network.sharp: not an option of roce (RoCEv2, lossless by PFC with ECN/DCQCN, "
+     "ECMP over queue pairs); infiniband takes it"),
+    ("a routing InfiniBand does not run", "network: infiniband\n" + variant("routing.policy", "stp"),
+     "t.yaml: routing.policy: stp is not a routing InfiniBand fabrics run: they run dmodk"),
     ("missing uplink class", variant("links.leaf_spine", delete=True),
      "t.yaml: links.leaf_spine: missing; a leaf-spine fabric needs this link class"),
     ("key of another kind", variant("fabric.k", 4),

@@ -313,7 +313,7 @@ YAML_1_1 = [
     ("yes as a key", "yes: 1\n" + SMALL, "yes", ["yes: unknown key; expected one of name"]),
     ("on as a key", SMALL + "routing: {on: 1}\n", "routing.on", ["unknown key"]),
     ("off as a policy", SMALL + "routing: {policy: off}\n", "routing.policy",
-     ["expected one of ecmp, single-path, stp, flowlet, spray, adaptive, got 'off'"]),
+     ["expected one of ecmp, single-path, stp, flowlet, spray, adaptive, dmodk, got 'off'"]),
     ("a rate in an unknown unit", fabric_text(links={"server_leaf": {"rate_mbit": "20 furlongs"}}),
      "links.server_leaf.rate_mbit", ["got '20 furlongs' (or a rate with its unit, such as 400G"]),
     ("a count in quotes", 'fabric: {kind: single-switch, servers: "4"}\n'

@@ -78,9 +78,14 @@ def test_a_named_algorithm_replays_the_lab_schedule_on_the_fabric():
     assert r["links"] and 0 < r["busbw_gbps"] <= 50.0 + 1e-9
 
 
-def test_a_collective_nccls_tuner_does_not_price_replays_its_schedule():
-    (r,) = sweep(H100_2X8, collective="alltoall", minbytes=1 << 16, maxbytes=1 << 16).runs
-    assert r["algorithm"] == "pairwise" and "model" not in r["auto"] and r["links"]
+def test_alltoall_is_priced_as_nccl_runs_it_and_a_named_schedule_is_replayed():
+    (r,) = sweep(H100_2X8, collective="alltoall", minbytes=1 << 30, maxbytes=1 << 30).runs
+    assert r["auto"]["model"] == "hgx-h100" and r["auto"]["nccl"].startswith("P2P/Simple")
+    # each GPU's half for the other server leaves through one 400G NIC at most
+    assert 0 < r["busbw_gbps"] <= 2 * 50.0 * 15 / 16 + 1e-9
+    (r,) = sweep(H100_2X8, collective="alltoall", algorithm="pairwise", minbytes=1 << 16,
+                 maxbytes=1 << 16).runs
+    assert r["algorithm"] == "pairwise" and "auto" not in r and r["links"]
 
 
 def test_the_example_runs_from_the_command_line_and_says_what_ran(tmp_path):
@@ -93,7 +98,7 @@ def test_the_example_runs_from_the_command_line_and_says_what_ran(tmp_path):
 
 @pytest.mark.parametrize("server, message", [
     ("{model: hgx-h1000, gpus: 8, nics: 8}",
-     "choked.yaml: server.model: expected one of dgx-a100, hgx-h100, hgx-h200, hgx-b200, "
+     "choked.yaml: server.model: expected one of dgx-1v, dgx-a100, hgx-h100, hgx-h200, hgx-b200, "
      "gb200-nvl72, gb300-nvl72, mi300x, mi325x, got 'hgx-h1000'"),
     ("{model: hgx-h100, gpus: 16, nics: 8}",
      "choked.yaml: server.gpus: expected at most the 8 GPUs of a hgx-h100 (server.model), "
@@ -170,8 +175,9 @@ def test_nvlink_partitions_are_nccls_nodes_and_sizes_reach_16_gib():
     record = sweep(rack, minbytes=16 * GIB, maxbytes=16 * GIB, nccl_algo="^nvls,nvlstree")
     (big,) = record.runs
     assert big["size_bytes"] == 16 * GIB and big["auto"]["nccl"].startswith("Ring/Simple")
-    want = nccl.predict(nccl.cluster(rack.server_model, 27, 8), "allreduce", 16 * GIB,
-                        "^nvls,nvlstree").chosen
+    want = nccl.predict(nccl.cluster(rack.server_model, 27, 8, network=rack.network,
+                                     net_extra_us=big["auto"]["network_us"]),
+                        "allreduce", 16 * GIB, "^nvls,nvlstree").chosen
     assert big["time_s"] == pytest.approx(want.time_us * 1e-6)
     (tree,) = sweep(rack, minbytes=16 * GIB, maxbytes=16 * GIB, nccl_algo="tree").runs
     assert tree["auto"]["nccl"].startswith("Tree/Simple")

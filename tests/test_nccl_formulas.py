@@ -14,6 +14,7 @@ from topologies.hardware import Gpu, Server, server
 from sim.nccl import graph, tuner
 from sim.nccl.graph import Graph, Topology
 from sim.nccl.tuner import Cluster
+from networks import network
 
 H100, A100, B200 = server("hgx-h100"), server("dgx-a100"), server("hgx-b200")
 NVL72 = server("gb200-nvl72")
@@ -24,7 +25,8 @@ def topo(hw, nodes, ppn=None):
 
 
 def where(hw, nodes, ppn=None, **options):
-    return Cluster(topo(hw, nodes, ppn), **options)
+    """NCCL's own formulas: on InfiniBand, whose figures its constants are."""
+    return Cluster(topo(hw, nodes, ppn), **{"network": network("infiniband"), **options})
 
 
 def made_up(arch, links, link_gbytes, nvls=False, gpus=8, nics=8, nic_gbps=400, pcie=48.0,
@@ -235,8 +237,13 @@ def test_tree_bandwidth_factors():
     lifted = where(H100, 2, min_channels=16)
     assert bus(lifted, "allreduce", "tree", "Simple") == pytest.approx(353.28)
     assert bus(lifted, "allreduce", "tree", "LL128") == pytest.approx(353.28 * 120 / 128)
-    # two A100: the chain's 30 held to the NIC's 24: 192; min(176.64, 8 x 23.6)
-    assert bus(where(A100, 2), "allreduce", "tree", "Simple") == pytest.approx(0.92 * 192)
+    # two A100: the chain's 30 (a tree between two servers moves the buffer once each way,
+    # which its bus bandwidth counts twice: held to twice the NIC's 24, not reached):
+    # 240; min(220.8, 8 x 23.6 = 188.8), as tuning.cc's bwIntra for two servers gives it
+    assert bus(where(A100, 2), "allreduce", "tree", "Simple") == pytest.approx(8 * 23.6)
+    # but a NIC the fabric halves holds it: 8 x min(30, 2 x 24 x 0.5) x 0.92
+    assert bus(where(A100, 2, fabric_share=0.5), "allreduce", "tree", "Simple") == \
+        pytest.approx(0.92 * 8 * 24)
     # one B200: 8 x 90 duplicated to 16 x 45 = 720; min(662.4, 16 x 70); LL128 x 7/9 = 515.2
     # under the one-server cap 16 x 55.6 (two servers' 31.67 would cap it at 506.72)
     assert bus(where(B200, 1), "allreduce", "tree", "LL128") == pytest.approx(662.4 * 7 / 9)

@@ -22,16 +22,22 @@ def test_each_size_gets_nccls_choice_and_its_time(capsys):
     rows = data["nccl"]["rows"]
     assert {r["size_bytes"] for r in rows} == {8, 1 << 20, 1 << 30}
     hw = server("hgx-h100")
+    assert data["nccl"]["network"] == "roce"                     # the default technology
     for r in rows:
-        alone = nccl.predict(nccl.cluster(hw, 128, fabric_share=r["fabric_share"]),
+        alone = nccl.predict(nccl.cluster(hw, 128, fabric_share=r["fabric_share"],
+                                          net_extra_us=r["network_us"]),
                              "allreduce", r["size_bytes"]).chosen
         assert (r["ran"], r["channels"]) == (alone.name, alone.channels)
         assert r["seconds"] == pytest.approx(alone.time_us * 1e-6)
         assert r["fabric_factor"] >= 1 - 1e-12
-    # 8 bytes: a tree of 7 NVLink hops and log2(128) = 7 network hops, up and down
+    # 8 bytes: a tree of 7 NVLink hops and log2(128) = 7 network hops, up and down, each
+    # network hop NCCL's 5.0 us and what the RoCE path adds (its Ethernet switches)
     eight = [r for r in rows if r["size_bytes"] == 8]
     assert all(r["ran"] == "Tree/LL" for r in eight)
-    assert eight[0]["seconds"] == pytest.approx((6.8 + 2 * (7 * 0.6 + 7 * 5.0)) * 1e-6, rel=1e-4)
+    for r in eight:
+        assert r["network_us"] > 0
+        assert r["seconds"] == pytest.approx(
+            (6.8 + 2 * (7 * 0.6 + 7 * (5.0 + r["network_us"]))) * 1e-6, rel=1e-4)
 
 
 def test_rail_rings_on_rail_leaves_collide_less_than_on_server_leaves(capsys):
@@ -75,7 +81,7 @@ def test_the_plan_says_what_nccl_would_run_beside_the_textbook_lines(capsys):
     out = capsys.readouterr().out
     alone = nccl.predict(nccl.cluster(server("hgx-h100"), 2), "allreduce", 1 << 30).chosen
     assert alone.name == "NVLSTree/Simple"
-    assert (f"as NCCL runs it (hgx-h100 servers, nothing colliding): "
+    assert (f"as NCCL runs it (hgx-h100 servers, RoCEv2, nothing colliding): "
             f"{alone.time_us / 1e3:.3g} ms, NVLSTree/Simple on 16 channels") in out
     data = planned(capsys, "--gpus", "4", "--sizes", "8", "--server", "dgx-a100")
     # 4 GPUs: one server with 4 of its 8 GPUs: a ring over NVLink, no NVLS on A100

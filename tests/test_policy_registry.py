@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_registry_lists_every_policy_once_in_the_documented_order():
-    assert POLICIES == ("ecmp", "single-path", "stp", "flowlet", "spray", "adaptive")
+    assert POLICIES == ("ecmp", "single-path", "stp", "flowlet", "spray", "adaptive", "dmodk")
     assert list(all_policies()) == list(POLICIES)
     assert all(isinstance(policy(name), Policy) and policy(name).name == name
                for name in POLICIES)
@@ -104,5 +104,5 @@ def test_a_new_policy_is_one_new_file(tmp_path):
     out = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout
     assert out.split("\n")[:2] == [
-        "('ecmp', 'single-path', 'stp', 'flowlet', 'spray', 'adaptive', 'valiant')",
+        "('ecmp', 'single-path', 'stp', 'flowlet', 'spray', 'adaptive', 'dmodk', 'valiant')",
         "valiant 4"]

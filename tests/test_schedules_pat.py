@@ -154,6 +154,7 @@ name: one-switch
 fabric: {{kind: single-switch, servers: {n}, mtu: 1500}}
 links:
   server_leaf: {{rate_mbit: 8, queue_packets: 100}}
+network: {{switch_latency_us: 0}}
 """, "one-switch.yaml")
 
 

@@ -281,9 +281,22 @@ def test_network_links_both_directions_with_rate_in_bits_and_delay_in_seconds():
     assert (up.intf, up.src, up.dst, up.kind) == ("leaf1-eth3", "leaf1", "spine1", "leaf_spine")
     assert (down.intf, down.src, down.dst) == ("spine1-eth1", "spine1", "leaf1")
     assert up.rate_bps == 8e6 and down.rate_bps == 8e6
-    assert up.delay_s == pytest.approx(0.002) and down.delay_s == pytest.approx(0.002)
+    # each direction: the link's delay and the switch it enters (RoCE's 0.6 us, the default)
+    assert up.delay_s == pytest.approx(0.002 + 0.6e-6) and down.delay_s == pytest.approx(0.0020006)
     assert net.links["h1-eth0"].dst == "leaf1" and net.links["leaf1-eth1"].dst == "h1"
+    assert net.links["leaf1-eth1"].delay_s == pytest.approx(0.002)      # into a server: no switch
     assert len(net.links) == 2 * 12
+
+
+def test_the_network_technology_sets_each_switch_latency_and_the_transport_s_message_cost():
+    ib = Network(leaf_spine(2, 2, 2, rate=8).with_network("infiniband"))
+    tcp = Network(leaf_spine(2, 2, 2, rate=8).with_network("tcp"))
+    assert ib.links["leaf1-eth3"].delay_s == pytest.approx(0.13e-6)
+    assert ib.links["h1-eth0"].delay_s == pytest.approx(0.13e-6)        # verbs add nothing
+    assert tcp.links["h1-eth0"].delay_s == pytest.approx((0.6 + 20) * 1e-6)   # out of a server
+    assert tcp.links["leaf1-eth3"].delay_s == pytest.approx(0.6e-6)
+    asked = leaf_spine(2, 2, 2, rate=8).edited(lambda s: s["network"].update(switch_latency_us=0))
+    assert Network(asked).links["leaf1-eth3"].delay_s == 0
 
 
 # the equal-cost paths from h1 (leaf1) to h3 (leaf2) on 2 spines with 2 parallel links

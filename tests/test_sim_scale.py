@@ -150,7 +150,8 @@ def test_on_a_fabric_file_of_the_same_shape_the_two_agree_where_ecmp_has_no_choi
         shape = ClosShape(servers=8, gpus=4, nics=4, down=8, up=2, radix=4, wiring=wiring,
                           nic_bps=spec["server_leaf"]["rate_mbit"] * 1e6,
                           fabric_bps=spec["leaf_spine"]["rate_mbit"] * 1e6,
-                          intra_bps=spec["intra_node"]["rate_mbit"] * 1e6)
+                          intra_bps=spec["intra_node"]["rate_mbit"] * 1e6,
+                          switch_s=fabric.switch_latency_us * 1e-6)    # the switches' latency too
         count = 32 * 4096
         sched = S.build("allreduce", algorithm, 32, count, S.Layout(local=4), data=False)
         full = stepwise_seconds(Network(fabric), [h.name for h in fabric.endpoints], sched,

@@ -40,12 +40,15 @@ def test_the_textbook_parking_lot():
 
 # --- replays with known answers -------------------------------------------------------
 
-def one_switch(n, rate=8.0):
+def one_switch(n, rate=8.0, switch_us=0.0):
+    """`n` servers on one switch of `switch_us` latency (0: the closed forms
+    of bandwidth alone)."""
     return parse_fabric(f"""
 name: one-switch
 fabric: {{kind: single-switch, servers: {n}, mtu: 1500}}
 links:
   server_leaf: {{rate_mbit: {rate}, queue_packets: 100}}
+network: {{switch_latency_us: {switch_us}}}
 """, "one-switch.yaml")
 
 
@@ -58,11 +61,11 @@ def replay(fabric, collective, algorithm, count, piece=0, channels=1, seed=0, ho
 
 @pytest.mark.parametrize("n", [2, 4, 5, 8])
 def test_a_ring_on_a_non_blocking_fabric_takes_2_n_1_over_n_s_over_b_plus_latency(n):
-    fabric, count, hop = one_switch(n), 1024 * n, 50e-6
+    fabric, count, hop, switch = one_switch(n, switch_us=3.0), 1024 * n, 50e-6, 3e-6
     out = replay(fabric, "allreduce", "ring", count, hop=hop)
     bits = count * 4 * 8
-    # 2(n-1) steps, each S/n at the link rate plus a 2-hop path's latency
-    expected = 2 * (n - 1) * (bits / n / (8 * MBIT) + 2 * hop)
+    # 2(n-1) steps, each S/n at the link rate plus a 2-hop path's latency and its switch's
+    expected = 2 * (n - 1) * (bits / n / (8 * MBIT) + 2 * hop + switch)
     assert out.seconds == pytest.approx(expected, rel=1e-9)
 
 
@@ -121,14 +124,14 @@ def test_header_overhead_stretches_the_time_by_the_wire_factor():
 def test_single_path_puts_two_crossing_flows_on_one_spine_and_takes_twice_as_long():
     # h1 -> h3 and h2 -> h4 cross from leaf1 to leaf2; the uplinks run at the
     # servers' rate, so sharing one spine halves each flow; two spines need not
-    single = leaf_spine(2, 2, 2, rate=8, policy="single-path")
+    single = leaf_spine(2, 2, 2, rate=8, policy="single-path", switch_latency_us=0)
     ranks, count = ["h1", "h2", "h3", "h4"], 8192
     sched = {0: [S.Op("send", 2, 0, count)], 1: [S.Op("send", 3, 0, count)],
              2: [S.Op("recv", 0, 0, count, contributors=frozenset({0}))],
              3: [S.Op("recv", 1, 0, count, contributors=frozenset({1}))]}
     alone = count * 4 * 8 / (8 * MBIT)
     assert Replay(Network(single), ranks, sched).run().seconds == pytest.approx(2 * alone)
-    ecmp = leaf_spine(2, 2, 2, rate=8)
+    ecmp = leaf_spine(2, 2, 2, rate=8, switch_latency_us=0)
     times = {}
     for seed in range(16):          # the hash decides: a collision or not
         net = Network(ecmp, seed)

@@ -50,6 +50,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
+import networks
 from topologies import hardware, kinds
 from topologies.roles import network_roles, role
 from topologies.sanity import (check_emulation, check_physics, check_policy,  # noqa: F401
@@ -267,6 +268,31 @@ class Fabric:
 
     def with_policy(self, policy: str) -> "Fabric":
         return self.edited(lambda spec: spec["routing"].update(policy=policy))
+
+    def with_network(self, technology: str) -> "Fabric":
+        """The same fabric on another network technology, none of the file's
+        options for it kept, routed by the technology's own policy."""
+        def edit(spec):
+            spec["network"] = {**{k: None for k in spec["network"]}, "technology": technology}
+            spec["routing"]["policy"] = networks.network(technology).routing
+        return self.edited(edit)
+
+    @property
+    def network(self) -> networks.Technology:
+        """The scale-out technology (`network.technology`, docs/networks.md)."""
+        return networks.network(self.spec["network"]["technology"])
+
+    @property
+    def network_settings(self) -> dict:
+        """The options the file set on its technology (those not left to it)."""
+        return {k: v for k, v in self.spec["network"].items()
+                if k != "technology" and v is not None}
+
+    @property
+    def switch_latency_us(self) -> float:
+        """One network switch crossed: the file's, else the technology's."""
+        given = self.spec["network"]["switch_latency_us"]
+        return self.network.switch_latency_us if given is None else given
 
 
 def _layout(spec: dict):

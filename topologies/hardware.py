@@ -89,10 +89,12 @@ class Server:
                 f"{self.nics} x {self.nic_gbps:g} Gbit/s NICs")
 
 
-# peak, memory and HBM bandwidth from NVIDIA's datasheets: A100 80GB SXM
+# peak, memory and HBM bandwidth from NVIDIA's datasheets: V100 SXM2 32GB
+# (125 TFLOP/s tensor, 900 GB/s), A100 80GB SXM
 # (312 TFLOP/s BF16 dense, 2,039 GB/s), H100 SXM (989 TFLOP/s, 80 GB, 3.35
 # TB/s), H200 SXM (141 GB, 4.8 TB/s), HGX B200 (2.25 PFLOP/s BF16 dense per
 # GPU, 180 GB, 7.7 TB/s)
+V100 = Gpu("V100", "volta", 6, 20.0, False, 125.0, 32.0, 0.9)
 A100 = Gpu("A100", "ampere", 12, 20.0, False, 312.0, 80.0, 2.039)
 H100 = Gpu("H100", "hopper", 18, 20.6, True, 989.0, 80.0, 3.35)
 H200 = Gpu("H200", "hopper", 18, 20.6, True, 989.0, 141.0, 4.8)
@@ -110,6 +112,9 @@ MI300X = Gpu("MI300X", "cdna3", 7, 48.0, False, 1307.4, 192.0, 5.3, "mesh")
 MI325X = Gpu("MI325X", "cdna3", 7, 48.0, False, 1307.4, 256.0, 6.0, "mesh")
 
 SERVERS = {s.name: s for s in (
+    # DGX-1: 8 V100 SXM2 in a hybrid cube-mesh of NVLink 2 (taken here as one
+    # NVLink domain), 4 x 100G NICs on PCIe Gen3, Intel hosts
+    Server("dgx-1v", V100, 8, 4, 100, 12.0, "intel"),
     Server("dgx-a100", A100, 8, 8, 200, 24.0, "amd"),
     Server("hgx-h100", H100, 8, 8, 400, 48.0, "intel"),
     Server("hgx-h200", H200, 8, 8, 400, 48.0, "intel"),

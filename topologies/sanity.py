@@ -109,8 +109,14 @@ def check_emulation(fabric) -> None:
 # --- the derived fabric -------------------------------------------------------------
 
 def check_policy(fabric) -> None:
-    """stp turns every bridge into a learning switch: the switches inside a
-    multi-GPU server would carry other servers' traffic."""
+    """A routing the network technology runs; and stp turns every bridge
+    into a learning switch: the switches inside a multi-GPU server would
+    carry other servers' traffic."""
+    tech = fabric.network
+    if not tech.runs(fabric.policy):
+        raise FabricError(fabric.source, "routing.policy", (
+            f"{fabric.policy} is not a routing {tech.title} fabrics run: they run "
+            f"{', '.join(tech.routings)} (default {tech.routing})"))
     if not policy(fabric.policy).controller and multi_gpu(fabric.spec):
         raise FabricError(fabric.source, "routing.policy", (
             f"{fabric.policy} is not available with servers of several GPUs or NICs: spanning tree would "

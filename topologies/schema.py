@@ -39,9 +39,15 @@ from topologies.limits import (EMULATED_RATE_MBIT, IFNAME_MAX, MAX_GPUS,  # noqa
                                MAX_PER_LEAF, MAX_RACK_GPUS, MAX_RATE_MBIT)
 from topologies.yaml_loader import load_yaml, looks_numeric, read_text  # noqa: F401
 from policies import all_policies
+import networks
 
 MIN_RATE_MBIT = 0.01        # 10 kbit/s: below that HTB's arithmetic stops being a rate
 POLICIES = tuple(all_policies())       # the registry's (policies/), in its order
+
+
+def _network_names() -> str:
+    """"infiniband: ..., roce: ..., ...": each technology's one clause."""
+    return "; ".join(t.summary for t in networks.all_networks().values())
 
 
 def _policy_names() -> str:
@@ -449,9 +455,28 @@ SCHEMA = {
         "intra_node": (Section("GPU to NVSwitch (and to the PCIe switch when GPUs share "
                                "NICs): servers with several GPUs or NICs", LINK),
                        OPTIONAL_SECTION)}), REQUIRED),
+    "network": (Section("the scale-out network technology (docs/networks.md): what its "
+                        "switches and transport cost, how it routes by default, what it does "
+                        "when a queue fills", {
+        "technology": (described(_network_names(), choice(*networks.NETWORKS)),
+                       networks.DEFAULT),
+        "switch_latency_us": (described("one switch crossed, port to port, in microseconds "
+                                        "(default: the technology's)",
+                                        optional(number(0, 100, "us"))), None),
+        "pfc": (described("roce: lossless by priority flow control (default true)",
+                          optional(flag)), None),
+        "ecn": (described("roce, roce-lossy: ECN marking with DCQCN rate control (default "
+                          "true)", optional(flag)), None),
+        "qps_per_connection": (described("roce, roce-lossy: queue pairs NCCL opens per "
+                                         "connection (NCCL_IB_QPS_PER_CONNECTION, default 1): "
+                                         "the flows ECMP hashes", optional(integer(1, 16))),
+                               None),
+        "sharp": (described("infiniband: the switches reduce (SHARP, NCCL's CollNet; default "
+                            "false)", optional(flag)), None)}), {}),
     "routing": (Section("how the fabric is routed", {
-        "policy": (described(f"{_policy_names()} (docs/routing.md)", choice(*POLICIES)),
-                   "ecmp"),
+        "policy": (described(f"{_policy_names()} (docs/routing.md; default: the network "
+                             "technology's, ecmp on Ethernet, dmodk on InfiniBand)",
+                             optional(choice(*POLICIES))), None),
         "entropy": (described("connections (source ports) a sender spreads each peer's pieces "
                               "over under flowlet and spray", integer(2, 64)), 16),
         "flowlet_gap_ms": (described("flowlet: the idle time, with everything sent "
@@ -517,10 +542,31 @@ def multi_gpu(spec: dict) -> bool:
 
 
 def normalise_fabric(raw: Any, source: str) -> dict:
-    """The fabric section by section, kind-specific keys included."""
+    """The fabric section by section, kind-specific keys included; the
+    network technology's options and default routing."""
+    if isinstance(raw, dict) and isinstance(raw.get("network"), str):
+        raw = {**raw, "network": {"technology": raw["network"]}}   # `network: infiniband`
     spec = normalise(raw, current(), "", source)
     check_kind(spec, source)
+    _check_network(spec, source)
     return spec
+
+
+def _check_network(spec: dict, source: str) -> None:
+    """Each option the technology takes, no other; its routing by default
+    (sanity.check_policy: one it can run)."""
+    net = spec["network"]
+    tech = networks.network(net["technology"])
+    for key, value in net.items():
+        if key in ("technology", "switch_latency_us") or value is None:
+            continue
+        if key not in tech.options:
+            takers = [t.name for t in networks.all_networks().values() if key in t.options]
+            raise FabricError(source, f"network.{key}", (
+                f"not an option of {tech.name} ({tech.summary.split(': ', 1)[1]}); "
+                f"{' and '.join(takers)} take{'s' if len(takers) == 1 else ''} it"))
+    if spec["routing"]["policy"] is None:
+        spec["routing"]["policy"] = tech.routing
 
 
 # --- what each kind takes ---------------------------------------------------------

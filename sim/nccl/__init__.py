@@ -9,7 +9,8 @@ as they are sold (topologies/hardware.py).
   quickest NCCL allows;
 - overrides.py: NCCL_ALGO / NCCL_PROTO strings;
 - rails.py: the share of a NIC's rate a Clos delivers to the rail rings,
-  once ECMP has hashed their flows (the flow-level simulator's figure).
+  once its routing has placed their flows (the flow-level simulator's figure);
+- alltoall.py: AllToAll, NCCL's point-to-point path (no tuner entry).
 
 `predict` is the one call the planner and the benchmarks make.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Optional
 
 from topologies.hardware import Server
+from sim.nccl import alltoall
 from sim.nccl.graph import Topology
 from sim.nccl.overrides import enabled
 from sim.nccl.tuner import Choice, Cluster, choose
@@ -44,5 +46,9 @@ def cluster(server: Server, nodes: int, ppn: Optional[int] = None, **options) ->
 def predict(where: Cluster, collective: str, nbytes: float, algo: Optional[str] = None,
             proto: Optional[str] = None) -> Choice:
     """What NCCL runs for `collective` of `nbytes` on `where`, and its time;
-    `algo` / `proto` as NCCL_ALGO / NCCL_PROTO."""
+    `algo` / `proto` as NCCL_ALGO / NCCL_PROTO (AllToAll, point to point,
+    takes neither)."""
+    if collective == "alltoall":
+        e = alltoall.price(where, nbytes)
+        return Choice(collective, nbytes, e, [e])
     return choose(where, collective, nbytes, enabled(algo, proto)[collective])

@@ -13,7 +13,12 @@ and a ring runs at the pace of its slowest edge.
 
 `share` is the inter-server part of the hierarchical AllReduce (sim/phases.py)
 timed on the real Clos against the same Clos with unlimited switch-to-switch
-capacity, the median over `seeds` ECMP draws: 1 where nothing collides.
+capacity, bandwidth alone (no latency: that is the tuner's, per step), the
+median over `seeds` ECMP draws: 1 where nothing collides. The routing
+decides: ECMP hashes `connections` flows per NIC pair (NCCL's channels on
+that NIC x queue pairs per connection), D-mod-K places each destination by
+number, spraying and adaptive routing split every flow evenly over all
+paths, a single path pins each destination leaf.
 The tuner (tuner.py, `Cluster.fabric_share`) caps each channel's NIC
 bandwidth by it.
 """
@@ -44,12 +49,13 @@ def connections_per_nic(hw: Server, servers: int) -> int:
 
 def share(shape: ClosShape, connections: int = 1, seeds: int = 5) -> float:
     """The median share of a NIC's rate the rail rings get (see the module
-    docstring); 1 on one server."""
+    docstring); 1 on one server. Bandwidth alone: no latency enters it."""
     if shape.servers < 2:
         return 1.0
     phases = _inter_phases(shape.n, shape.gpus, connections)
     ideal = _ideal_seconds(shape, phases)
-    draws = [ideal / phase_seconds(ClosNetwork(shape, seed), phases) for seed in range(seeds)]
+    draws = [ideal / phase_seconds(ClosNetwork(shape, seed), phases, with_latency=False)
+             for seed in range(seeds if shape.routing == "hash" else 1)]
     return min(1.0, statistics.median(draws))
 
 
@@ -65,16 +71,34 @@ def share_on(network: Callable[[int], object], ranks: int, gpus: int, nics: int,
     phases = _inter_phases(ranks, gpus, connections)
     ideal = sum(p.steps * p.elements * TYPE_SIZE * 8 / nic_bps for p in phases) * (
         gpus / max(1, min(nics, gpus)))
-    draws = [ideal / phase_seconds(network(seed), phases) for seed in range(seeds)]
+    draws = [ideal / phase_seconds(network(seed), phases, with_latency=False)
+             for seed in range(seeds)]
     return min(1.0, statistics.median(draws))
 
 
 def _inter_phases(ranks: int, gpus: int, connections: int) -> list:
     """The inter-server phases of the hierarchical AllReduce: one ring per
-    rail, the rings NCCL's channels make between servers."""
-    return [p for p in allreduce_phases("hierarchical", ranks, PROBE_ELEMENTS, gpus,
-                                        channels=connections)
-            if p.name.startswith("inter")]
+    rail, the rings NCCL's channels make between servers (with one GPU a
+    server, the ring itself)."""
+    every = allreduce_phases("hierarchical", ranks, PROBE_ELEMENTS, gpus, channels=connections)
+    return every if gpus == 1 else [p for p in every if p.name.startswith("inter")]
+
+
+RING_PATH_SAMPLE = 4096          # edges enough for a mean: at 200,000 GPUs a path is ~10 us
+
+
+def ring_path_us(network, ranks: int, gpus: int) -> float:
+    """The mean latency, in microseconds, of the hops NCCL's rail rings make
+    between servers (rank k of a server to rank k of the next) on `network`
+    (its hops' `delay_s`: links, switches, the transport's message cost),
+    over at most RING_PATH_SAMPLE of them spread evenly."""
+    servers = ranks // gpus
+    if servers < 2:
+        return 0.0
+    stride = max(1, servers * gpus // RING_PATH_SAMPLE)
+    edges = [(s * gpus + k, (s + 1) % servers * gpus + k)
+             for s in range(servers) for k in range(gpus)][::stride]
+    return sum(sum(h.delay_s for h in network.path(a, b)) for a, b in edges) / len(edges) * 1e6
 
 
 def _ideal_seconds(shape: ClosShape, phases) -> float:

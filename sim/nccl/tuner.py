@@ -7,11 +7,14 @@ An (algorithm, protocol) pair costs ``latency + bytes / algbw``:
 - **latency**: a base per algorithm and protocol, plus a per-hop latency
   for each dependent step, by the hardware it crosses (NVLink, PCIe or the
   network): a ring AllReduce pays 2(n-1) steps, a tree 2 x (its chain inside
-  a server + log2(servers) hops across), NVLS one switch reduction.
+  a server + log2(servers) hops across), NVLS one switch reduction. A step
+  between servers also pays what the network adds to NCCL's own figure
+  (`Cluster.extra_us`: its switches, links and transport, networks/).
   A ring on several servers pays at least the host's per-message network
   overhead a step (1 us on Intel, 2 on AMD; three times for Simple).
 - **bandwidth**: the search's channels x per-channel bandwidth
-  (graph.py), the protocol's efficiency (LL 1/2: 8-byte stores carry 4 bytes
+  (graph.py), a channel's NIC as the fabric and the transport deliver it
+  (`fabric_share` x the technology's efficiency), the protocol's efficiency (LL 1/2: 8-byte stores carry 4 bytes
   of data and a flag; LL128 0.92: 120 bytes of 128; Simple all), per-channel
   caps the tuner has measured per GPU generation, NVLS's efficiency on the
   NVSwitch (Hopper 0.85, Blackwell 0.74); then bus to algorithm bandwidth:
@@ -19,7 +22,7 @@ An (algorithm, protocol) pair costs ``latency + bytes / algbw``:
   tree and CollNet.
 
 The constants are NCCL 2.30.7's (tuning.cc), read, not copied as code; the
-published measurements they are checked against are in bench/reality.py.
+published measurements they are checked against are in bench/reality_bench.py.
 
 Which pairs NCCL allows: Broadcast and Reduce only Ring; AllGather and
 ReduceScatter Ring, PAT (one GPU per server), NVLS and CollNetDirect;
@@ -35,6 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+import networks
+from networks.technology import REFERENCE_SWITCHES, Technology
 from sim.nccl import graph as graphs
 from sim.nccl import delivered, rccl
 from sim.nccl.graph import Topology, log2_floor
@@ -43,7 +48,8 @@ ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_t
 PROTOCOLS = ("LL", "LL128", "Simple")
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce")
 NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",
-         "collnet_chain": "CollNetChain", "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT"}
+         "collnet_chain": "CollNetChain", "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT",
+         "p2p": "P2P"}
 
 # microseconds, (LL, LL128, Simple)
 BASE_LATENCY = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
@@ -85,14 +91,27 @@ THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 class Cluster:
     """Where a collective runs: `topo` (servers and ranks), whether the
     switches reduce (`collnet`, SHARP), NCCL_MIN_NCHANNELS (`min_channels`:
-    more CTAs raise the per-channel caps, not the links), and the share of
+    more CTAs raise the per-channel caps, not the links), the share of
     each NIC's rate the fabric delivers to the collective's flows
     (`fabric_share`, 1 on a fabric that never collides; the flow-level
-    simulator's figure for ECMP and oversubscription)."""
+    simulator's figure for ECMP and oversubscription: bandwidth alone), the
+    scale-out technology (`network`: its transport's efficiency), and what
+    a message between servers takes beyond NCCL's constants (`net_extra_us`:
+    the path's switches and links against the reference path, and the
+    transport's cost; None: the technology on the reference path)."""
     topo: Topology
     collnet: bool = False
     min_channels: int = 0
     fabric_share: float = 1.0
+    network: Technology = field(default_factory=lambda: networks.network(networks.DEFAULT))
+    net_extra_us: Optional[float] = None
+
+    @property
+    def extra_us(self) -> float:
+        """`net_extra_us`, or the technology's on the reference path."""
+        if self.net_extra_us is not None:
+            return self.net_extra_us
+        return self.network.path_extra_us(REFERENCE_SWITCHES, 0.0)
 
 
 @dataclass(frozen=True)
@@ -168,11 +187,12 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
     if topo.server.gpu.rccl:                # AMD GPUs: RCCL's own figure (rccl.py)
         return rccl.bus_bandwidth(topo, g, algorithm, protocol, cluster.fabric_share)
     caps_ch = max(g.channels, cluster.min_channels)
-    share = cluster.fabric_share if topo.nodes > 1 else 1.0
+    share = cluster.fabric_share * cluster.network.efficiency if topo.nodes > 1 else 1.0
     if algorithm.startswith("nvls"):
         intra = g.bw_intra * NVLS_EFFICIENCY[arch] * (g.channels - 1) / g.channels
         intra *= 2 if collective == "allreduce" else (topo.ppn - 1) / topo.ppn
         inter = g.bw_inter * (2 if algorithm == "nvls_tree" and topo.nodes <= 2 else 1) * share
+        inter = min(inter, _transport_cap(cluster, g))
         bw = min(intra, inter)
         if algorithm == "nvls_tree":
             bw = min(bw, PER_CHANNEL_NVLS_TREE[arch][col])
@@ -180,7 +200,11 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
     per_channel = g.bw_intra if (topo.nodes <= 2 or algorithm.startswith("collnet")) \
         else g.bw_inter
     if topo.nodes > 1:                      # a channel's NIC, as the fabric delivers it
-        per_channel = min(per_channel, g.bw_inter * share)
+        # a tree between two servers moves the buffer once each way where its
+        # bus bandwidth counts it twice (algbw = bus / 2), as NVLSTree's does
+        twice = 2 if algorithm == "tree" and topo.nodes == 2 else 1
+        per_channel = min(per_channel, g.bw_inter * share * twice)
+    per_channel = min(per_channel, _transport_cap(cluster, g))
     bus = g.channels * per_channel
     if algorithm == "ring" and protocol == "LL":
         bus = min(_ll_max(cluster), LL_EFFICIENCY * bus)
@@ -202,6 +226,16 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
     return bus
 
 
+def _transport_cap(cluster: Cluster, g: graphs.Graph) -> float:
+    """What one channel gets of its NIC where the transport copies through
+    the hosts' CPUs (the technology's `nic_gbytes_cap`, the NICs' channels
+    sharing it); unlimited otherwise."""
+    cap, topo = cluster.network.nic_gbytes_cap, cluster.topo
+    if not cap or topo.nodes < 2:
+        return float("inf")
+    return cap * max(1, min(topo.server.nics, topo.ppn)) / g.channels
+
+
 def _ll_max(cluster: Cluster) -> float:
     topo = cluster.topo
     if topo.nodes == 1:
@@ -215,7 +249,8 @@ def latency_us(cluster: Cluster, collective: str, algorithm: str, protocol: str)
     p = PROTOCOLS.index(protocol)
     g = _graph(cluster, algorithm)
     intra = HW_LATENCY[g.intra][algorithm][p]
-    inter = HW_LATENCY["net"]["tree" if topo.ppn == 1 else algorithm][p]
+    # NCCL's figure for a step between servers, and what this network adds
+    inter = HW_LATENCY["net"]["tree" if topo.ppn == 1 else algorithm][p] + cluster.extra_us
     base = BASE_LATENCY[algorithm][p]
     n, nodes, ppn = topo.ranks, topo.nodes, topo.ppn
     if algorithm == "ring":

@@ -115,6 +115,12 @@ class FabricKind:
         """The leaf (0-based) of NIC `nic` of server `server`, in this wiring."""
         raise NotImplementedError
 
+    def clos_port(self, server: int, nic: int, nics: int, down: int) -> int:
+        """Which of its leaf's `down` server ports (0-based) NIC `nic` of
+        server `server` is on: what destination routing (D-mod-K) numbers
+        endpoints by. Servers leaf by leaf, NIC by NIC, unless a wiring says."""
+        return (server * nics + nic) % down
+
 
 class Registry:
     """The kinds, by name; `version` counts registrations, so what is

@@ -39,3 +39,6 @@ class RailOptimized(FabricKind):
 
     def clos_leaf(self, server, nic, nics, down):
         return server // down * nics + nic
+
+    def clos_port(self, server, nic, nics, down):
+        return server % down

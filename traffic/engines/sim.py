@@ -31,7 +31,7 @@ FULL_RANKS = 512                  # event by event up to this many ranks: the em
 MAX_SHORTCUT_OPS = 4_000_000      # a schedule built for the shortcut: about 0.5 GB
 EVENTS, PHASES, STEPS = "event by event", "step shortcut", "step shortcut (schedule)"
 NCCL_MODEL = "NCCL's model"
-NCCL_PRICED = tuner.COLLECTIVES         # what NCCL's tuner prices (not AllToAll, SendRecv)
+NCCL_PRICED = tuner.COLLECTIVES + ("alltoall",)   # what NCCL's model prices (not SendRecv)
 
 
 def simulation_method(collective: str, algorithm: str, n: int, nccl_model: bool = False) -> str:
@@ -77,9 +77,13 @@ class _Ranked:
 
     def __init__(self, network: Network, ranks: Sequence[str]):
         self.network, self.ranks, self.links = network, ranks, network.links
+        self.splits = network.splits
 
     def path(self, src: int, dst: int, flow: int = 0):
         return self.network.path(self.ranks[src], self.ranks[dst], flow)
+
+    def spread(self, src: int, dst: int):
+        return self.network.spread(self.ranks[src], self.ranks[dst])
 
 
 class SimEngine(Engine):

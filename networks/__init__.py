@@ -1,0 +1,48 @@
+"""Scale-out network technologies as registered classes: one module a
+technology (or a family of them), each saying what its switches and
+transport cost, how it routes by default, what it does when a queue fills
+and where every figure comes from (technology.py: the Technology class and
+what each parameter means).
+
+    from networks import network, NETWORKS, DEFAULT
+    network("infiniband").switch_latency_us       # 0.13
+
+A new technology is one new module here (and its tests): the registry
+imports every module of this package, and each registers its class with
+@register. The bottom layer: nothing here imports another package of the
+project (routing policies are named, not imported).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Dict, Tuple
+
+from networks.technology import REGISTRY, Technology, register
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "technology":
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+# the names, in the order --network and the schema list them
+NETWORKS: Tuple[str, ...] = tuple(sorted(REGISTRY, key=lambda name: (REGISTRY[name].order, name)))
+# a fabric file without `network:`: the Ethernet most AI clusters run, as
+# the project's fabrics always were (ECMP-hashed)
+DEFAULT = "roce"
+
+
+def network(name: str) -> Technology:
+    """The technology called `name`, or ValueError: one sentence naming those there are."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"no network technology called {name!r}; there are: "
+                         f"{', '.join(NETWORKS)}") from None
+
+
+def all_networks() -> Dict[str, Technology]:
+    return {name: REGISTRY[name] for name in NETWORKS}
+
+
+__all__ = ["DEFAULT", "NETWORKS", "Technology", "all_networks", "network", "register"]

@@ -1,0 +1,100 @@
+"""What a network technology is: the Technology class, its parameters (each
+with its source) and the registry.
+
+A fabric file's `network:` names one (`network: infiniband`, or a section
+with its options); the simulator, NCCL's model and the planner ask it
+instead of comparing names:
+
+- latency: `switch_latency_us` (one switch crossed, port to port, cut
+  through), `message_us` (what the transport adds to each message NCCL
+  sends between servers, beyond what NCCL's own constants charge: they are
+  InfiniBand verbs', measured on NVIDIA's clusters);
+- bandwidth: `efficiency` (the share of a NIC's line rate NCCL reaches over
+  this transport on a fabric with no contention) and `nic_gbytes_cap` (what
+  one NIC reaches through it at most, where the hosts' CPUs copy every byte);
+- routing: `routing` (the policy a fabric of this technology routes by
+  unless its file says otherwise) and `routings` (the policies it can run,
+  None for any: policies/ says what each does), `qps_per_connection` (flows NCCL opens per
+  connection through one NIC: the entropy ECMP hashes);
+- losses and congestion, for the packet engine and the docs: `lossless`
+  (credits, pfc or none), `congestion_control`, `reorders` (the NIC puts
+  packets sprayed over several paths back in order);
+- `sharp`: whether its switches can reduce (CollNet), and whether by
+  default.
+
+NCCL's constants (sim/nccl/tuner.py) stand for InfiniBand as NVIDIA's
+clusters run it: a server's NIC to the next server's through one switch
+(a rail leaf of a scalable unit). A technology adds to each step between
+servers the difference its path makes against that reference
+(`REFERENCE_SWITCHES` switches of InfiniBand's latency) and its
+`message_us`.
+
+Every figure has its source in `sources`, key by key; docs/networks.md
+lists them.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Dict, Optional, Tuple
+
+REGISTRY: Dict[str, "Technology"] = {}
+
+# the path NCCL's net constants were measured over: one switch (the rail
+# leaf) of InfiniBand's latency between two servers' NICs
+REFERENCE_SWITCHES = 1
+REFERENCE_SWITCH_US = 0.13
+
+
+def register(cls):
+    """Class decorator: one instance of `cls` registered under `cls.name`."""
+    if cls.name in REGISTRY:
+        raise ValueError(f"two network technologies are called {cls.name!r}")
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+class Technology:
+    """A scale-out network technology and the options a fabric file may set
+    on it (`options`: name -> (allowed values, default))."""
+    name: ClassVar[str] = ""
+    order: ClassVar[int] = 100
+    title: ClassVar[str] = ""               # as a table names it
+    summary: ClassVar[str] = ""             # one clause for the docs and --network's help
+    family: ClassVar[str] = ""              # infiniband or ethernet
+    transport: ClassVar[str] = ""           # what NCCL's net plugin speaks
+    switch_latency_us: ClassVar[float] = 0.0
+    message_us: ClassVar[float] = 0.0
+    efficiency: ClassVar[float] = 1.0
+    nic_gbytes_cap: ClassVar[float] = 0.0  # GB/s one NIC reaches through it at most (0: none)
+    routing: ClassVar[str] = "ecmp"
+    routings: ClassVar[Optional[Tuple[str, ...]]] = None    # None: every policy there is
+    qps_per_connection: ClassVar[int] = 1
+    lossless: ClassVar[str] = "none"        # credits, pfc or none
+    congestion_control: ClassVar[str] = ""
+    reorders: ClassVar[bool] = False
+    sharp: ClassVar[bool] = False           # the switches can reduce (SHARP)
+    sources: ClassVar[Dict[str, str]] = {}
+    # options a fabric file's `network:` section may set: name -> (values, default)
+    options: ClassVar[Dict[str, Tuple[tuple, object]]] = {}
+
+    def runs(self, routing: str) -> bool:
+        """Whether a fabric of this technology can be routed by `routing`."""
+        return self.routings is None or routing in self.routings
+
+    def describe(self, settings: Optional[dict] = None) -> str:
+        """The technology as the tables name it, with any option set."""
+        extra = [f"{k} {v}" for k, v in sorted((settings or {}).items())
+                 if k in self.options and v != self.options[k][1]]
+        return self.title + (f" ({', '.join(extra)})" if extra else "")
+
+    def path_extra_us(self, switches: float, cable_us: float, switch_us: Optional[float] = None
+                      ) -> float:
+        """What one message between servers takes beyond NCCL's constants on
+        a path of `switches` switches and `cable_us` of link delay: the
+        switches' latency against the reference path's, the links' delay,
+        and the transport's own cost (never below NCCL's own figure minus
+        the reference path's part)."""
+        per_switch = self.switch_latency_us if switch_us is None else switch_us
+        extra = (switches * per_switch + cable_us - REFERENCE_SWITCHES * REFERENCE_SWITCH_US
+                 + self.message_us)
+        return max(extra, -REFERENCE_SWITCHES * REFERENCE_SWITCH_US)

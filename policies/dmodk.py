@@ -1,0 +1,22 @@
+"""Static destination routing, D-mod-K, as InfiniBand's subnet manager
+routes a fat tree: every switch sends traffic for the k-th endpoint behind
+a leaf up its (k mod n)-th equal-cost port, so destinations are spread over
+the spines by number, never by hash, and every packet to one endpoint takes
+the same path. A shift permutation (a ring's step) then never collides on
+a non-blocking fabric. Routed by the controller as plain output flows; the
+simulator follows the same plan."""
+
+from typing import Tuple
+
+from policies.policy import Policy, register
+
+
+@register
+class DModK(Policy):
+    name = "dmodk"
+    order = 6
+    summary = "dmodk sends each destination endpoint up port (its number mod k), as InfiniBand does"
+    per_endpoint = True
+
+    def pin_endpoint(self, ports: Tuple[int, ...], endpoint: int) -> Tuple[int, ...]:
+        return ports if len(ports) < 2 else (ports[endpoint % len(ports)],)

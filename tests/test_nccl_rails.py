@@ -25,8 +25,9 @@ def fake_fabric(monkeypatch, seconds_by_seed, ideal=1.0):
     monkeypatch.setattr(rails, "allreduce_phases", phases)
     monkeypatch.setattr(rails, "ClosNetwork", lambda shape, seed=None: seed)
 
-    def seconds(seed, ph):
+    def seconds(seed, ph, with_latency=True):
         assert [p.name for p in ph] == ["inter-0", "inter-1"]    # the inter-server part only
+        assert not with_latency                                  # bandwidth alone
         return seconds_by_seed[seed]
 
     monkeypatch.setattr(rails, "phase_seconds", seconds)

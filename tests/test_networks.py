@@ -24,7 +24,6 @@ from sim.clos import ClosNetwork, ClosShape, clos_routing
 from sim.fairness import max_min_rates, weighted_max_min_rates
 from sim.nccl import rails
 from sim.network import Network
-from sim.steps import transfer_times
 from topologies.fabric import parse_fabric
 from topologies.hardware import SERVERS
 

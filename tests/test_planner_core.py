@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import networks
 from planner import calibration as CAL
 from planner import costmodel as C
 from planner import designs as D
@@ -837,11 +838,20 @@ def test_shape_of_takes_the_plans_numbers():
     assert (s.down, s.up, s.radix, s.wiring) == (24, 8, 32, "server")
 
 
+class Bare(networks.Technology):
+    """A network of zero-latency switches and a free transport, hashed by
+    ECMP: the closed forms of bandwidth below, worked by hand."""
+    name, title, routing = "bare", "bare", "ecmp"
+
+
+BARE = Bare()
+
+
 def test_two_gpus_ring_by_hand():
     """2 servers of 1 GPU, 400 Gbit/s (5e10 B/s), 4e6 B: the ring's 2 steps each
     move 2e6 B: 4e-5 s each, 8e-5 s; algbw 4e6/8e-5 = 50 GB/s, busbw x 2*1/2."""
     r = D.plan(2, gpus_per_server=1, nics_per_server=1)
-    sim = SIM.simulate_plan(r, [4000000], 0.0, 3600.0)
+    sim = SIM.simulate_plan(r, [4000000], 0.0, 3600.0, tech=BARE)
     assert sim["gpus"] == 2 and sim["hop_latency_s"] == 0.0 and sim["intra_gbps"] == 3600.0
     assert sim["seeds"] == 1 and sim["notes"] == []
     rows = sim["rows"]
@@ -863,12 +873,18 @@ def test_hop_latency_is_paid_per_step():
     """Same ring with 1 us a hop: each of the 2 steps crosses the leaf (2 links):
     8e-5 + 2 * 2e-6."""
     r = D.plan(2, gpus_per_server=1, nics_per_server=1)
-    sim = SIM.simulate_plan(r, [4000000], 1e-6, 3600.0)
+    sim = SIM.simulate_plan(r, [4000000], 1e-6, 3600.0, tech=BARE)
     assert sim["hop_latency_s"] == 1e-6
     assert sim["rows"][0]["seconds"] == approx(8.4e-5, rel=1e-9)
     # the ideal fabric has the same hops, hence the same latency
     assert sim["rows"][0]["ideal_seconds"] == approx(8.4e-5, rel=1e-9)
     assert sim["rows"][0]["fabric_factor"] == approx(1.0, rel=1e-9)
+    # the technology's switches are paid on every step: RoCE's 0.6 us at the leaf, twice;
+    # a transport's cost on every message out of a server: sockets' 20 us, twice more
+    roce = SIM.simulate_plan(r, [4000000], 0.0, 3600.0, tech=networks.network("roce"))
+    assert roce["rows"][0]["seconds"] == approx(8e-5 + 2 * 0.6e-6, rel=1e-9)
+    tcp = SIM.simulate_plan(r, [4000000], 0.0, 3600.0, tech=networks.network("tcp"))
+    assert tcp["rows"][0]["seconds"] == approx(8e-5 + 2 * 20.6e-6, rel=1e-9)
 
 
 def test_sixteen_gpus_ring_and_hierarchical_by_hand():
@@ -878,7 +894,7 @@ def test_sixteen_gpus_ring_and_hierarchical_by_hand():
     inter-node ring on 1e6 B over 2: 2 steps of 5e5 B at 5e10: 2e-5, AllGather as
     the ReduceScatter: 2 x 7e6/4.5e11 + 2e-5."""
     r = D.plan(16)
-    sim = SIM.simulate_plan(r, [8000000], 0.0, 3600.0)
+    sim = SIM.simulate_plan(r, [8000000], 0.0, 3600.0, tech=BARE)
     got = [(x["design"], x["wiring"], x["algorithm"]) for x in sim["rows"]]
     assert got == [(d, w, a) for d in ("clos-2", "clos-3") for w in ("server", "rail")
                    for a in ("ring", "hierarchical")]
@@ -918,7 +934,8 @@ def test_a_size_under_four_bytes_still_moves_one_float():
     same time (2 steps of one 4-byte element at 5e10 B/s: 1.6e-10 s); 16 B moves
     two elements a step."""
     r = D.plan(2, gpus_per_server=1, nics_per_server=1)
-    t = {s: SIM.simulate_plan(r, [s], 0.0, 3600.0)["rows"][0]["seconds"] for s in (1, 4, 10, 16)}
+    t = {s: SIM.simulate_plan(r, [s], 0.0, 3600.0, tech=BARE)["rows"][0]["seconds"]
+         for s in (1, 4, 10, 16)}
     assert t[1] == t[4] == approx(1.6e-10, rel=1e-9)
     # 10 B is two whole 4-byte elements (the odd 2 B are not a float): one a step
     assert t[10] == approx(1.6e-10, rel=1e-9)
@@ -941,12 +958,14 @@ def test_format_simulation_by_hand():
     inp = {"gpus_per_server": 8, "nics_per_server": 8, "link_gbps": 400.0,
            "oversubscription": 1.5}
     sim = {"gpus": 16384, "intra_gbps": 3600.0, "hop_latency_s": 1e-6, "seeds": 3,
-           "rows": rows, "notes": ["first", "second"]}
+           "rows": rows, "notes": ["first", "second"], "network_title": "RoCEv2",
+           "switch_latency_us": 0.6, "message_us": 0.0, "routing": "ecmp"}
     head = ("#  algorithm               size       time(us)  algbw(GB/s)  busbw(GB/s)"
             "      ideal(us)  fabric x")
     assert SIM.format_simulation(sim, inp).split("\n") == [
         "Simulated AllReduce on 16,384 GPUs (8 per server, 8 NIC(s) of 400 Gbit/s, in-server "
-        "450 GB/s; 1 us per hop; oversubscription 1.5:1)",
+        "450 GB/s; RoCEv2: 0.6 us a switch, 0 us a message, 1 us more per hop, routing ecmp; "
+        "oversubscription 1.5:1)",
         "# flow-level: max-min fair sharing, ECMP hashed per switch and flow, median of 3 "
         "draws; payload at line rate, no headers",
         "# note: first", "# note: second",
@@ -1097,7 +1116,7 @@ def test_ecmp_draws_median_range_and_ideal_fabric():
     from sim.phases import allreduce_phases, phase_seconds
 
     r = D.plan(128, radix=8, gpus_per_server=8, nics_per_server=8, oversubscription=3.0)
-    sim = SIM.simulate_plan(r, [1 << 20], 0.0, 3600.0, seeds=5)
+    sim = SIM.simulate_plan(r, [1 << 20], 0.0, 3600.0, seeds=5, tech=BARE)
     assert sim["seeds"] == 5
     rows = {(x["wiring"], x["algorithm"]): x for x in sim["rows"]}
     assert set(rows) == {(w, a) for w in ("server", "rail") for a in ("ring", "hierarchical")}
@@ -1149,9 +1168,11 @@ def test_two_ecmp_draws_print_their_range_in_microseconds():
     inp = {"gpus_per_server": 8, "nics_per_server": 8, "link_gbps": 400.0,
            "oversubscription": 1.0}
     sim = {"gpus": 16, "intra_gbps": 3600.0, "hop_latency_s": 0.5, "seeds": 2,
-           "rows": [row], "notes": []}
+           "rows": [row], "notes": [], "network_title": "bare", "switch_latency_us": 0.0,
+           "message_us": 0.0, "routing": "ecmp"}
     lines = SIM.format_simulation(sim, inp).split("\n")
-    assert lines[0].endswith("in-server 450 GB/s; 500,000 us per hop; oversubscription 1:1)")
+    assert lines[0].endswith("in-server 450 GB/s; bare: 0 us a switch, 0 us a message, 500,000 us "
+                             "more per hop, routing ecmp; oversubscription 1:1)")
     assert ", median of 2 draws;" in lines[1]
     assert lines[-2].endswith("fabric x        ECMP draws (us)")
     assert lines[-1] == ("   ring                 4000000       500000.0         0.01         0.01"

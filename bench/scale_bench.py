@@ -225,11 +225,11 @@ _MEASURED = ("import resource, runpy, sys\nsys.argv = sys.argv[1:]\ntry:\n"
              "file=sys.stderr)\n")
 
 
-def simulated_run(fabric: Path, results: Path) -> dict:
-    """`run_topology.py FABRIC --engine sim` in a child of its own: wall
-    time, its peak resident memory, how it simulated."""
+def simulated_run(fabric: Path, results: Path, *flags: str) -> dict:
+    """`run_topology.py FABRIC --engine sim [FLAGS]` in a child of its own:
+    wall time, its peak resident memory, how it simulated."""
     cmd = [sys.executable, "-c", _MEASURED, str(REPO / "run_topology.py"), str(fabric),
-           "--engine", "sim", "--results", str(results)]
+           "--engine", "sim", "--results", str(results), *flags]
     t0 = time.monotonic()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "FABRIC_LAB_NO_REEXEC": "1"})

@@ -17,7 +17,9 @@ from an iteration now and then stalled.
 The speed part: each emulated case simulated alone (goal under 1 s); 1,024
 GPUs with the full event-by-event simulation against the step shortcut on
 the same Clos (goal under 60 s); the planner's --simulate at 200,000 GPUs in
-a child process, its wall time and peak memory (goal under 60 s and 8 GB).
+a child process, its wall time and peak memory (goal under 60 s and 8 GB);
+a ring over 512 GPUs (topologies/sim/superpod-512.yaml) as run_topology.py
+runs it, its own sweep and 1 GiB, in a child each (goal under 60 s and 1 GB).
 """
 
 from __future__ import annotations
@@ -151,6 +153,24 @@ def speed(chosen) -> dict:
         print(f"{name:32} {out['cases'][name]:8.3f}")
     out["planner_200000"] = planner_at(200_000)
     out["full_1024"] = full_against_shortcut()
+    out["ring_512"] = ring_512()
+    return out
+
+
+def ring_512() -> dict:
+    """run_topology.py on superpod-512 (ring AllReduce): its own sweep (32 KiB
+    to 2 MiB, event by event) and 1 GiB alone (the step shortcut: its replay
+    would run 33 million operations), each in a child: wall, peak memory, method."""
+    import tempfile
+    from bench.scale_bench import simulated_run
+    out = {}
+    with tempfile.TemporaryDirectory() as results:
+        for name, flags in (("own sweep", ()), ("1 GiB", ("-b", "1G", "-e", "1G"))):
+            row = simulated_run(TOPOLOGIES / "sim" / "superpod-512.yaml", Path(results), *flags)
+            out[name] = {k: row[k] for k in ("exit", "wall_s", "peak_mb", "method")}
+            print(f"# 512 GPUs, ring AllReduce, {name}: {row['wall_s']:.1f} s, peak memory "
+                  f"{row['peak_mb'] or 0:,} MB, {row['method']}"
+                  + ("" if row["exit"] == 0 else f" (exit {row['exit']})"))
     return out
 
 

@@ -13,7 +13,8 @@ than one next hop sends to a select group over all of them; under
 behind a leaf is reached over the same spine (what a router with one next hop
 per leaf prefix would do): the baseline ECMP is measured against. Under
 ``dmodk`` (InfiniBand's static fat-tree routing) it sends the k-th endpoint
-behind a leaf out of its (k mod n)-th next hop, a plain output per endpoint. The
+behind a leaf out of its (k mod n)-th next hop (the number divided by the
+choices made before it, farther up), a plain output per endpoint. The
 flowlet and spray policies route as ecmp (their senders choose among the
 hashed paths); under ``adaptive`` a switch holding groups also sends the
 controller the TCP SYNs it would hash (controller/elephants.py).
@@ -82,13 +83,50 @@ def _route(routing, plan: SwitchPlan, ports: Tuple[int, ...], gid: int) -> tuple
     return ("group", gid)
 
 
-def _numbered_behind_leaves(fabric: Fabric) -> Dict[str, int]:
-    """Each endpoint's number (0-based) among the endpoints behind its leaf,
-    in the leaf's port order: what D-mod-K routing takes modulo the ports."""
+def _numbered(fabric: Fabric) -> Dict[str, int]:
+    """Each endpoint's number, as a subnet manager gives LIDs: leaf by leaf,
+    in each leaf's port order, every leaf a block as large as the largest."""
     by_leaf: Dict[str, list] = {}
     for server in fabric.endpoints:
         by_leaf.setdefault(server.leaf, []).append((server.port, server.name))
-    return {name: k for ends in by_leaf.values() for k, (_, name) in enumerate(sorted(ends))}
+    block = max(len(ends) for ends in by_leaf.values())
+    order = {leaf.name: i for i, leaf in enumerate(fabric.leaves)}
+    return {name: order.get(leaf, 0) * block + k for leaf, ends in by_leaf.items()
+            for k, (_, name) in enumerate(sorted(ends))}
+
+
+def _strides(graph: nx.MultiGraph, dist: Dict[str, int], inner) -> Dict[int, int]:
+    """D-mod-K's divisor at each distance from the destination's leaf: the
+    product of the choices made farther away (earlier on the way there), so
+    that the first choice takes the number mod its ports, the next the number
+    over those ports mod its own, and so on."""
+    choices: Dict[int, int] = {}
+    for sw in inner:
+        if sw.name in dist and dist[sw.name] > 0:
+            n = len(next_hops(graph, sw.name, dist))
+            choices[dist[sw.name]] = max(choices.get(dist[sw.name], 1), n)
+    out, product = {}, 1
+    for d in sorted(choices, reverse=True):
+        out[d] = product
+        product *= choices[d]
+    return out
+
+
+def _inside_server(plan: SwitchPlan, server, nic_leaf: dict, down: FrozenSet[Port]) -> bool:
+    """The routes of a GPU's PCIe switch (`plan`): to the GPU, and out of its
+    NIC (another if its own is down); False where the network cannot reach it."""
+    if (server.node, server.node_port) in down:
+        return False
+    plan.routes[server.ip] = ("output", server.node_port)
+    nic = (server.node, server.nic_port)
+    live = [p for (n, p), far in sorted(nic_leaf.items())
+            if n == server.node and (n, p) not in down and far not in down]
+    if (server.node, server.nic_port) in down or nic_leaf[nic] in down:
+        if live:                     # its own NIC is down: leave by another one
+            plan.uplinks[server.node_port] = live[0]
+        return False                  # but it cannot be reached from outside
+    plan.uplinks[server.node_port] = server.nic_port
+    return True
 
 
 def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[str, SwitchPlan]:
@@ -103,24 +141,15 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
         if link.kind == "server_leaf" and link.a in plans:
             nic_leaf[(link.a, link.a_port)] = (link.b, link.b_port)
     inner = list(fabric.network_switches)
-    behind = _numbered_behind_leaves(fabric)
+    lid = _numbered(fabric) if routing.per_endpoint else {}
+    strides: Dict[str, Dict[int, int]] = {}
     dists = {}
     toward: Dict[Tuple[str, str], tuple] = {}     # (switch, leaf) -> its route there
     for server in fabric.endpoints:
         if server.nvswitch and (server.nvswitch, server.nv_port) not in down:
             plans[server.nvswitch].routes[server.nv_ip] = ("output", server.nv_port)
-        if server.node:
-            if (server.node, server.node_port) in down:
-                continue
-            plans[server.node].routes[server.ip] = ("output", server.node_port)
-            nic = (server.node, server.nic_port)
-            live = [p for (n, p), far in sorted(nic_leaf.items())
-                    if n == server.node and (n, p) not in down and far not in down]
-            if (server.node, server.nic_port) in down or nic_leaf[nic] in down:
-                if live:                     # its own NIC is down: leave by another one
-                    plans[server.node].uplinks[server.node_port] = live[0]
-                continue                      # but it cannot be reached from outside
-            plans[server.node].uplinks[server.node_port] = server.nic_port
+        if server.node and not _inside_server(plans[server.node], server, nic_leaf, down):
+            continue
         if (server.leaf, server.port) in down:
             continue                          # its own link is down: unreachable
         if server.leaf not in dists:
@@ -138,8 +167,11 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
             if route is None:                 # alike for every endpoint behind that leaf
                 route = toward[(sw.name, server.leaf)] = _route(
                     routing, plan, routing.pin(next_hops(graph, sw.name, dist), gid), gid)
-            if route[0] == "ports":           # per endpoint: its number behind its leaf
-                route = ("output", routing.pin_endpoint(route[1], behind[server.name])[0])
+            if route[0] == "ports":           # per endpoint: D-mod-K on its number
+                if server.leaf not in strides:
+                    strides[server.leaf] = _strides(graph, dist, inner)
+                k = lid[server.name] // strides[server.leaf][dist[sw.name]]
+                route = ("output", routing.pin_endpoint(route[1], k)[0])
             plan.routes[server.ip] = route
     if routing.moves_elephants:
         # every switch that hashes when all links are up: a connection that

@@ -21,8 +21,9 @@ from planner.inputs import PlanError, parse_bytes
 from planner.report import format_fabric, format_plan
 from planner import layouts, steptime
 from planner.simulate import format_simulation, simulate_plan
-from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, format_side_by_side, nccl_plan,
-                               networks_side_by_side, unhindered)
+from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, format_side_by_side,
+                               format_steps_side_by_side, nccl_plan, networks_side_by_side,
+                               unhindered)
 from topologies.hardware import SERVERS
 from topologies.errors import OneLineParser
 from report.progress import Progress
@@ -230,9 +231,14 @@ def _simulate(args, result, sizes) -> str:
     result["nccl"] = nccl_plan(result, sizes, args.seeds, args.server, progress, tech)
     text = "\n\n" + format_nccl(result["nccl"], result["inputs"])
     if len(techs) > 1:
-        result["networks"] = networks_side_by_side(result, sizes, techs, args.seeds,
-                                                   args.server, progress)
-        text += "\n\n" + format_side_by_side(result["networks"])
+        side = result["networks"] = networks_side_by_side(result, sizes, techs, args.seeds,
+                                                          args.server, progress)
+        text += "\n\n" + format_side_by_side(side)
+        if args.params:
+            steps = {n: steptime.training_with_comm(args, result, p, "nccl")
+                     for n, p in side["plans"].items()}
+            side["training_steps"] = steps
+            text += "\n" + format_steps_side_by_side(side, steps)
     gpus = result["nccl"]["gpus"]
     if gpus > TEXTBOOK_MAX_GPUS:
         progress("done")

@@ -154,7 +154,23 @@ def networks_side_by_side(result: dict, sizes, techs, seeds: int = 1,
     return {"server": server, "gpus": first["gpus"], "networks": [t.name for t in techs],
             "titles": {t.name: t.title for t in techs},
             "routings": {t.name: t.routing for t in techs}, "rows": rows,
-            "notes": first["notes"]}
+            "notes": first["notes"], "plans": plans}
+
+
+def format_steps_side_by_side(side: dict, steps: dict) -> str:
+    """The training step and the run's days under each technology, per
+    design and wiring (`steps`: technology -> planner/steptime.py's result)."""
+    names = side["networks"]
+    first = steps[names[0]]
+    lines = ["", f"# the training step by technology: {first['params']:,} parameters, "
+                 f"{first['buckets']:,} buckets, DDP overlap on; step (days)",
+             "#  " + f"{'design, wiring':<26}" + "".join(
+                 f" {side['titles'][n][:22]:>22}" for n in names)]
+    for i, r in enumerate(first["rows"]):
+        cells = "".join(f" {steps[n]['rows'][i]['step_s']:>12.3g} s ({steps[n]['rows'][i]['days']:.3g})"
+                        .rjust(23) for n in names)
+        lines.append("   " + f"{r['design'] + ', ' + WIRING_NAMES[r['wiring']]:<26}" + cells)
+    return "\n".join(lines)
 
 
 def format_side_by_side(side: dict) -> str:

@@ -104,6 +104,7 @@ def run_header(run: Run) -> dict:
     return {"number": run.number, "name": run.name, "summary": str(run.path), "label": run.label,
             "fabric": run.summary.get("fabric"), "shape": run.summary.get("shape"),
             "policy": run.summary.get("policy"), "engine": exp.get("engine"), "kind": run.kind,
+            "network": (run.summary.get("network") or {}).get("title"),
             "collective": exp["collective"], "algorithm": exp["algorithm"],
             "ranks": len(run.record.get("ranks", [])),
             "link_rate_mbit": run.record.get("link_rate_mbit"),
@@ -111,7 +112,8 @@ def run_header(run: Run) -> dict:
             "provenance": run.summary.get("provenance")}
 
 
-WHAT_RAN = ("fabric", "collective", "algorithm", "engine", "policy", "ranks", "link_rate_mbit")
+WHAT_RAN = ("fabric", "collective", "algorithm", "engine", "network", "policy", "ranks",
+            "link_rate_mbit")
 ORIGIN = {"fabric digest": "fabric_sha256", "commit": "commit", "host": "host"}
 
 
@@ -207,8 +209,9 @@ def run_lines(h: dict) -> List[str]:
     """A run's header: what ran, then where it came from."""
     lines = [f"run {h['number']:<4} {h['name']} ({h['kind']}; {h['summary']})",
              f"         {h['fabric']}: {h['shape']}",
-             f"         {h['collective']} ({h['algorithm']}), engine {h['engine']}, policy "
-             f"{h['policy']}, {h['ranks']} ranks, links {h['link_rate_mbit']:g} Mbit/s"]
+             f"         {h['collective']} ({h['algorithm']}), engine {h['engine']}, "
+             + (f"network {h['network']}, " if h.get("network") else "")
+             + f"policy {h['policy']}, {h['ranks']} ranks, links {h['link_rate_mbit']:g} Mbit/s"]
     origin = h["provenance"]
     if not origin:
         return lines + [f"         {NO_PROVENANCE}"]

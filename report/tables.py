@@ -154,8 +154,11 @@ def sim_table(result: RunRecord) -> str:
            f"{sim['message_us']:g} us a message more than verbs, routing {sim['routing']}; "
            if "network" in sim else "")
     extra = f", {sim['hop_latency_s'] * 1e6:g} us more per hop" if sim["hop_latency_s"] else ""
+    # where sizes went different ways (event by event, then the step shortcut), each says its own
+    mixed = len({r.get("method") for r in result.runs}) > 1
     lines = [f"# Simulated fabric ({how}; {net}seed {sim['seed']}{extra})",
-             "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"]
+             "#       size  busbw/link  sim/alpha-beta  busiest link  ECMP max/mean"
+             + ("  method" if mixed else "")]
     for r in result.runs:
         if not r["links"] and "model" in r.get("auto", {}):
             lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
@@ -165,7 +168,8 @@ def sim_table(result: RunRecord) -> str:
         imb = max(r["ecmp_imbalance"].values(), default=NAN)
         lines.append(f"{r['size_bytes']:12d}  {r['busbw_over_link']:10.2f}  "
                      f"{r['measured_over_predicted'] or NAN:14.2f}  {busiest:12.0%}  "
-                     f"{'N/A' if math.isnan(imb) else format(imb, '13.2f'):>13}")
+                     f"{'N/A' if math.isnan(imb) else format(imb, '13.2f'):>13}"
+                     + (f"  {r.get('method', '')}" if mixed else ""))
     priced = [r["auto"] for r in result.runs if not r["links"] and "model" in r.get("auto", {})]
     if priced:
         lines.append(f"# '-': priced by NCCL's model of {priced[0]['model']} (server.model): "

@@ -31,7 +31,7 @@ from networks.technology import REFERENCE_SWITCH_US, REFERENCE_SWITCHES
 from sim.network import Network
 from sim.nccl import rails
 from traffic.engines import make_engine
-from traffic.engines.sim import NCCL_PRICED, PHASES, _Ranked, simulation_method
+from traffic.engines.sim import NCCL_PRICED, PHASES, Work, _Ranked, simulation_method
 
 NAN = float("nan")
 
@@ -81,7 +81,8 @@ class SimBackend:
         if self.choice is not None:
             self.engine.priced_s = self.choice.chosen.time_us * 1e-6
             return 0.0, {}, 0
-        self.method = simulation_method(exp.collective, exp.algorithm, model.n)
+        self.method = simulation_method(exp.collective, exp.algorithm, model.n, work=Work(
+            count, exp.piece_for(self.fabric.policy), model.local))   # as the engine's job has it
         if self.method == PHASES:
             predicted, steps = phase_prediction(
                 phases.allreduce_phases(exp.algorithm, model.n, count, model.local), model, alpha)
@@ -121,17 +122,20 @@ class SimBackend:
         if self.choice is not None:             # priced by NCCL's model: no link carried bytes
             return {"latency": {"p50_us": NAN, "p99_us": NAN, "max_us": NAN, "samples": 0,
                                 "lost": 0}, "links": {}, "ecmp_imbalance": {},
-                    "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": []}
+                    "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": [],
+                    "method": self.engine.method}
         links = _links(self.fabric, out["link_bytes"], out["seconds"])
         return {"latency": {"p50_us": NAN, "p99_us": NAN, "max_us": NAN, "samples": 0, "lost": 0},
                 "links": links, "ecmp_imbalance": _imbalance(self.fabric, links),
-                "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": []}
+                "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": [],
+                "method": self.engine.method}
 
     def finish(self, exp: Experiment, model, runs) -> dict:
         fabric = self.fabric
         return {"probe": [], "idle_latency": {"p50_us": NAN, "p99_us": NAN, "samples": 0},
                 "simulated": {"seed": self.seed, "hop_latency_s": self.hop_latency_s,
-                              "method": self.engine.method if self.engine else self.method,
+                              "method": _methods(runs) or (self.engine.method if self.engine
+                                                           else self.method),
                               "network": fabric.network.name,
                               "network_title": fabric.network.describe(fabric.network_settings),
                               "routing": fabric.policy,
@@ -170,6 +174,13 @@ def nccl_cluster_on(fabric, hw, ranks, local: int):
     return nccl.cluster(hw, nodes, domain, fabric_share=share, network=tech,
                         net_extra_us=extra if servers > 1 else 0.0,
                         collnet=settings.get("sharp", tech.sharp))
+
+
+def _methods(runs) -> str:
+    """The ways the sizes were simulated, each once, in the sizes' order (a
+    sweep's small sizes may replay event by event, its large ones take the
+    step shortcut: traffic/engines/sim.py)."""
+    return ", ".join(dict.fromkeys(r["method"] for r in runs if r.get("method")))
 
 
 def phase_prediction(parts, model, alpha: float) -> Tuple[float, int]:

@@ -242,15 +242,16 @@ def _priced(loop: _Loop, count: int) -> tuple:
 
 def price_schedule(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
     """(the alpha-beta prediction, the schedule without data, its dependent
-    steps) of one size."""
-    with schedules.timing_only():           # the prediction needs no contributors
-        predicted = alphabeta.predict(exp.collective, exp.algorithm, model.n, count,
-                                      alphabeta.Costs(alpha, model.beta, model.beta_intra,
-                                                      model.nic_of.__getitem__),
-                                      exp.root, model.local)
+    steps) of one size: the schedule built once (at 512 ranks a ring's takes
+    seconds), with no contributors (the prediction needs none)."""
     sched = schedules.build(exp.collective, exp.algorithm, model.n, count,
                             schedules.Layout(exp.root, local=model.local), data=False)
-    return predicted, sched, alphabeta.schedule_cost(sched, exp.algorithm)["steps"]
+    cost = alphabeta.schedule_cost(sched, exp.algorithm)
+    predicted = alphabeta.predict_schedule(sched, cost,
+                                           alphabeta.Costs(alpha, model.beta, model.beta_intra,
+                                                           model.nic_of.__getitem__),
+                                           model.local)
+    return predicted, sched, cost["steps"]
 
 
 def size_record(exp: Experiment, model: Model, count: int, iters,

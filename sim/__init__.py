@@ -18,7 +18,10 @@ routes the controller computes, with no network built and no root needed.
 - parallel/: training with tensor, pipeline, data, context and expert
   parallelism: a model by its shape, a layout, its memory, its step priced
   with NCCL's collectives, the layout search, and published runs as the
-  check.
+  check;
+- packets/: a packet-level engine of its own (slotted, compiled with numba)
+  for what congestion does where it decides: drops and go-back-N, PFC and
+  its victims, ECN and DCQCN, InfiniBand credits, adaptive routing.
 
 The engine that runs it in a sweep is traffic/engines/sim.py; the sweep
 itself is runs/simulated.py.

@@ -71,9 +71,14 @@ def predict(collective: str, algorithm: str, n: int, count: int, costs: Costs,
     beta_intra each, and its bytes to other servers cost beta on its NIC,
     counting every rank that shares the NIC (`costs.nic_of`); the phases of
     a rank add up, and the slowest rank sets the time."""
-    alpha, beta, beta_intra = costs.alpha, costs.beta, costs.beta_intra
     sched = schedules.build(collective, algorithm, n, count, schedules.Layout(root, local=local))
-    cost = schedule_cost(sched, algorithm)
+    return predict_schedule(sched, schedule_cost(sched, algorithm), costs, local)
+
+
+def predict_schedule(sched: schedules.Schedule, cost: Dict[str, int], costs: Costs,
+                     local: int = 1) -> float:
+    """`predict`, of a schedule already built (unsplit) and its `schedule_cost`."""
+    alpha, beta, beta_intra = costs.alpha, costs.beta, costs.beta_intra
     if local == 1 or beta_intra is None:
         return alpha * cost["steps"] + beta * cost["max_rank_elements"] * TYPE_SIZE
     nic_of = costs.nic_of or (lambda r: r)

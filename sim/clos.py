@@ -145,9 +145,10 @@ class ClosNetwork:
 
     def _pick(self, switch: tuple, src: int, dst: int, flow: int, n: int) -> int:
         """The select group's bucket: a hash of the flow, the switch and the
-        seed; under D-mod-K the destination's port number behind its leaf,
-        divided by the choices of the tiers below (`switch`'s tier), mod n;
-        single path: the destination leaf mod n."""
+        seed; under D-mod-K the destination's number (its leaf's, times the
+        server ports a leaf has, plus its port there), divided by the choices
+        made before on the way up (`switch`'s tier), mod n; single path: the
+        destination leaf mod n."""
         if n <= 1:
             return 0
         routing = self.shape.routing
@@ -157,10 +158,11 @@ class ClosNetwork:
         b, nb = divmod(dst, s.gpus)
         if routing == "single":
             return s.leaf_of(b, nb % s.nics) % n
-        port = clos_wirings()[s.wiring].clos_port(b, nb % s.nics, s.nics, s.down)
-        below = 1 if switch[0] == LEAF else s.up if switch[0] in (SPINE, AGG) else \
+        lid = s.leaf_of(b, nb % s.nics) * s.down + clos_wirings()[s.wiring].clos_port(
+            b, nb % s.nics, s.nics, s.down)
+        before = 1 if switch[0] == LEAF else s.up if switch[0] in (SPINE, AGG) else \
             s.up * (s.radix // 2)
-        return port // below % n
+        return lid // before % n
 
     def spread(self, src: int, dst: int) -> dict:
         """The links a flow split evenly over every equal-cost path loads, as

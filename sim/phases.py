@@ -61,6 +61,16 @@ def allreduce_phases(algorithm: str, n: int, count: int, local: int = 1,
     return out
 
 
+def replay_operations(phases: List[Phase], piece: int = 0) -> int:
+    """The operations of the schedule these phases stand for, its messages
+    cut into pieces of at most `piece` elements (0: whole), as the
+    event-by-event replay runs it: a send and a receive per piece (a bound:
+    each transfer counted at its phase's largest block)."""
+    def pieces(elements: int) -> int:
+        return max(1, -(-elements // piece)) if piece else 1
+    return sum(2 * ph.steps * len(ph.transfers) * pieces(ph.elements) for ph in phases)
+
+
 def _ring(order, steps, elements, channels, name, first_message, group=None) -> List[Phase]:
     """`steps` ring steps among consecutive groups of `group` ranks of
     `order` (all of them when None); the step s message is the

@@ -106,14 +106,15 @@ def test_the_header_says_what_differs_and_where_each_run_came_from(runs, tmp_pat
     assert lines[1].startswith(f"run 1    {runs['ring'].name} (simulated; ")
     assert lines[2] == ("         leaf-spine-2x2: 2 spines x 2 leaves x 2 servers per leaf = "
                         "4 servers, 4 switches, 8 links")
-    assert "allreduce (ring), engine sim, policy ecmp, 4 ranks, links 20 Mbit/s" in out
-    assert "allreduce (tree), engine sim, policy ecmp, 4 ranks, links 20 Mbit/s" in out
+    for algorithm in ("ring", "tree"):
+        assert (f"allreduce ({algorithm}), engine sim, network RoCEv2, policy ecmp, 4 ranks, "
+                "links 20 Mbit/s") in out
     assert f"commit {origin['commit'][:12]}" in out and f"started {origin['started']}" in out
     assert f"command {origin['command']}" in out
     assert "differ   algorithm (1 ring; 2 tree)" in lines
     (same,) = [line for line in lines if line.startswith("same")]
-    assert same == ("same     fabric, collective, engine, policy, ranks, link_rate_mbit, "
-                    "fabric digest, commit, host")
+    assert same == ("same     fabric, collective, engine, network, policy, ranks, "
+                    "link_rate_mbit, fabric digest, commit, host")
 
 
 def test_another_policy_is_another_fabric_digest(runs):

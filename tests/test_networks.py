@@ -256,3 +256,59 @@ def test_a_bad_network_flag_is_one_line(value, capsys):
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: --network: expected one or more of infiniband")
     assert err.count("\n") == 1
+
+
+def test_dmodk_divides_by_the_choices_made_before_so_three_tiers_never_collide():
+    # rail rings crossing between units meet at a pod's aggregation switches: their
+    # destinations share a port number but not a leaf, and D-mod-K's second choice
+    # (the number over the leaf's uplinks) sends each rail to its own core
+    shape = ClosShape(servers=512, gpus=8, nics=8, down=16, up=16, tiers=3, radix=32,
+                      wiring="rail", routing="dmodk")
+    assert rails.share(shape, 2, 1) == pytest.approx(1.0)
+    # a fat-tree file: from an edge switch, the four servers of another pod by four cores
+    f = parse_fabric((REPO / "topologies" / "fat-tree-k4.yaml").read_text()
+                     + "\nnetwork: infiniband\n", "k4.yaml", emulate=False)
+    net = Network(f)
+    src = f.endpoints[0]
+    far = [h for h in f.endpoints if h.leaf not in
+           {x.leaf for x in f.endpoints[:4]}][-4:]
+    cores = {tuple(l.dst for l in net.path(src.name, h.name))[2] for h in far}
+    assert len(cores) == 4, cores
+
+
+def test_compare_names_each_runs_network_and_says_it_differs(tmp_path):
+    for extra in ([], ["--network", "tcpxo"]):
+        out = python("run_topology.py", "topologies/sim/hgx-h100-2x8.yaml", "-b", "8", "-e", "8",
+                     "--results", str(tmp_path / "runs"), *extra)
+        assert out.returncode == 0, out.stderr
+    runs = sorted(str(p) for p in (tmp_path / "runs").iterdir())
+    out = python("-m", "report.compare", *runs, "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "differ   network (1 InfiniBand; 2 GCP GPUDirect-TCPXO), policy (1 dmodk; 2 ecmp)" \
+        in out.stdout
+    # 8 bytes: TCPXO's 48 us a message on each of the tree's 2 steps between the servers
+    assert re.search(r"^ +8 +25 .* +122 .*", out.stdout, re.M), out.stdout
+
+
+def test_the_248_server_h200_cluster_declared_infiniband_meets_its_published_busbw():
+    """nccl-tests issue 283: about 350 GB/s busbw at 512 MiB on 248 x 8 H200 (prose).
+    Its file has 1 us on every link: that costs latency, not bandwidth."""
+    f = parse_fabric((REPO / "topologies" / "sim" / "h200-rail-248.yaml").read_text(),
+                     "h200.yaml", emulate=False)
+    ranks = [h.name for h in f.endpoints]
+    c = nccl_cluster_on(f, f.server_model, ranks, 8)
+    assert c.fabric_share == pytest.approx(1.0)
+    e = nccl.predict(c, "allreduce", 512 << 20).chosen
+    n = len(ranks)
+    busbw = (512 << 20) / (e.time_us * 1e3) * 2 * (n - 1) / n
+    assert abs(busbw / 350 - 1) <= 0.15, busbw
+    # without the delay: the same bandwidth; 8 bytes quicker by the links a tree's
+    # 2 x log2(248) = 14 steps between servers cross (2 links on a rail leaf, 4 over a spine)
+    bare = f.edited(lambda s: [s["links"][k].update(delay_ms=0) for k in ("server_leaf",
+                                                                            "leaf_spine")])
+    c0 = nccl_cluster_on(bare, bare.server_model, ranks, 8)
+    assert c0.fabric_share == c.fabric_share
+    hop = c.extra_us - c0.extra_us
+    assert 2.0 <= hop <= 4.0                      # 1 us a link, 2 to 4 links a step
+    small = [nccl.predict(x, "allreduce", 8).chosen.time_us for x in (c0, c)]
+    assert small[1] - small[0] == pytest.approx(14 * hop, rel=1e-6)

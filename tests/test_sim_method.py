@@ -1,7 +1,9 @@
-"""How the simulator runs a sweep by its rank count: event by event up to
-the emulator's 512 ranks, the step shortcut beyond (no schedule of size n^2
-built), and a refusal in one sentence where neither reaches; the run says
-which ran, and the shortcut's figures agree with the full simulation's."""
+"""How the simulator runs a sweep by its rank count and the work of each
+size: event by event up to the emulator's 512 ranks while the replay stays
+within its operations (a ring or hierarchical AllReduce past them takes the
+step shortcut), the step shortcut beyond (no schedule of size n^2 built),
+and a refusal in one sentence where neither reaches; the run says which
+ran, and the shortcut's figures agree with the full simulation's."""
 
 import pytest
 
@@ -14,7 +16,9 @@ from runs.sweep import Model
 from sim import alphabeta, phases
 from topologies.fabric import load_fabric
 import traffic.engines.sim as engine_module
-from traffic.engines.sim import EVENTS, PHASES, STEPS, simulation_method
+from report.tables import sim_table
+from traffic.engines.sim import (EVENTS, MAX_REPLAY_OPS, PHASES, STEPS, Work, replay_operations,
+                                 simulation_method)
 
 SIZES = dict(algorithm="ring", minbytes=64 << 10, maxbytes=1 << 20, stepfactor=4, iters=1,
              warmup=0)
@@ -32,6 +36,61 @@ def test_the_method_follows_the_rank_count_and_the_algorithm():
     message = str(info.value)
     assert "\n" not in message and message.startswith("alltoall (pairwise) over 16,384 ranks")
     assert "-c allreduce -a ring" in message
+
+
+RING_512 = 4 * 512 * 511              # a ring over 512 ranks in whole blocks: its operations
+
+
+def test_a_ring_over_512_ranks_replays_event_by_event_only_while_its_blocks_are_whole():
+    # superpod-512's own sweep (32 KiB to 2 MiB: blocks of at most 4 KiB) stays
+    # event by event; from two 64 KiB pieces a block (64 MiB) the replay would
+    # run twice the operations, 33 million at 1 GiB: the step shortcut
+    piece = 64 << 10
+    for size, method in ((32 << 10, EVENTS), (2 << 20, EVENTS), (32 << 20, EVENTS),
+                         (64 << 20, PHASES), (1 << 30, PHASES)):
+        work = Work(size // 4, piece, 8)
+        assert simulation_method("allreduce", "ring", 512, work=work) == method, size
+    assert replay_operations("ring", 512, Work((2 << 20) // 4, piece)) == RING_512
+    assert replay_operations("ring", 512, Work((1 << 30) // 4, piece)) == 32 * RING_512
+    assert RING_512 <= MAX_REPLAY_OPS < 2 * RING_512
+    # the budget is the replay's work, not the rank count: 64 ranks at 1 GiB
+    # cut 256 pieces a block (16 million operations), 8 ranks stay event by event
+    assert simulation_method("allreduce", "ring", 64, work=Work((1 << 30) // 4, piece)) == PHASES
+    assert simulation_method("allreduce", "ring", 8, work=Work((1 << 30) // 4, piece)) == EVENTS
+    assert simulation_method("allreduce", "hierarchical", 512,
+                             work=Work((1 << 30) // 4, piece, 8)) == PHASES
+    # other collectives have no phases to take instead: event by event, as before
+    assert simulation_method("alltoall", "pairwise", 512, work=Work((1 << 30) // 4, piece)) \
+        == EVENTS
+
+
+@pytest.mark.parametrize("algorithm,n,local", [("ring", 8, 1), ("ring", 6, 1),
+                                               ("hierarchical", 16, 4), ("hierarchical", 12, 4)])
+@pytest.mark.parametrize("count,piece", [(96, 1 << 20), (96_000, 1000), (96_000, 4096),
+                                         (100_003, 777), (100_003, 1 << 20)])
+def test_the_replays_operations_are_counted_without_building_its_schedule(algorithm, n, local,
+                                                                          count, piece):
+    built = S.build("allreduce", algorithm, n, count, S.Layout(0, piece, local), data=False)
+    ops = sum(len(v) for v in built.values())
+    counted = replay_operations(algorithm, n, Work(count, piece * 4, local))
+    if count % n == 0:
+        assert counted == ops                   # blocks alike: exactly
+    assert ops <= counted <= ops * 1.25         # else a bound, each block as the largest
+
+
+def test_a_sweep_says_per_size_which_way_it_went(monkeypatch):
+    # the budget lowered to whole blocks, so that 32 GPUs go both ways in one
+    # sweep: blocks of 2 and 8 KiB whole, of 32 KiB in two 16 KiB pieces
+    fabric = load_fabric(TOPOLOGIES / "rail-optimized.yaml")      # 32 GPUs, 8 servers x 4
+    exp = Experiment(**{**SIZES, "piece_bytes": 16 << 10})
+    whole = replay_operations("ring", 32, Work((64 << 10) // 4, 16 << 10, 4))
+    monkeypatch.setattr(engine_module, "MAX_REPLAY_OPS", whole)
+    record = simulate_experiment(fabric, exp)
+    assert [r["method"] for r in record.runs] == [EVENTS, EVENTS, PHASES]
+    assert record.simulated["method"] == f"{EVENTS}, {PHASES}"
+    table = sim_table(record).splitlines()
+    assert table[1].endswith("method") and table[2].endswith(EVENTS)
+    assert table[3].endswith(EVENTS) and table[4].endswith(PHASES)
 
 
 def test_schedules_of_the_shortcut_beyond_512_ranks_stay_small():
@@ -104,8 +163,8 @@ def test_event_by_event_the_engine_replays_the_schedule_the_sweep_priced(monkeyp
     monkeypatch.setattr(S, "build", counted)
     record = simulate_experiment(load_fabric(TOPOLOGIES / "default.yaml"), Experiment(**SIZES))
     assert record.simulated["method"] == EVENTS
-    # per size: the prediction's (dropped once priced) and the one replayed
-    assert len(built) == 2 * len(record.runs)
+    # per size one, priced and then replayed (at 512 ranks a ring's takes seconds)
+    assert len(built) == len(record.runs)
 
 
 def test_a_prediction_builds_its_schedule_without_data(monkeypatch):

@@ -2,13 +2,16 @@
 graph (sim), no network built, no root needed. Every iteration of a
 size gives the same time: the simulation is deterministic for its seed.
 
-How, by the rank count (`simulation_method`): up to FULL_RANKS every
-operation of every rank, event by event (sim/replay.py); beyond, ring and
-hierarchical AllReduce step by step from their structure (the step
-shortcut: sim/phases.py's phases, each priced by sim/steps.py's max-min
-sharing), with nothing of size n^2 built, and any other collective step by
-step from its schedule (sim/steps.py) while that schedule stays small
-(MAX_SHORTCUT_OPS operations). Where the fabric names its server as sold
+How, by the rank count and the work (`simulation_method`): up to
+FULL_RANKS every operation of every rank, event by event (sim/replay.py),
+except a ring or hierarchical AllReduce whose replay would run more than
+MAX_REPLAY_OPS operations (its messages cut into pieces: a ring over 512
+ranks at 1 GiB has 33 million); those, and any beyond FULL_RANKS, step by
+step from their structure (the step shortcut: sim/phases.py's phases, each
+priced by sim/steps.py's max-min sharing), with nothing of size n^2 built.
+Any other collective beyond FULL_RANKS goes step by step from its schedule
+(sim/steps.py) while that schedule stays small (MAX_SHORTCUT_OPS
+operations). Where the fabric names its server as sold
 and the run asks for `-a auto`, the backend prices each size with NCCL's
 model (sim/nccl) and the engine reports that time (`priced_s`, method
 NCCL_MODEL): no schedule is replayed, so no link carries bytes."""
@@ -16,7 +19,7 @@ NCCL_MODEL): no schedule is replayed, so no link carries bytes."""
 from __future__ import annotations
 
 import math
-from typing import Dict, Sequence
+from typing import Dict, NamedTuple, Optional, Sequence
 
 from collectives import metrics, registry
 from collectives import schedules
@@ -28,28 +31,44 @@ from sim.replay import Replay
 from sim.steps import stepwise_seconds
 
 FULL_RANKS = 512                  # event by event up to this many ranks: the emulator's reach
+# the replay's work is its operations, each about 0.5 KB and 7 us of this
+# host's CPU: a ring over 512 ranks in whole blocks (1,046,528) takes 8 s of
+# CPU and 0.55 GB a size; at 1 GiB (32 pieces a block) 6 min and 9.2 GB
+MAX_REPLAY_OPS = 1_100_000
 MAX_SHORTCUT_OPS = 4_000_000      # a schedule built for the shortcut: about 0.5 GB
 EVENTS, PHASES, STEPS = "event by event", "step shortcut", "step shortcut (schedule)"
 NCCL_MODEL = "NCCL's model"
 NCCL_PRICED = tuner.COLLECTIVES + ("alltoall",)   # what NCCL's model prices (not SendRecv)
 
 
-def simulation_method(collective: str, algorithm: str, n: int, nccl_model: bool = False) -> str:
+class Work(NamedTuple):
+    """What a size asks of the replay: elements, piece bytes, GPUs per server."""
+    count: int
+    piece_bytes: int
+    local: int = 1
+
+
+def simulation_method(collective: str, algorithm: str, n: int, nccl_model: bool = False,
+                      work: Optional[Work] = None) -> str:
     """How `n` ranks of this collective are simulated (the module docstring);
-    ValueError, one sentence, where neither way reaches. `auto` is priced by
-    NCCL's model where the fabric names its server (`nccl_model`) and NCCL's
-    tuner prices the collective; else it runs the lab's schedule NCCL's
-    choice falls on, which for AllReduce on servers of several GPUs only the
-    event-by-event replay takes: beyond, NCCL's Ring as the step shortcut
-    prices it (runs/sweep.py `resolved`)."""
+    ValueError, one sentence, where neither way reaches. `work` is the size
+    (count, piece and GPUs per server, as the Job has them); without it, the
+    method by the rank count alone (what a check before the run can say).
+    `auto` is priced by NCCL's model where the fabric names its server
+    (`nccl_model`) and NCCL's tuner prices the collective; else it runs the
+    lab's schedule NCCL's choice falls on, which for AllReduce on servers of
+    several GPUs only the event-by-event replay takes: beyond, NCCL's Ring
+    as the step shortcut prices it (runs/sweep.py `resolved`)."""
     if algorithm == registry.AUTO:
         if nccl_model and collective in NCCL_PRICED:
             return NCCL_MODEL
         algorithm = "ring" if collective == "allreduce" else registry.default_algorithm(
             collective)
-    if n <= FULL_RANKS:
+    phased = collective == "allreduce" and algorithm in phases.ALGORITHMS
+    if n <= FULL_RANKS and not (phased and work is not None and
+                                replay_operations(algorithm, n, work) > MAX_REPLAY_OPS):
         return EVENTS
-    if collective == "allreduce" and algorithm in phases.ALGORITHMS:
+    if phased:
         return PHASES
     if _operations(collective, algorithm, n) <= MAX_SHORTCUT_OPS:
         return STEPS
@@ -59,6 +78,19 @@ def simulation_method(collective: str, algorithm: str, n: int, nccl_model: bool 
         f"simulator takes ring and hierarchical AllReduce at any size, and other collectives "
         f"while their schedule stays within {MAX_SHORTCUT_OPS:,} operations: "
         "a smaller fabric, or -c allreduce -a ring")
+
+
+def replay_operations(algorithm: str, n: int, work: Work) -> int:
+    """The operations the event-by-event replay would run for a ring or
+    hierarchical AllReduce of this size: its schedule's, each message cut
+    into pieces (sim/phases.py `replay_operations`)."""
+    count, piece_bytes, local = work
+    parts = phases.allreduce_phases(algorithm, n, count, local)
+    return phases.replay_operations(parts, _piece_elements(piece_bytes))
+
+
+def _piece_elements(piece_bytes: int) -> int:
+    return max(1, piece_bytes // metrics.TYPE_SIZE)
 
 
 def _operations(collective: str, algorithm: str, n: int) -> int:
@@ -107,7 +139,8 @@ class SimEngine(Engine):
             self.method, self.last = NCCL_MODEL, (self.priced_s, {}, None)
             self.priced_s = None
             return
-        self.method = simulation_method(job.collective, job.algorithm, n)
+        self.method = simulation_method(job.collective, job.algorithm, n,
+                                        work=Work(job.count, job.piece_bytes, job.local))
         if self.method == EVENTS:
             self.replay = Replay(self.network, self.ranks, self._schedule(job),
                                  sim_channels(self.fabric, job.channels),
@@ -117,7 +150,7 @@ class SimEngine(Engine):
         """The job's schedule without data, in pieces: the one the caller
         built for this count if it did (`built`, of the same collective,
         root and GPUs per server), cut into pieces; else built here."""
-        piece = max(1, job.piece_bytes // metrics.TYPE_SIZE)
+        piece = _piece_elements(job.piece_bytes)
         count, built = self.built
         self.built = (0, None)
         if built is not None and count == job.count:

@@ -303,9 +303,11 @@ def _run(fabric, exp, args, cluster=None) -> int:
 def _summary_start(fabric, args, say) -> dict:
     """The summary's first keys: the fabric and how the run was asked for."""
     say(f"fabric   {fabric.name}: {fabric.shape()}")
+    from report.write import network_summary
     return {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
             "links": describe_links(fabric), "policy": fabric.policy,
-            "warnings": list(fabric.warnings), "provenance": provenance(args.argv, fabric)}
+            "network": network_summary(fabric), "warnings": list(fabric.warnings),
+            "provenance": provenance(args.argv, fabric)}
 
 
 def _measure(lab, exp, args, run_dir, summary, say) -> None:
@@ -340,6 +342,9 @@ def _lab_summary(lab, summary, say) -> None:
     control = "/".join(summary["openflow"]) or "no controller (L2 learning + STP)"
     say(f"lab      datapath {lab.datapath}, {control}, policy {lab.fabric.policy}; "
         f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
+    if lab.ecn.asked:
+        summary["ecn"] = lab.ecn.to_dict()
+        say(f"ecn      {lab.fabric.network.title}: {lab.ecn.note}")
     if lab.spread:
         summary["cluster"] = lab.summary()
         say(console.cluster_text(summary["cluster"]))

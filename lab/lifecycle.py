@@ -35,11 +35,11 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from lab import datapath, host, portmod, records, sandbox
+from lab import datapath, ecn, host, portmod, records, sandbox
 from lab.host import LabError
 from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
 from lab.counters import read_counters
-from lab.shaping import link_commands
+from lab.shaping import frame_bytes, link_commands
 from policies import policy
 from lab.processes import cpu_seconds, is_mininet_shell, stop_process, stop_process_group
 from lab.progress_wait import wait_progressing
@@ -94,6 +94,7 @@ class Lab:
         self.requested_datapath = datapath
         self.datapath: Optional[str] = None
         self.warnings: List[str] = []        # what about the host bends the figures
+        self.ecn = ecn.plan(fabric)          # ECN marking and DCTCP, where asked and possible
         self.log = log
         self.verbose = verbose
         self.net = None
@@ -338,7 +339,7 @@ class Lab:
     def _shape(self) -> None:
         """Switch-side interfaces in two batches (MTU, then tc), then each
         endpoint's own interfaces from inside its namespace."""
-        plan = shaping_plan(self.fabric)
+        plan = shaping_plan(self.fabric, self.ecn.marking)
         names = {h.name for h in self.fabric.endpoints}
         root_intfs = [intf for link in self.fabric.links
                       for node, intf in ((link.a, link.a_intf), (link.b, link.b_intf))
@@ -356,7 +357,8 @@ class Lab:
 
     def _configure_endpoint(self, ep, plan) -> None:
         intfs = [ep.intf] + ([ep.nv_intf] if ep.nv_ip else [])
-        script = host_setup_script({i: plan[i] for i in intfs}, self.fabric.mtu)
+        script = host_setup_script({i: plan[i] for i in intfs}, self.fabric.mtu,
+                                   ecn.server_sysctls() if self.ecn.dctcp else [])
         if len(self.neighbours) > STATIC_NEIGHBOURS_ABOVE:
             table = self.run_dir / f"neighbours-{ep.name}"
             table.write_text("".join(
@@ -468,8 +470,10 @@ class Lab:
         ends = [(link.a_intf, link.a), (link.b_intf, link.b)]
         if not silent:
             ends = self._set_switch_ports(ends, up)
+        marking = {s.name for s in self.fabric.network_switches} if self.ecn.marking else set()
         for intf, node in ends:
-            for cmd in link_commands(intf, link.spec, up, silent):
+            frame = frame_bytes(self.fabric.mtu) if node in marking else 0
+            for cmd in link_commands(intf, link.spec, up, silent, frame):
                 self.host(node).cmd(cmd)
 
     def _set_switch_ports(self, ends: list, up: bool) -> list:

@@ -60,7 +60,7 @@ from lab.host import Interrupted, LabError
 from lab.lifecycle import Lab
 from lab.certificates import write_credentials
 from lab.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
-from lab.shaping import link_commands
+from lab.shaping import frame_bytes, link_commands
 from topologies.fabric import Fabric, fabric_from_spec
 
 PR_SET_PDEATHSIG = 1
@@ -193,8 +193,10 @@ class SliceLab(Lab):
         lab/shaping.link_commands): in the server's namespace for a server,
         in the root namespace for a switch."""
         spec = {i: l.spec for l in self.whole.links for i in (l.a_intf, l.b_intf)}
+        marking = {s.name for s in self.whole.network_switches} if self.ecn.marking else set()
         for node, intf in ends:
-            for cmd in link_commands(intf, spec[intf], up, silent):
+            frame = frame_bytes(self.whole.mtu) if node in marking else 0
+            for cmd in link_commands(intf, spec[intf], up, silent, frame):
                 if any(h.name == node for h in self.fabric.endpoints):
                     self.host(node).cmd(cmd)
                 else:

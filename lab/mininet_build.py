@@ -107,23 +107,26 @@ def switch_class(datapath: str, lab_tag: str, on_process: Callable, stp: bool = 
                    protocols=OPENFLOW_VERSIONS, batch=True, reconnectms=1000)
 
 
-def shaping_plan(fabric: Fabric) -> Dict[str, List[str]]:
-    """tc commands per interface, for both ends of every link."""
+def shaping_plan(fabric: Fabric, marking: bool = False) -> Dict[str, List[str]]:
+    """tc commands per interface, for both ends of every link; `marking`:
+    the network switches' egress queues mark ECN (lab/ecn.py)."""
+    switches = {s.name for s in fabric.network_switches} if marking else set()
     plan = {}
     for link in fabric.links:
-        plan[link.a_intf] = tc_commands(link.a_intf, link.spec, fabric.mtu)
-        plan[link.b_intf] = tc_commands(link.b_intf, link.spec, fabric.mtu)
+        plan[link.a_intf] = tc_commands(link.a_intf, link.spec, fabric.mtu, link.a in switches)
+        plan[link.b_intf] = tc_commands(link.b_intf, link.spec, fabric.mtu, link.b in switches)
     return plan
 
 
-def host_setup_script(intfs: Dict[str, List[str]], mtu: int) -> str:
+def host_setup_script(intfs: Dict[str, List[str]], mtu: int, sysctls: List[str] = ()) -> str:
     """One shell line run inside a server's namespace, for each interface
     (name -> its tc commands): the fabric's MTU,
     checksum and segmentation offloads off (the userspace datapath forwards unfinished checksums, and
     super-packets would defeat the packet-counted queue), IPv6 off (its
-    neighbour discovery is noise on the counters), then the shaping."""
+    neighbour discovery is noise on the counters), `sysctls` (DCTCP where
+    the lab marks ECN), then the shaping."""
     steps = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
-             "sysctl -qw net.ipv6.conf.default.disable_ipv6=1"]
+             "sysctl -qw net.ipv6.conf.default.disable_ipv6=1", *sysctls]
     for intf in intfs:
         steps += [f"ip link set dev {intf} mtu {mtu}",
                   f"ethtool -K {intf} tx off tso off gso off >/dev/null"]

@@ -23,6 +23,7 @@ class RunningLab(Protocol):
     run_dir: Path                     # where the lab's own files go
     datapath: Optional[str]           # "kernel", "user" (or per machine, "kernel/user")
     warnings: List[str]               # what about the host bends the figures
+    ecn: object                       # lab/ecn.py EcnPlan: marking and DCTCP, asked and done
     timings: Dict[str, float]         # start's steps and the teardown, in seconds
     status: dict                      # the controller's (or spanning tree's) at readiness
     spread: bool                      # across several machines (cluster mode)

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import List
 
+from lab import ecn
+
 ETHERNET_HEADER = 14
 ACK_CLASS_BURST = 2000          # bytes: a few dozen ACKs back to back
 ACK_CLASS_SHARE = 20            # the ACK class is guaranteed 1/20 of the rate, borrows the rest
@@ -87,11 +89,13 @@ def connection_windows(links, mtu: int) -> tuple:
             window_bytes(max(inside, default=nic), delay, mtu))
 
 
-def queue_commands(intf: str, spec, drop: bool = False) -> List[str]:
+def queue_commands(intf: str, spec, drop: bool = False, ecn_frame: int = 0) -> List[str]:
     """The queues of an interface's two classes: a pfifo of the link's
     length each (netem, with the same delay and loss, when the link asks for
-    delay or loss); `drop`: queues of no frames, so that every frame is lost
-    while the carrier stays up (a silent failure, --fail ...:silent)."""
+    delay or loss; the data class a RED queue marking ECN, `ecn_frame` its
+    frame's bytes, where the lab marks: lab/ecn.py); `drop`: queues of no
+    frames, so that every frame is lost while the carrier stays up (a silent
+    failure, --fail ...:silent)."""
     cmds = []
     for cls in (DATA_CLASS, ACK_CLASS):
         handle = cls.split(":")[1] + ":"
@@ -101,18 +105,21 @@ def queue_commands(intf: str, spec, drop: bool = False) -> List[str]:
             cmds.append(f"qdisc replace dev {intf} parent {cls} handle {handle} netem "
                         f"limit {spec.queue_packets} delay {spec.delay_ms:g}ms "
                         f"loss {spec.loss_percent:g}%")
+        elif ecn_frame and cls == DATA_CLASS:
+            cmds.append(ecn.red_queue(intf, cls, handle, spec, ecn_frame))
         else:
             cmds.append(f"qdisc replace dev {intf} parent {cls} handle {handle} pfifo "
                         f"limit {spec.queue_packets}")
     return cmds
 
 
-def tc_commands(intf: str, spec, mtu: int) -> List[str]:
+def tc_commands(intf: str, spec, mtu: int, marks: bool = False) -> List[str]:
     """tc commands (without the leading 'tc') that shape one interface's
     egress: an HTB class for the link's rate, split into a data class (1:10,
     the default) and a first-served class for small TCP packets (1:5), each
     with a pfifo queue of the link's length (netem instead, with the same
-    delay and loss for both, when the link asks for delay or loss)."""
+    delay and loss for both, when the link asks for delay or loss; `marks`:
+    the data class's queue marks ECN, lab/ecn.py)."""
     mbit = spec.rate_mbit
     frame, burst = frame_bytes(mtu), burst_bytes(mbit, mtu)
     ack_mbit = mbit / ACK_CLASS_SHARE
@@ -124,7 +131,7 @@ def tc_commands(intf: str, spec, mtu: int) -> List[str]:
             f"class add dev {intf} parent 1:1 classid 1:5 htb rate {ack_mbit:g}mbit "
             f"ceil {mbit:g}mbit burst {ACK_CLASS_BURST}b cburst {ACK_CLASS_BURST}b "
             f"quantum {frame} prio 0"]
-    cmds += queue_commands(intf, spec)
+    cmds += queue_commands(intf, spec, ecn_frame=frame if marks else 0)
     # the failure probe's flows (traffic/measure/failures.py) watch the path,
     # not the queue: a full data queue's drops would read as a failure
     cmds.append(f"filter add dev {intf} parent 1: protocol ip prio 2 u32 "
@@ -141,9 +148,11 @@ def tc_commands(intf: str, spec, mtu: int) -> List[str]:
     return cmds
 
 
-def link_commands(intf: str, spec, up: bool, silent: bool = False) -> List[str]:
+def link_commands(intf: str, spec, up: bool, silent: bool = False,
+                  ecn_frame: int = 0) -> List[str]:
     """Shell commands that take one end of a link down or up: its carrier
-    (`ip link`), or, `silent`, its queues (tc), the carrier left up."""
+    (`ip link`), or, `silent`, its queues (tc), the carrier left up (and
+    back as they were: `ecn_frame` where the queue marks ECN)."""
     if silent:
-        return ["tc " + c for c in queue_commands(intf, spec, drop=not up)]
+        return ["tc " + c for c in queue_commands(intf, spec, drop=not up, ecn_frame=ecn_frame)]
     return [f"ip link set dev {intf} {'up' if up else 'down'}"]

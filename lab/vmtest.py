@@ -119,6 +119,7 @@ mkdir -p {PROJECT}
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro project {PROJECT} \\
   || {{ echo "{MARK} error: the project did not mount over 9p ==="; off; }}
 modprobe openvswitch && modprobe sch_netem || echo "{MARK} error: modprobe failed ==="
+modprobe sch_red; modprobe tcp_dctcp
 sysctl -q -w net.core.wmem_default=$((64 << 20))
 mkdir -p /run/openvswitch /var/log/openvswitch
 /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random
@@ -137,7 +138,7 @@ for f in $(find /tmp/results -name '*.log' -size +0 | head -n 5); do
   echo "--- $f"; tail -n 5 "$f"
 done
 echo "{BEGIN}"; cat /tmp/run.json; echo "{END}"
-mods=$(lsmod | grep -E '^(openvswitch|sch_netem) ' | cut -d' ' -f1 | tr '\\n' ' ')
+mods=$(lsmod | grep -E '^(openvswitch|sch_netem|sch_red|tcp_dctcp) ' | cut -d' ' -f1 | tr '\\n' ' ')
 echo "{MARK} modules: $mods ==="
 off
 """
@@ -332,7 +333,7 @@ def figures(summary: dict) -> dict:
             "idle_lost": coll.get("idle_latency", {}).get("lost"),
             "drops": sum(link.get("drops", 0) for r in runs
                          for link in r.get("links", {}).values()),
-            "links": summary.get("links")}
+            "links": summary.get("links"), "ecn": summary.get("ecn") or {}}
 
 
 def checks(fig: dict) -> list:
@@ -349,6 +350,8 @@ def checks(fig: dict) -> list:
             (seen, f"delay seen: {latency} (>= {floor / 1000:.0f} ms: 2 links x {DELAY_MS} ms, "
                    "both ways)"),
             (fig["reach_ok"], f"reachability {fig['reachable']}"),
+            (fig["ecn"].get("marking") is True and fig["ecn"].get("dctcp") is True,
+             f"ECN marking and DCTCP (RoCE's, the default technology): {fig['ecn'] or 'none'}"),
             (bool(fig["wrong"]) and not any(fig["wrong"]), f"#wrong {fig['wrong']}")]
 
 
@@ -380,7 +383,8 @@ def verdict(seen: dict, text: str) -> int:
     if failed:
         print(f"vm-test: FAILED: {failed[0]} (see {CONSOLE}).", file=sys.stderr)
         return 1
-    print("vm-test: passed: kernel datapath, netem delay and loss, all pairs reachable, #wrong 0")
+    print("vm-test: passed: kernel datapath, netem delay and loss, ECN marking and DCTCP, all "
+          "pairs reachable, #wrong 0")
     return 0
 
 

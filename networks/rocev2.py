@@ -40,6 +40,7 @@ class Roce(Technology):
     routing = "ecmp"
     lossless = "pfc"
     congestion_control = "DCQCN"
+    ecn = True
     options = {"pfc": ((True, False), True), "ecn": ((True, False), True),
                "qps_per_connection": (tuple(range(1, 17)), 1)}
     sources = ROCE_SOURCES
@@ -57,6 +58,7 @@ class RoceLossy(Technology):
     routing = "ecmp"
     lossless = "none"
     congestion_control = "DCQCN on ECN marks; loss recovery by the NIC"
+    ecn = True
     options = {"ecn": ((True, False), True), "qps_per_connection": (tuple(range(1, 17)), 1)}
     sources = {**ROCE_SOURCES, "lossless": "none: a full queue drops (lossy RoCE, as some "
                                            "hyperscalers run it with NICs that recover "

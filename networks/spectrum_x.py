@@ -22,6 +22,7 @@ class SpectrumX(Technology):
     routings = ("spray", "ecmp", "single-path")
     lossless = "pfc"
     congestion_control = "Spectrum-X congestion control (in-band telemetry from the switches)"
+    ecn = True
     reorders = True
     sources = {
         "switch_latency_us": ETHERNET_SWITCH_SOURCE,

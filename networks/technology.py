@@ -16,9 +16,11 @@ instead of comparing names:
   unless its file says otherwise) and `routings` (the policies it can run,
   None for any: policies/ says what each does), `qps_per_connection` (flows NCCL opens per
   connection through one NIC: the entropy ECMP hashes);
-- losses and congestion, for the packet engine and the docs: `lossless`
-  (credits, pfc or none), `congestion_control`, `reorders` (the NIC puts
-  packets sprayed over several paths back in order);
+- losses and congestion, for the packet engine, the lab and the docs:
+  `lossless` (credits, pfc or none), `congestion_control`, `ecn` (switches
+  mark congestion: the lab marks with RED and runs DCTCP where its kernel
+  can, lab/ecn.py), `reorders` (the NIC puts packets sprayed over several
+  paths back in order);
 - `sharp`: whether its switches can reduce (CollNet), and whether by
   default.
 
@@ -72,6 +74,7 @@ class Technology:
     lossless: ClassVar[str] = "none"        # credits, pfc or none
     congestion_control: ClassVar[str] = ""
     reorders: ClassVar[bool] = False
+    ecn: ClassVar[bool] = False             # its switches mark congestion with ECN
     sharp: ClassVar[bool] = False           # the switches can reduce (SHARP)
     sources: ClassVar[Dict[str, str]] = {}
     # options a fabric file's `network:` section may set: name -> (values, default)

@@ -124,7 +124,7 @@ def format_nccl(sim: dict, inp: dict) -> str:
             lines += ["", f"# {r['design']}, {WIRING_NAMES[r['wiring']]} wiring, radix "
                           f"{r['radix']}: the fabric delivers {r['fabric_share']:.0%} of a "
                           "NIC's rate to the rail rings; a step between servers "
-                          f"{r['network_us']:+.2f} us against NCCL's own figure",
+                          f"{round(r['network_us'], 2) + 0.0:+.2f} us against NCCL's own figure",
                       f"#  {'size':>14} {'NCCL runs':<16} {'ch':>3} {'time(us)':>14} "
                       f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'fabric x':>9}"]
         lines.append(f"   {r['size_bytes']:>14} {r['ran']:<16} {r['channels']:>3} "
@@ -195,7 +195,7 @@ def format_side_by_side(side: dict) -> str:
                       "#  " + f"{'routing':>14}" + "".join(
                           f" {side['routings'][n]:>22}" for n in names),
                       "#  " + f"{'share, step':>14}" + "".join(
-                          f" {format(by[n]['fabric_share'], '.0%') + ', ' + format(by[n]['network_us'], '+.1f') + ' us':>22}"
+                          f" {format(by[n]['fabric_share'], '.0%') + ', ' + format(round(by[n]['network_us'], 1) + 0.0, '+.1f') + ' us':>22}"
                           for n in names),
                       "#  " + f"{'size':>14}" + "".join(f" {'time(us)  busbw':>22}" for n in names)]
         lines.append("   " + f"{r['size_bytes']:>14}" + "".join(

@@ -124,7 +124,10 @@ def differences(headers: List[dict]) -> dict:
     out = {}
     for key in WHAT_RAN:
         values = [h[key] for h in headers]
-        out[key] = {"values": values, "differ": len(set(map(json.dumps, values))) > 1}
+        # a summary written before runs named their network cannot tell it
+        told = key != "network" or all(v is not None for v in values)
+        out[key] = {"values": values,
+                    "differ": len(set(map(json.dumps, values))) > 1 if told else None}
     for item, key in ORIGIN.items():
         values = [(h["provenance"] or {}).get(key) for h in headers]
         known = all(h["provenance"] for h in headers)
@@ -235,6 +238,11 @@ def difference_lines(comp: dict) -> List[str]:
     lines = [f"differ   {', '.join(differ) or 'nothing of what ran or where it came from'}"]
     if same:
         lines.append(f"same     {', '.join(same)}")
+    if "network" in unknown:
+        unknown.remove("network")
+        older = [str(h["number"]) for h in comp["runs"] if not h.get("network")]
+        lines.append(f"unknown  network: run(s) {', '.join(older)} do not name it (written "
+                     "before runs did)")
     if unknown:
         missing = [str(h["number"]) for h in comp["runs"] if not h["provenance"]]
         lines.append(f"unknown  {', '.join(unknown)}: run(s) {', '.join(missing)} have no "

@@ -176,7 +176,7 @@ def sim_table(result: RunRecord) -> str:
                      "the algorithm, protocol and channels NCCL's tuner picks, each NIC at "
                      f"{priced[0]['fabric_share']:.2f} of its rate (bandwidth alone: this "
                      f"fabric's {sim.get('routing', 'routing')} on NCCL's rail rings), each step "
-                     f"between servers {priced[0].get('network_us', 0.0):+.2f} us against NCCL's "
+                     f"between servers {round(priced[0].get('network_us', 0.0), 2) + 0.0:+.2f} us against NCCL's "
                      "own figure (switches, links, transport); no schedule replayed, so no "
                      "per-link figures")
     lines.append("# Simulated, not measured: no TCP dynamics, no queueing beyond fair sharing, "

@@ -50,6 +50,16 @@ OVS_SEND_BUFFER=$((64 << 20))
 sysctl -q -w net.core.wmem_default=$OVS_SEND_BUFFER
 printf '# fabric lab: scripts/setup.sh\nnet.core.wmem_default = %s\n' "$OVS_SEND_BUFFER" \
   > /etc/sysctl.d/60-fabric-lab.conf
+# DCTCP, for the lab's ECN (lab/ecn.py), where the kernel has it: a network
+# namespace may set only a congestion control the host allows (Linux keeps
+# the others to the first namespace), so allow it; nothing is chosen here.
+# A kernel without modules (this project's CI host) has no DCTCP: nothing to do.
+CC=/proc/sys/net/ipv4
+if { grep -qw dctcp "$CC/tcp_available_congestion_control" || modprobe -q tcp_dctcp 2>/dev/null; } \
+   && ! grep -qw dctcp "$CC/tcp_allowed_congestion_control"; then
+  sysctl -q -w net.ipv4.tcp_allowed_congestion_control="$(cat "$CC/tcp_allowed_congestion_control") dctcp" \
+    || say "warning: DCTCP could not be allowed: the lab's ECN runs without it"
+fi
 send_buffer() {         # of the running ovs-vswitchd's sending socket, if it has one yet
   ss -0 -m -a -p 2>/dev/null | grep -F '"ovs-vswitchd"' | grep -F '[0]:*' \
     | grep -o 'tb[0-9]*' | head -1 | tr -d tb

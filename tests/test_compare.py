@@ -249,3 +249,17 @@ def test_comparison_is_a_pure_function_of_the_summaries(runs):
     assert compare.comparison(first) == compare.comparison(again)
     assert compare.table_text(compare.comparison(first)).splitlines()[1].startswith(
         "#       size  time (us)  busbw GB/s  b/link  #wrong  time (us)")
+
+
+def test_a_run_that_does_not_name_its_network_leaves_it_unknown():
+    base = {"fabric": "f", "collective": "allreduce", "algorithm": "ring", "engine": "sim",
+            "policy": "ecmp", "ranks": 4, "link_rate_mbit": 20.0,
+            "provenance": {"fabric_sha256": "a", "commit": "c", "host": {}}}
+    headers = [dict(base, number=1, network="RoCEv2"), dict(base, number=2, network=None)]
+    comp = {"runs": headers, "differences": compare.differences(headers), "notes": []}
+    assert comp["differences"]["network"]["differ"] is None
+    lines = compare.difference_lines(comp)
+    assert "unknown  network: run(s) 2 do not name it (written before runs did)" in lines
+    both = [dict(base, number=1, network="RoCEv2"), dict(base, number=2, network="InfiniBand")]
+    assert compare.difference_lines({"runs": both, "differences": compare.differences(both),
+                                     "notes": []})[0] == "differ   network (1 RoCEv2; 2 InfiniBand)"

@@ -84,3 +84,31 @@ def test_spanning_tree_is_rooted_at_the_top_tiers_first_switch_every_run():
         ranked = sorted(fabric.switches, key=stp_priority)
         assert ranked[0].name == root
         assert len({stp_priority(sw) for sw in fabric.switches}) == len(fabric.switches)
+
+
+# --- ECN where the network technology marks and the kernel can (lab/ecn.py) ------------
+
+def test_where_the_lab_marks_the_switches_data_queues_are_red_at_k_and_the_servers_not():
+    from lab.ecn import EcnPlan
+    from lab.mininet_build import shaping_plan
+    from topologies.fabric import load_fabric
+    f = load_fabric("topologies/default.yaml")
+    marked, plain = shaping_plan(f, True), shaping_plan(f, False)
+    red = [c for c in marked["leaf1-eth1"] if " red " in c]
+    # 20 Mbit/s, queue 32 frames of 9014 B: K = 6 frames, marking every ECN-capable frame from K
+    assert red == ["qdisc replace dev leaf1-eth1 parent 1:10 handle 10: red limit 288448 "
+                   "min 54084 max 63098 avpkt 9014 burst 7 bandwidth 20mbit probability 1 ecn"]
+    assert not any(" red " in c for c in marked["h1-eth0"])            # a NIC does not mark
+    assert not any(" red " in c for cmds in plain.values() for c in cmds)
+    assert EcnPlan(True, True, True).note.startswith("switch egress queues mark ECN")
+    assert "this kernel has no sch_red and no tcp_dctcp" in EcnPlan(True, False, False).note
+    assert EcnPlan(False, False, False).note is None
+
+
+def test_which_technologies_ask_for_ecn():
+    from lab.ecn import asked
+    from topologies.fabric import load_fabric
+    f = load_fabric("topologies/default.yaml")
+    assert asked(f) and asked(f.with_network("spectrum-x"))
+    assert not asked(f.with_network("infiniband")) and not asked(f.with_network("tcp"))
+    assert not asked(f.edited(lambda s: s["network"].update(ecn=False)))

@@ -27,6 +27,13 @@ def test_default_fabric_end_to_end(tmp_path, clean_host):
     summary = json.loads(proc.stdout)
     assert summary["reachability"]["ok"] == summary["reachability"]["total"] == 12
     assert summary["datapath"] in ("user", "kernel") and summary["openflow"] == ["OpenFlow15"]
+    # the default technology, RoCE, marks with ECN: the lab does what this kernel can, and says it
+    from lab.ecn import kernel_support
+    have = kernel_support()
+    assert summary["network"]["technology"] == "roce"
+    assert summary["ecn"] == {"asked": True, "marking": have["red"], "dctcp": have["dctcp"],
+                              "note": summary["ecn"]["note"]}
+    assert ("this kernel has no" in summary["ecn"]["note"]) != (have["red"] and have["dctcp"])
     result = summary["collectives"]
     runs = result["runs"]
     assert [r["size_bytes"] for r in runs] == [32768, 131072, 524288, 2097152]

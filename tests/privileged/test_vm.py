@@ -49,7 +49,8 @@ def test_the_vm_runs_the_lab_with_the_kernel_datapath_and_netem():
                           text=True, timeout=vmtest.DEFAULT_TIMEOUT + 3600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for expected in ("ok   datapath kernel", "ok   netem on the server links", "ok   delay seen",
-                     "ok   reachability", "ok   #wrong [0]", "vm-test: passed"):
+                     "ok   ECN marking and DCTCP", "ok   reachability", "ok   #wrong [0]",
+                     "vm-test: passed"):
         assert expected in proc.stdout, proc.stdout
     assert qemu_pids() <= before, "the VM test left qemu running"
     assert "openvswitch" in proc.stdout and "sch_netem" in proc.stdout

@@ -33,7 +33,7 @@ from harness.commandline import command_line
 from networks import network
 from sim import nccl
 from sim.clos import ClosShape
-from topologies.hardware import server
+from topologies.hardware import partition, server
 from sim.nccl import rails
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -59,6 +59,7 @@ class Case:
     nic_gbps: Optional[float] = None  # Gbit/s per NIC where the system's differ from sold
     fitted: str = ""                # what this case set, if it set a parameter (not a check)
     ppn: Optional[int] = None       # ranks per server, where not every GPU
+    domain: Optional[int] = None    # GPUs per NVLink domain where a rack was partitioned
 
     @property
     def tag(self) -> str:
@@ -81,6 +82,15 @@ A3MEGA = ("https://github.com/lessizzmore/create-a3mega-ztan-fork/blob/main/"
 VOLTAGE = ("https://github.com/ZiyanIshani/vpbenchmarking/blob/main/results/nccl/nccl_multinode/"
            "nccl_{}_20260224_225706.txt")
 STAS = "https://github.com/stas00/ml-engineering/blob/master/network/README.md"
+CW = ("https://github.com/coreweave/nccl-tests/blob/0120901ac7a1e6425640a57540e142070452f8a2/"
+      "README.md#gb200 (CoreWeave, 'Expected Performance', NCCL 2.26.2)")
+AAC = ("https://github.com/hisohara/ai-scripts/blob/0780bb3c957ba1dd4254b3147c2027a44304db34/"
+       "training/01_rccl-smoketest/README.md")
+MNNVL_RING = ("NCCL 2.26.2's default, read as Ring from the times: their fixed cost, ~4.8 ms "
+              "over 1,440 ranks from 1 to 16 GiB, is a ring's 2 x 1,439 steps, not an "
+              "NVLSTree's few tens of us (2.26.2's tuner priced NVLSTree otherwise than 2.30's: "
+              "src/graph/tuning.cc at v2.26.2-1); priced as NCCL_ALGO=Ring, where 2.30's tuner, "
+              "modelled here, would run NVLSTree (765 GB/s, unmeasured)")
 
 CASES = (
     Case("1x8 H100 ring", NT + "309", "HGX H100, NCCL 2.26.2, NCCL_NVLS_ENABLE=0, peak "
@@ -181,6 +191,35 @@ CASES = (
          "maintainer: 'an effective NVLink bandwidth of 370GB/s, which you can observe as "
          "BusBw when running non-allreduce operations' (prose)", "hgx-h100", 1, 8 * GIB, 370.0,
          collective="alltoall"),
+    # --- scale-up as sold: NVL72 racks (MNNVL), their partitions, AMD's mesh (RCCL) ---
+    Case("1x72 GB200 NVL72 default", CW, "one rack, 72 ranks in one NVLink domain (MNNVL), "
+         "8 GiB out-of-place", "gb200-nvl72", 1, 8 * GIB, 834.57, tech="nvl72"),
+    Case("2x72 GB200 NVL72 default", CW, "2 racks, 144 ranks, InfiniBand between racks, "
+         "16 GiB out-of-place", "gb200-nvl72", 2, 16 * GIB, 810.41, tech="nvl72"),
+    Case("20x72 GB200 NVL72 ring", CW, f"20 racks, 1,440 ranks, 16 GiB out-of-place; "
+         f"{MNNVL_RING}", "gb200-nvl72", 20, 16 * GIB, 405.74, algo="ring", tech="nvl72"),
+    Case("20x72 GB200 NVL72 1 GiB", CW, "as above, 1 GiB out-of-place", "gb200-nvl72", 20,
+         1 * GIB, 218.85, algo="ring", tech="nvl72"),
+    Case("3 x NVL8 partitions ring", NC + "1801", "GB200 NVL72, 3 NVL8 partitions in 3 racks "
+         "(IB between them), NCCL 2.27.3, NCCL_NVLS_ENABLE=0, NCCL's default (Ring), 16 GiB",
+         "gb200-nvl72", 3, 16 * GIB, 393.66, algo=NO_NVLS, tech="nvl72", domain=8),
+    Case("3 x NVL8 partitions tree", NC + "1801", "as above, NCCL_ALGO=Tree, 16 GiB",
+         "gb200-nvl72", 3, 16 * GIB, 485.68, algo="tree", tech="nvl72", domain=8),
+    Case("3 x NVL4 partitions ring", NC + "1801", "3 NVL4 partitions in 3 racks, NVLS off, "
+         "NCCL's default (Ring), 16 GiB", "gb200-nvl72", 3, 16 * GIB, 196.72, algo=NO_NVLS,
+         tech="nvl72", domain=4),
+    Case("3 x NVL4 partitions tree", NC + "1801", "as above, NCCL_ALGO=Tree, 16 GiB",
+         "gb200-nvl72", 3, 16 * GIB, 234.43, algo="tree", tech="nvl72", domain=4),
+    Case("1x8 MI300X default", AAC, "AAC8, 8 x MI300X, rccl-tests -g 1 over MPI, 8 GiB "
+         "out-of-place", "mi300x", 1, 8 * GIB, 315.69, tech="amd-rccl"),
+    Case("2x8 MI300X default", AAC, "AAC10, 8 x MI300X and 8 x ConnectX RoCE NICs a node, "
+         "RCCL 2.22.3, 16 GiB out-of-place", "mi300x", 2, 16 * GIB, 357.46, network="roce",
+         tech="amd-rccl"),
+    Case("1x8 MI325X default", AAC, "AAC11, 8 x MI325X, 16 GiB out-of-place", "mi325x", 1,
+         16 * GIB, 319.08, tech="amd-rccl"),
+    Case("8x8 MI325X ring", AAC, "AAC11, 8 nodes, 8 x Broadcom RoCE NICs a node, "
+         "NCCL_ALGO=Ring, 16 GiB out-of-place", "mi325x", 8, 16 * GIB, 350.84, algo="ring",
+         network="roce", tech="amd-rccl"),
 )
 ECMP_CONNECTIONS = (1, 8)
 ECMP_SEEDS = 5
@@ -199,6 +238,8 @@ BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n 
 def hardware_of(case: Case):
     """The case's servers: as sold, with its NICs where the system had others."""
     hw = server(case.server)
+    if case.domain is not None:
+        hw = partition(hw, case.domain)
     if case.nics is not None or case.nic_gbps is not None:
         nics, gbps = case.nics or hw.nics, case.nic_gbps or hw.nic_gbps
         hw = replace(hw, name=f"{hw.name} ({nics} x {gbps:g}G NICs)", nics=nics, nic_gbps=gbps)
@@ -232,7 +273,7 @@ def run() -> dict:
         got = simulate(case)
         ratio = got["simulated"] / case.measured
         rows.append({**asdict(case), **got, "ratio": ratio, "tag": case.tag,
-                     "gpus": case.nodes * (case.ppn or server(case.server).gpus)})
+                     "gpus": case.nodes * (case.ppn or case.domain or server(case.server).gpus)})
     errors = [abs(r["ratio"] - 1) for r in rows]
     multi = [abs(r["ratio"] - 1) for r in rows if r["nodes"] > 1]
     large = [abs(r["ratio"] - 1) for r in rows if r["unit"] == "busbw"]

@@ -31,13 +31,15 @@ from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, BY_SERVER
                                   REDUCING, ROOTED, default_algorithm)
 
 SCALE_UP = ("packets", "memory")
+MAX_LAB_BYTES = 1 << 30     # a message on a lab: every rank holds its buffers in memory
+MAX_SIM_BYTES = 16 << 30    # the simulator's: nccl-tests' peaks sit at 8-16 GiB
 _OVERRIDE = re.compile(r"[\^A-Za-z0-9,;: ]{1,200}")   # NCCL_ALGO / NCCL_PROTO (overrides.py)  # how the agents carry NVLink traffic inside a server
 SCHEMA = {
     "collective": (optional(choice(*COLLECTIVES)), None),
     "algorithm": (optional(choice(*ALGORITHM_CHOICES)), None),
     "engine": (optional(choice(*ENGINES)), None),
-    "minbytes": (optional(size(4, 1 << 30)), None),
-    "maxbytes": (optional(size(4, 1 << 30)), None),
+    "minbytes": (optional(size(4, MAX_SIM_BYTES)), None),
+    "maxbytes": (optional(size(4, MAX_SIM_BYTES)), None),
     "stepfactor": (optional(number(1, 1024, "x")), None),
     "iters": (optional(integer(1, 1000)), None),
     "warmup": (optional(integer(0, 100)), None),
@@ -288,8 +290,12 @@ class Experiment:
             total = int(math.log(hi / lo) / math.log(factor)) + 1
             fail("stepfactor", f"{shown(factor)} would run {total:,} sizes from {size_text(lo)} to "
                  f"{size_text(hi)}; at most {MAX_SIZES}: raise the step factor")
+        if ENGINES[self.engine].needs_lab and hi > MAX_LAB_BYTES:
+            fail("maxbytes", f"{size_text(hi)} is more than a lab's {size_text(MAX_LAB_BYTES)} "
+                 f"(every rank holds its buffers in memory); --engine sim takes up to "
+                 f"{size_text(MAX_SIM_BYTES)}")
         pieces = -(-hi // self.piece_bytes)
-        if pieces > MAX_PIECES:
+        if pieces > MAX_PIECES and ENGINES[self.engine].needs_lab:
             fail("piece_bytes", f"{size_text(self.piece_bytes)} cuts the largest message "
                  f"({size_text(hi)}) into {pieces:,} pieces; at most {MAX_PIECES:,}: raise it "
                  f"or lower {names('maxbytes')}")
@@ -365,8 +371,9 @@ def _check_overrides_leave(fabric, exp: Experiment, names: Namer) -> None:
     if (exp.engine == "sim" and fabric.server_model is not None
             and exp.collective in tuner.COLLECTIVES and exp.step is None):
         try:
-            nccl.predict(nccl.cluster(fabric.server_model, max(1, len(fabric.endpoints) // local),
-                                      local), exp.collective, exp.minbytes, exp.nccl_algo,
+            domain = fabric.nvlink_domain
+            nccl.predict(nccl.cluster(fabric.server_model, max(1, len(fabric.endpoints) // domain),
+                                      domain), exp.collective, exp.minbytes, exp.nccl_algo,
                          exp.nccl_proto)
         except ValueError:
             why = (f"NCCL would run none of what NCCL_ALGO={exp.nccl_algo or '(all)'} and "

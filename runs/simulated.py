@@ -164,12 +164,14 @@ def nccl_cluster_on(fabric, hw, ranks, local: int):
     settings = fabric.network_settings
     qps = settings.get("qps_per_connection", tech.qps_per_connection)
     servers = len(ranks) // local
+    domain = fabric.nvlink_domain if local % fabric.nvlink_domain == 0 else local
+    nodes = len(ranks) // domain                    # NCCL's: servers, or NVLink partitions
     ranked = _Ranked(Network(fabric, 0), ranks)
     share = rails.share_on(lambda seed: _Ranked(Network(fabric, seed), ranks), len(ranks), local,
-                           hw.nics, hw.nic_gbps * 1e9,
-                           rails.connections_per_nic(hw, servers) * qps, seeds=3)
+                           fabric.spec["server"]["nics"], hw.nic_gbps * 1e9,
+                           rails.connections_per_nic(hw, nodes) * qps, seeds=3)
     extra = rails.ring_path_us(ranked, len(ranks), local) - REFERENCE_SWITCHES * REFERENCE_SWITCH_US
-    return nccl.cluster(hw, servers, local, fabric_share=share, network=tech,
+    return nccl.cluster(hw, nodes, domain, fabric_share=share, network=tech,
                         net_extra_us=extra if servers > 1 else 0.0,
                         collnet=settings.get("sharp", tech.sharp))
 

@@ -178,7 +178,7 @@ BAD = [
     ("unknown collective", variant("experiment.collective", "allreduse"),
      "t.yaml: experiment.collective: expected one of allreduce, allgather"),
     ("size without a unit", variant("experiment.maxbytes", "12 parsecs"),
-     "t.yaml: experiment.maxbytes: expected a size in bytes from 4 to 1073741824 (a number, "
+     "t.yaml: experiment.maxbytes: expected a size in bytes from 4 to 17179869184 (a number, "
      "or with K, M or G), got '12 parsecs'"),
     ("probe of a missing server", variant("experiment.probe", ["h1", "h99"]),
      "t.yaml: experiment.probe: expected servers of this fabric, but there is no 'h99'"),
@@ -200,3 +200,55 @@ def test_bad_input_names_file_key_and_expectation(what, text, expected):
 def test_unreadable_file(tmp_path):
     with pytest.raises(FabricError, match=r"nope\.yaml: cannot read the fabric file: No such file"):
         load_fabric(tmp_path / "nope.yaml")
+
+
+# --- rack-scale servers: an NVLink domain of up to 72 GPUs, and its partitions ------------------
+
+RACK = {"model": "gb200-nvl72", "gpus": 72, "nics": 72}
+NVLINK = {"rate_mbit": 7200000}
+
+
+def rack_variant(server, nvlink=True):
+    doc = yaml.safe_load(variant("server", server))
+    if nvlink:
+        doc["links"]["intra_node"] = NVLINK
+    doc["links"]["leaf_spine"] = {"rate_mbit": 100 * 72}      # a rack's NICs, not oversubscribed
+    return yaml.safe_dump(doc)
+
+
+def test_a_rack_scale_server_holds_72_gpus_and_splits_into_nvlink_partitions():
+    whole = parse_fabric(rack_variant(RACK), "t.yaml", emulate=False)
+    assert whole.nvlink_domain == 72 and whole.server_model.gpus == 72
+    assert len(whole.endpoints) == 6 * 72
+    nvl8 = parse_fabric(rack_variant({**RACK, "nvlink_domain": 8}), "t.yaml", emulate=False)
+    hw = nvl8.server_model
+    assert nvl8.nvlink_domain == 8 and (hw.name, hw.gpus, hw.nics) == ("gb200-nvl72/nvl8", 8, 8)
+    # an 8-GPU model's domain stays its server, as before
+    h100 = parse_fabric(rack_variant({"model": "hgx-h100", "gpus": 8, "nics": 8}), "t.yaml",
+                        emulate=False)
+    assert h100.nvlink_domain == 8 and h100.server_model.name == "hgx-h100"
+
+
+@pytest.mark.parametrize("server, emulate, message", [
+    ({"gpus": 72, "nics": 72}, False,
+     "t.yaml: server.gpus: expected at most 16 without a rack-scale server.model (gb200-nvl72, "
+     "gb300-nvl72), whose NVLink domain holds them, got 72"),
+    ({"model": "hgx-h100", "gpus": 72, "nics": 72}, False,
+     "t.yaml: server.gpus: expected at most the 8 GPUs of a hgx-h100 (server.model), got 72"),
+    ({**RACK, "nvlink_domain": 10}, False,
+     "t.yaml: server.nvlink_domain: expected a divisor of server.gpus (72): each NVLink domain "
+     "is a whole share of the server, got 10"),
+    ({"model": "mi300x", "gpus": 8, "nics": 8, "nvlink_domain": 4}, False,
+     "t.yaml: server.nvlink_domain: a mi300x's 8 GPUs are one full mesh of links, not switches "
+     "a partition could divide; its NVLink domain is all of them"),
+    ({**RACK, "gpus": 73}, False,
+     "t.yaml: server.gpus: expected a whole number from 1 to 72, got 73"),
+    (RACK, True,
+     "t.yaml: server.gpus: expected at most 16 GPUs per server to emulate (an NVSwitch node with "
+     "a port per GPU); --engine sim takes up to 72, got 72"),
+])
+def test_a_server_no_nvlink_domain_can_hold_is_refused_in_one_sentence(server, emulate, message):
+    with pytest.raises(FabricError) as err:
+        parse_fabric(rack_variant(server), "t.yaml", emulate=emulate)
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)

@@ -104,7 +104,7 @@ def test_the_example_runs_from_the_command_line_and_says_what_ran(tmp_path):
 @pytest.mark.parametrize("server, message", [
     ("{model: hgx-h1000, gpus: 8, nics: 8}",
      "choked.yaml: server.model: expected one of dgx-1v, dgx-a100, hgx-h100, hgx-h200, hgx-b200, "
-     "gb200-nvl72, got 'hgx-h1000'"),
+     "gb200-nvl72, gb300-nvl72, mi300x, mi325x, got 'hgx-h1000'"),
     ("{model: hgx-h100, gpus: 16, nics: 8}",
      "choked.yaml: server.gpus: expected at most the 8 GPUs of a hgx-h100 (server.model), "
      "got 16"),
@@ -169,3 +169,22 @@ def test_nccl_algo_and_proto_narrow_what_auto_may_choose():
 def test_overrides_that_leave_nothing_are_refused_before_anything_runs(fabric, flags, message):
     out = run("--check", str(TOPOLOGIES / fabric), *flags)
     assert out.returncode == 2 and out.stderr == message
+
+
+def test_nvlink_partitions_are_nccls_nodes_and_sizes_reach_16_gib():
+    """Three NVL72 racks as NVL8 partitions (topologies/sim/gb200-nvl72-nvl8.yaml):
+    NCCL's node is the partition, NVLS off as NVIDIA/nccl issue 1801 ran it,
+    so NCCL runs rings through the partitions' NICs; sizes go to 16 GiB."""
+    rack = load_fabric(TOPOLOGIES / "sim" / "gb200-nvl72-nvl8.yaml", emulate=False)
+    assert rack.nvlink_domain == 8 and rack.server_model.name == "gb200-nvl72/nvl8"
+    record = sweep(rack, minbytes=16 * GIB, maxbytes=16 * GIB, nccl_algo="^nvls,nvlstree")
+    (big,) = record.runs
+    assert big["size_bytes"] == 16 * GIB and big["auto"]["nccl"].startswith("Ring/Simple")
+    want = nccl.predict(nccl.cluster(rack.server_model, 27, 8, network=rack.network,
+                                     net_extra_us=big["auto"]["network_us"]),
+                        "allreduce", 16 * GIB, "^nvls,nvlstree").chosen
+    assert big["time_s"] == pytest.approx(want.time_us * 1e-6)
+    (tree,) = sweep(rack, minbytes=16 * GIB, maxbytes=16 * GIB, nccl_algo="tree").runs
+    assert tree["auto"]["nccl"].startswith("Tree/Simple")
+    # 8 NICs a partition, the busiest carrying twice a channel's share (a deep double tree)
+    assert 16 * GIB / tree["time_s"] / 1e9 == pytest.approx(8 * 48 / 2, rel=0.01)

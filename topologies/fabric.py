@@ -56,7 +56,7 @@ from topologies.roles import network_roles, role
 from topologies.sanity import (check_emulation, check_physics, check_policy,  # noqa: F401
                                check_size, check_whole, fabric_warnings)
 from topologies.schema import (FabricError, load_yaml, multi_gpu,  # noqa: F401
-                               name_from_file, normalise_fabric, read_text)
+                               name_from_file, normalise_fabric, nvlink_domain, read_text)
 
 DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
 
@@ -177,8 +177,18 @@ class Fabric:
         name, srv = self.spec["server"].get("model"), self.spec["server"]
         if not name:
             return None
-        return replace(hardware.SERVERS[name], nics=srv["nics"],
+        sold, domain = hardware.SERVERS[name], self.nvlink_domain
+        nics = srv["nics"] if domain == srv["gpus"] else max(1, srv["nics"] * domain // srv["gpus"])
+        if domain != min(sold.gpus, srv["gpus"]):          # partitions: NCCL's node is one
+            sold = hardware.partition(sold, domain)
+        return replace(sold, nics=nics,
                        nic_gbps=self.spec["links"]["server_leaf"]["rate_mbit"] / 1000)
+
+    @property
+    def nvlink_domain(self) -> int:
+        """GPUs per NVLink domain, NCCL's node (`server.nvlink_domain`, else
+        the model's, else the server's GPUs)."""
+        return nvlink_domain(self.spec["server"])
 
     @property
     def leaves(self) -> Tuple[Switch, ...]:

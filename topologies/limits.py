@@ -16,6 +16,8 @@ MAX_ENDPOINTS = 200_000         # servers, or GPUs
 MAX_SWITCHES = 100_000
 MAX_LINKS = 1_000_000
 MAX_RATE_MBIT = 100_000_000     # 100 Tbit/s: NVLink of 900 GB/s is 7,200,000 Mbit/s
+MAX_GPUS = 16                   # GPUs per server, but for a rack-scale server.model:
+MAX_RACK_GPUS = 72              # an NVL72 rack, one NVLink domain (topologies/hardware.py)
 
 # --- the emulation: what this host can build ----------------------------------------
 EMULATED_ENDPOINTS = 512        # beyond this a 2-core host spends minutes building
@@ -23,3 +25,4 @@ EMULATED_SWITCHES = 128
 EMULATED_LINKS = 2048           # each a veth pair with a qdisc tree per end; the SuperPOD unit has 544
 EMULATED_RATE_MBIT = 100_000    # HTB on veth pairs: 100 Gbit/s
 EMULATED_QUEUE_BYTES = 2 << 30  # all queues together (each link has one per direction)
+EMULATED_GPUS = 16              # GPUs per server: an NVSwitch node with a port per GPU

@@ -23,9 +23,10 @@ from typing import Dict, List, Tuple
 from topologies.errors import FabricError, shown
 from topologies.kinds import link_class
 from topologies.roles import role
-from topologies.limits import (EMULATED_ENDPOINTS, EMULATED_LINKS, EMULATED_QUEUE_BYTES,
-                               EMULATED_RATE_MBIT, EMULATED_SWITCHES, MAX_ENDPOINTS, MAX_LINKS,
-                               MAX_RATE_MBIT, MAX_SWITCHES)
+from topologies.limits import (EMULATED_ENDPOINTS, EMULATED_GPUS, EMULATED_LINKS,
+                               EMULATED_QUEUE_BYTES, EMULATED_RATE_MBIT, EMULATED_SWITCHES,
+                               MAX_ENDPOINTS, MAX_LINKS, MAX_RACK_GPUS, MAX_RATE_MBIT,
+                               MAX_SWITCHES)
 from topologies.schema import IFNAME_MAX, MAX_PER_LEAF, MIN_RATE_MBIT, multi_gpu
 from topologies.yaml_loader import quantity
 from policies import policy
@@ -88,6 +89,11 @@ def check_emulation(fabric) -> None:
               "endpoints": len(fabric.endpoints), "switches": len(fabric.switches),
               "links": len(fabric.links)}
     check_size(spec, counts, source)
+    if spec["server"]["gpus"] > EMULATED_GPUS:
+        raise FabricError(source, "server.gpus", (
+            f"expected at most {EMULATED_GPUS} GPUs per server to emulate (an NVSwitch node "
+            f"with a port per GPU); --engine sim takes up to {MAX_RACK_GPUS}, got "
+            f"{spec['server']['gpus']}"))
     for cls, link in spec["links"].items():
         if link is not None and link["rate_mbit"] > EMULATED_RATE_MBIT:
             raise FabricError(source, f"links.{cls}.rate_mbit", (

@@ -35,8 +35,8 @@ from topologies import hardware, kinds
 from topologies.units import RATE_PATTERN, parse_rate_mbit
 from topologies.errors import FabricError, kind_of, printable, shown, shown_key  # noqa: F401
 from topologies.roles import ROLES
-from topologies.limits import (EMULATED_RATE_MBIT, IFNAME_MAX, MAX_PER_LEAF,  # noqa: F401
-                               MAX_RATE_MBIT)
+from topologies.limits import (EMULATED_RATE_MBIT, IFNAME_MAX, MAX_GPUS,  # noqa: F401
+                               MAX_PER_LEAF, MAX_RACK_GPUS, MAX_RATE_MBIT)
 from topologies.yaml_loader import load_yaml, looks_numeric, read_text  # noqa: F401
 from policies import all_policies
 import networks
@@ -434,11 +434,17 @@ SCHEMA = {
         _NAME, "a name of letters, digits, '.', '_' or '-' (at most 64)")), None),
     "fabric": None,             # the kinds' section: `_fabric_section`
     "server": (Section("what a server holds (default: one GPU, one NIC)", {
-        "gpus": (described("GPUs per server; each GPU is a rank", integer(1, 16)), 1),
-        "nics": (described("NICs per server, at most one per GPU", integer(1, 16)), 1),
+        "gpus": (described(f"GPUs per server; each GPU is a rank (above {MAX_GPUS}: a "
+                           "rack-scale server.model)", integer(1, MAX_RACK_GPUS)), 1),
+        "nics": (described("NICs per server, at most one per GPU", integer(1, MAX_RACK_GPUS)),
+                 1),
         "model": (described("the server as sold (hgx-h100, ...): the simulator then prices "
                             "collectives with NCCL's channels, algorithms and protocols "
                             "(docs/simulator.md)", optional(choice(*hardware.SERVERS))), None),
+        "nvlink_domain": (described("GPUs per NVLink domain, NCCL's node (default: the "
+                                    "model's, at most server.gpus): a rack-scale model split "
+                                    "into partitions such as NVL8", optional(
+                                        integer(1, MAX_RACK_GPUS))), None),
     }), {}),
     "links": (Section("the rate and queue of each class of link", {
         "server_leaf": (Section("server (or NIC) to its leaf", LINK), REQUIRED),
@@ -599,6 +605,30 @@ def _check_link_classes(spec: dict, kind: kinds.FabricKind, source: str) -> None
             raise FabricError(source, f"links.{key}", f"not used here: {why}")
 
 
+def nvlink_domain(srv: dict) -> int:
+    """GPUs per NVLink domain (NCCL's node): the file's, else the model's,
+    never more than the server's GPUs."""
+    if srv.get("nvlink_domain"):
+        return srv["nvlink_domain"]
+    sold = srv.get("model") and hardware.SERVERS[srv["model"]]
+    return min(sold.gpus, srv["gpus"]) if sold else srv["gpus"]
+
+
+def _check_domain(srv: dict, sold, source: str) -> None:
+    domain = srv["nvlink_domain"]
+    if domain is None:
+        return
+    if domain > srv["gpus"] or srv["gpus"] % domain:
+        raise FabricError(source, "server.nvlink_domain", (
+            f"expected a divisor of server.gpus ({srv['gpus']}): each NVLink domain is a whole "
+            f"share of the server, got {domain}"))
+    if sold and domain != min(sold.gpus, srv["gpus"]):
+        try:
+            hardware.partition(sold, domain)
+        except ValueError as exc:
+            raise FabricError(source, "server.nvlink_domain", str(exc)) from None
+
+
 def _check_servers(spec: dict, source: str) -> None:
     srv = spec["server"]
     if srv["nics"] > srv["gpus"]:
@@ -609,6 +639,12 @@ def _check_servers(spec: dict, source: str) -> None:
         raise FabricError(source, "server.gpus", (
             f"expected at most the {sold.gpus} GPUs of a {sold.name} (server.model), "
             f"got {srv['gpus']}"))
+    if not sold and srv["gpus"] > MAX_GPUS:
+        racks = ", ".join(n for n, s in hardware.SERVERS.items() if s.gpus > MAX_GPUS)
+        raise FabricError(source, "server.gpus", (
+            f"expected at most {MAX_GPUS} without a rack-scale server.model ({racks}), whose "
+            f"NVLink domain holds them, got {srv['gpus']}"))
+    _check_domain(srv, sold, source)
     nets = [ipaddress.IPv4Network(spec["addressing"][k]) for k in ("subnet", "nvlink_subnet")]
     if multi_gpu(spec) and nets[0].overlaps(nets[1]):
         raise FabricError(source, "addressing.nvlink_subnet", (

@@ -24,6 +24,13 @@ results from the same counting, not by searching:
 
 Tree's search on two servers raises its intra speed (a chain over NVLink),
 modelled as the fastest intra speed whose channels fit the NVLink.
+
+On a full mesh (AMD's Infinity Fabric, `Gpu.mesh`) a ring's hop is one link
+to the next GPU, so no channel runs faster than one link; RCCL's search
+lays its rings over distinct links (8 GPUs, 7 links each: 7 rings of one
+link), with RCCL's own speed table (its search.cc under HIP). The NVLink
+domain is NCCL's node whatever its size: on an NVL72 rack (MNNVL) the
+search runs over the 72 GPUs of the clique, and across cliques over NICs.
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ from typing import Dict
 from topologies.hardware import Server
 
 # per-channel speeds the search tries, GB/s, fastest first (search.cc)
+_RCCL_SPEEDS = (48, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12)
 INTRA_SPEEDS = {
+    "cdna3": _RCCL_SPEEDS,
     "volta": (40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
     "ampere": (40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
     "hopper": (60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3),
@@ -44,6 +53,7 @@ INTRA_SPEEDS = {
 _INTER_OLD = (48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12)
 _INTER_HOPPER = (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12)
 INTER_SPEEDS = {
+    "cdna3": _RCCL_SPEEDS,
     "volta": _INTER_OLD, "ampere": _INTER_OLD, "hopper": _INTER_HOPPER,
     # NCCL's sm100 table starts at 96; below that it is taken as Hopper's
     "blackwell": (96, 90, 80, 70, 60) + _INTER_HOPPER,
@@ -86,9 +96,12 @@ def _fastest(speeds, fits) -> float:
 def _intra_ring(topo: Topology):
     """(channels, speed) of rings over NVLink: the largest channels x speed
     the GPU's NVLink holds, the fastest speed that reaches it."""
-    nvlink = topo.server.gpu.nvlink_gbytes
-    best = (0.0, 1, INTRA_SPEEDS[topo.server.gpu.arch][-1])
-    for s in INTRA_SPEEDS[topo.server.gpu.arch]:
+    gpu = topo.server.gpu
+    nvlink = gpu.nvlink_gbytes
+    best = (0.0, 1, INTRA_SPEEDS[gpu.arch][-1])
+    for s in INTRA_SPEEDS[gpu.arch]:
+        if gpu.mesh and s > gpu.link_gbytes + 1e-9:      # a hop is one link of the mesh
+            continue
         ch = min(MAX_SEARCH_CHANNELS, int(nvlink // s))
         if ch and ch * s > best[0] + 1e-9:
             best = (ch * s, ch, s)
@@ -118,7 +131,7 @@ def _inter_ring(topo: Topology):
 
 def _duplicated(topo: Topology, channels: int, speed: float):
     """connect.cc's duplication: twice the channels at half the speed."""
-    newer = topo.server.gpu.arch in ("hopper", "blackwell")
+    newer = topo.server.gpu.arch in ("hopper", "blackwell", "cdna3")
     if speed >= 25 and not (newer and speed < 50 and channels > 4):
         return min(MAX_SEARCH_CHANNELS * 2, channels * 2), speed / 2
     return channels, speed

@@ -41,6 +41,7 @@ from typing import Dict, List, Optional
 import networks
 from networks.technology import REFERENCE_SWITCHES, Technology
 from sim.nccl import graph as graphs
+from sim.nccl import delivered, rccl
 from sim.nccl.graph import Topology, log2_floor
 
 ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
@@ -122,6 +123,8 @@ class Estimate:
     algbw: float                   # GB/s, user bytes per second at the plateau
     channels: int                  # execution channels this size runs on
     time_us: float
+    tuned_us: Optional[float] = None   # the tuner's own time where the run's differs
+                                       # (delivered.py): what NCCL compares
 
     @property
     def name(self) -> str:
@@ -181,6 +184,8 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
     """The tuner's bus bandwidth, GB/s, of the pair (tuning.cc's busBw)."""
     topo, arch = cluster.topo, cluster.topo.server.gpu.arch
     g, col = _graph(cluster, algorithm), _column(cluster.topo)
+    if topo.server.gpu.rccl:                # AMD GPUs: RCCL's own figure (rccl.py)
+        return rccl.bus_bandwidth(topo, g, algorithm, protocol, cluster.fabric_share)
     caps_ch = max(g.channels, cluster.min_channels)
     share = cluster.fabric_share * cluster.network.efficiency if topo.nodes > 1 else 1.0
     if algorithm.startswith("nvls"):
@@ -315,9 +320,16 @@ def estimate(cluster: Cluster, collective: str, nbytes: float, algorithm: str,
     if (algorithm, protocol, collective) == ("ring", "Simple", "allreduce") and topo.nodes > 1 \
             and nbytes / (_graph(cluster, algorithm).channels * topo.ranks) >= 64:
         lat *= RING_PLATEAU
+    run = delivered.algorithm_bandwidth(topo, _graph(cluster, algorithm), algorithm, protocol,
+                                        algbw, cluster.fabric_share)
+    tuned_us = lat + nbytes / (1000.0 * algbw)
     return Estimate(algorithm, protocol, lat, bus_bandwidth(cluster, collective, algorithm,
-                                                             protocol), algbw, ch,
-                    lat + nbytes / (1000.0 * algbw))
+                                                             protocol), run or algbw, ch,
+                    lat + nbytes / (1000.0 * (run or algbw)), None if run is None else tuned_us)
+
+
+def _tuned(e: Estimate) -> float:
+    return e.time_us if e.tuned_us is None else e.tuned_us
 
 
 @dataclass(frozen=True)
@@ -347,6 +359,6 @@ def choose(cluster: Cluster, collective: str, nbytes: float,
                          f"leave none that NCCL would run there")
     best = table[0]
     for e in table[1:]:
-        if e.time_us < best.time_us:
+        if _tuned(e) < _tuned(best):
             best = e
     return Choice(collective, nbytes, best, table)

@@ -94,7 +94,8 @@ class Lab:
         self.requested_datapath = datapath
         self.datapath: Optional[str] = None
         self.warnings: List[str] = []        # what about the host bends the figures
-        self.ecn = ecn.plan(fabric)          # ECN marking and DCTCP, where asked and possible
+        # ECN marking and DCTCP, where asked and possible: known once the lab shapes
+        self.ecn = ecn.EcnPlan(asked=False, marking=False, dctcp=False)
         self.log = log
         self.verbose = verbose
         self.net = None
@@ -339,6 +340,7 @@ class Lab:
     def _shape(self) -> None:
         """Switch-side interfaces in two batches (MTU, then tc), then each
         endpoint's own interfaces from inside its namespace."""
+        self.ecn = ecn.plan(self.fabric)
         plan = shaping_plan(self.fabric, self.ecn.marking)
         names = {h.name for h in self.fabric.endpoints}
         root_intfs = [intf for link in self.fabric.links

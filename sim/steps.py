@@ -67,32 +67,37 @@ def transfer_times(network, transfers, hop_latency_s: float = 0.0,
     loads each link by its share (`network.spread`). `with_latency` False:
     latencies 0, the bandwidth alone."""
     split = getattr(network, "splits", False)
-    shares, left, capacity, latency = {}, {}, {}, {}
+    paths, shares, left, capacity, latency = {}, {}, {}, {}, {}
     for s, d, c, bits in transfers:
         links = network.path(s, d, flow=c)
         key = (s, d, c)
-        shares[key] = network.spread(s, d) if split else {l.intf: 1.0 for l in links}
+        if split:
+            shares[key] = network.spread(s, d)
+            paths[key] = tuple(shares[key])
+        else:
+            paths[key] = tuple(l.intf for l in links)
         left[key] = left.get(key, 0.0) + bits
-        for intf in shares[key]:
+        for intf in paths[key]:
             if intf not in capacity:
                 capacity[intf] = network.links[intf].rate_bps
         latency[key] = (sum(l.delay_s for l in links) + hop_latency_s * len(links)
                         if with_latency else 0.0)
+    # only a split over parallel links (not pooled) gives a link part of a flow
+    weighted = any(w != 1.0 for share in shares.values() for w in share.values())
     done, users = {}, defaultdict(int)
-    for share in shares.values():
-        for intf in share:
+    for path in paths.values():
+        for intf in path:
             users[intf] += 1
-    for f, share in shares.items():          # alone on all its links: its slowest, at once
-        if all(users[intf] == 1 for intf in share):
-            done[f] = (left.pop(f) / min(capacity[intf] / w for intf, w in share.items()),
-                       latency[f])
-    weighted = split and any(w != 1.0 for f in left for w in shares[f].values())
+    for f, path in paths.items():            # alone on all its links: its slowest, at once
+        if all(users[intf] == 1 for intf in path):
+            done[f] = (left.pop(f) / min(capacity[intf] / (shares[f][intf] if weighted else 1.0)
+                                         for intf in path), latency[f])
     now = 0.0
     while left:
         if weighted:
             rates = weighted_max_min_rates({f: shares[f] for f in left}, capacity)
         else:
-            rates = max_min_rates({f: tuple(shares[f]) for f in left}, capacity)
+            rates = max_min_rates({f: paths[f] for f in left}, capacity)
         dt = min(left[f] / rates[f] for f in left)
         now += dt
         for f in list(left):

@@ -206,6 +206,9 @@ def _check_fabric_flags(fabric, args) -> None:
     if args.iperf_check and len(fabric.leaves) < 2:
         raise ValueError("--iperf-check measures flows from leaf to leaf, and this fabric "
                          "has one leaf")
+    if args.incast:
+        from traffic.measure.incast import incast_plan
+        incast_plan(fabric, args.incast)
 
 
 def _run_name(fabric, args, when=None) -> str:
@@ -319,7 +322,8 @@ def _measure(lab, exp, args, run_dir, summary, say) -> None:
 
 def _finish(summary, run_dir, args, last_line) -> int:
     """summary.json (and --json); the run's exit status: 0 when every pair
-    reached every other and no collective came out wrong."""
+    reached every other, no collective came out wrong and every incast flow
+    ran."""
     from report.write import write_summary
     write_summary(summary, run_dir, args.json)
     if not args.json:
@@ -329,7 +333,8 @@ def _finish(summary, run_dir, args, last_line) -> int:
         summary.get("compared", {}).values())
     wrong = [r["wrong"] for record in records for r in record.runs]
     wrong.append(summary.get("step", {}).get("wrong"))
-    return 0 if ok and not any(wrong) else 1
+    failed = [f for f in summary.get("incast", {}).get("lab", {}).get("flows", []) if "error" in f]
+    return 0 if ok and not any(wrong) and not failed else 1
 
 
 def _lab_summary(lab, summary, say) -> None:
@@ -366,6 +371,10 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
     from report.write import Outputs, sweep_collectives
     from runs.measured import run_experiment
     from traffic.measure.iperf3_check import cross_leaf_pairs, iperf3_check
+    if args.incast:                       # an incast instead of a sweep
+        from runs.incast_beside import incast_beside
+        summary["incast"] = incast_beside(lab, args.incast, args.seconds)
+        return say(console.incast_text(summary["incast"]))
     if exp.step is not None:              # a training step instead of a sweep
         from report.step_report import report_step
         from runs.training import run_step
@@ -422,10 +431,14 @@ def _check(fabric, exp, args) -> int:
             except LabError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
+    incast = None
+    if args.incast:
+        from traffic.measure.incast import incast_plan
+        incast = (*incast_plan(fabric, args.incast), args.seconds)
     if args.json:
-        print(json.dumps(console.check_record(fabric, exp, args.compare), indent=1))
+        print(json.dumps(console.check_record(fabric, exp, args.compare, incast), indent=1))
     else:
-        print(console.check_summary(fabric, exp, args.compare))
+        print(console.check_summary(fabric, exp, args.compare, incast))
     return 0
 
 

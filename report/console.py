@@ -14,14 +14,22 @@ from runs.experiment import expected_seconds
 from runs.record import RunRecord
 
 
-def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
+def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None) -> str:
     """What `run_topology.py --check` prints for a valid fabric, ending with
-    what is unwise in it (Fabric.warnings), one `warning:` line each."""
+    what is unwise in it (Fabric.warnings), one `warning:` line each;
+    `incast` (receiver, senders, seconds): the incast that replaces the sweep."""
     lines = [f"{fabric.source}: valid", f"  {fabric.shape()}"]
     for kind, text in describe_links(fabric).items():
         lines.append(f"  {kind.replace('_', '-')} links: {text}")
     lines.append(f"  routing: {fabric.policy}; servers {fabric.endpoints[0].ip} .. "
                  f"{fabric.endpoints[-1].ip}")
+    if incast:
+        receiver, senders, seconds = incast
+        lines.append(f"  experiment: an incast with real TCP (Reno), {len(senders)} senders "
+                     f"({senders[0]} .. {senders[-1]}) into {receiver} for {seconds} s, beside "
+                     "the packet engine's")
+        lines += [f"  warning: {w}" for w in fabric.warnings]
+        return "\n".join(lines)
     if exp is None:
         lines.append("  experiment: none (one server has no peer to exchange with)")
     elif exp.step is not None:
@@ -52,8 +60,12 @@ def check_summary(fabric, exp, compare: Sequence[str] = ()) -> str:
     return "\n".join(lines)
 
 
-def check_record(fabric, exp, compare: Sequence[str] = ()) -> dict:
+def check_record(fabric, exp, compare: Sequence[str] = (), incast=None) -> dict:
     """What `--check --json` prints: the check_summary's facts as data."""
+    if incast:
+        receiver, senders, seconds = incast
+        return {**check_record(fabric, None), "experiment": None, "expected_seconds": seconds,
+                "incast": {"receiver": receiver, "senders": senders, "seconds": seconds}}
     return {"source": str(fabric.source), "valid": True, "fabric": fabric.name,
             "shape": fabric.shape(), "links": describe_links(fabric), "policy": fabric.policy,
             "servers": [h.ip for h in fabric.endpoints[:1] + fabric.endpoints[-1:]],
@@ -204,3 +216,39 @@ def routing_text(result: RunRecord, when: str) -> str:
         lines.append(f"routing  adaptive: {placed['tracked']} TCP connections followed, "
                      f"{placed['placed']} elephants placed, {placed['moves']} moved since")
     return "\n".join(filter(None, lines))
+
+
+INCAST_ROWS = (("goodput_share", "goodput, share of the link's payload rate", "{:.3f}"),
+               ("jain", "per-flow fairness (Jain)", "{:.3f}"),
+               ("drop_fraction", "drops per segment sent", "{:.4f}"),
+               ("retransmit_fraction", "retransmissions per segment sent", "{:.4f}"),
+               ("queue_mean_packets", "bottleneck queue, mean frames", "{:.1f}"),
+               ("queue_peak_packets", "bottleneck queue, peak frames", "{:.0f}"))
+
+
+def incast_text(record: dict) -> str:
+    """The incast: what the lab measured with real TCP, and the packet
+    engine's prediction of the same incast beside it."""
+    lab, engine = record["lab"], record.get("engine")
+    b = lab["bottleneck"]
+    lines = [f"incast   {len(lab['senders'])} senders into {lab['receiver']} for "
+             f"{lab['seconds']} s, TCP {lab['congestion_control']}: bottleneck "
+             f"{b['interface']} at {b['rate_mbit']:g} Mbit/s, drop-tail {b['queue_packets']} "
+             f"frames of {b['frame_bytes']} B; idle round trip {lab['base_rtt_ms']:.2f} ms",
+             f"         {'':<42} {'lab (real TCP)':>15} {'packet engine':>15}"]
+    for key, label, fmt in INCAST_ROWS:
+        cells = [fmt.format(lab[key]), "-" if engine is None else fmt.format(engine[key])]
+        lines.append(f"         {label:<42} {cells[0]:>15} {cells[1]:>15}")
+    flows = lab["flow_mbit_s"]
+    lines.append(f"         lab flows {flows['min']:.2f} .. {flows['max']:.2f} Mbit/s, "
+                 f"{lab['goodput_mbit_s']:.1f} in all, {lab['drops']} drops, "
+                 f"{lab['retransmits']} retransmissions"
+                 + ("" if engine is None else
+                    f"; engine flows {engine['flow_mbit_s']['min']:.2f} .. "
+                    f"{engine['flow_mbit_s']['max']:.2f}, {engine['timeouts']} timeouts, "
+                    f"{engine['wall_s']:.1f} s to simulate"))
+    if engine is None:
+        lines.append(f"         packet engine: none ({record['engine_none']})")
+    for note in record["bent"]:
+        lines.append(f"         note: {note}: the lab's figures are the host's as much as TCP's")
+    return "\n".join(lines)

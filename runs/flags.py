@@ -24,6 +24,8 @@ from sim.training_step import MODES, STEP_FLAGS, STEP_SCHEMA
 
 DATAPATHS = ("auto", "kernel", "user")
 SECONDS = (1, 600)          # --seconds: the iperf3 check, up to ten minutes
+INCAST = (1, 256)           # --incast: senders into one server
+INCAST_SECONDS = 10         # --incast's default length: TCP's sawtooth a few times over
 STREAMS = (1, 128)          # --streams: iperf3's own limit on -P
 COLLECTIVE_FLAGS = tuple(FLAGS) + ("compare",)
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
@@ -166,7 +168,8 @@ def parse_args(argv, doc: str, results: Path) -> argparse.Namespace:
     if problem:
         raise FlagError(problem)
     args.datapath = args.datapath or "auto"
-    args.seconds, args.streams = args.seconds or 3, args.streams or 4
+    args.seconds = args.seconds or (INCAST_SECONDS if args.incast else 3)
+    args.streams = args.streams or 4
     args.results = results if args.results is None else args.results
     args.compare = args.compare or []
     if args.fail:                       # each --fail gave a list of one
@@ -245,12 +248,22 @@ def _collective_flags(g) -> None:
                         "(background traffic the collective must share the fabric with)")
     _nccl_flags(g)
     _failure_flags(g)
+    _other_traffic_flags(g)
+
+
+def _other_traffic_flags(g) -> None:
+    """Instead of the sweep or after it: nothing, the iperf3 check, an incast."""
     g.add_argument("--no-traffic", action="store_true",
                    help="only build, check reachability and tear down")
     g.add_argument("--iperf-check", action="store_true",
                    help="also run the iperf3 check across the leaves (per-uplink bytes)")
+    g.add_argument("--incast", type=_checked(integer(*INCAST), _whole), metavar="SENDERS",
+                   help="instead of a size sweep, an incast with real TCP: SENDERS servers "
+                        "send to the last one at once, iperf3 Reno flows for --seconds, "
+                        "beside the packet engine's prediction (docs/running.md)")
     g.add_argument("--seconds", type=_checked(integer(*SECONDS), _whole),
-                   help="length of the iperf3 check, whole seconds, 1 to 600 (default 3)")
+                   help="length of the iperf3 check or the incast, whole seconds, 1 to 600 "
+                        "(default 3, the incast 10)")
     g.add_argument("--streams", type=_checked(integer(*STREAMS), _whole),
                    help="parallel TCP flows per server pair in the iperf3 check, 1 to 128 "
                         "(default 4)")
@@ -339,12 +352,14 @@ NAMES = {**FLAGS, "compare": "--compare", "fabric": "the fabric file", "check": 
          "policy": "--policy", "network": "--network", "datapath": "--datapath",
          "no_traffic": "--no-traffic",
          "iperf_check": "--iperf-check", "seconds": "--seconds", "streams": "--streams",
+         "incast": "--incast",
          "calibrate": "--calibrate", "cli": "--cli", "results": "--results", "json": "--json",
          "csv": "--csv", "cleanup": "--cleanup", "verbose": "-v/--verbose",
          "cluster": "--cluster", "step": "--step", "up": "--up", "lab": "--lab", "name": "--name"}
-CALIBRATE_IGNORES = COLLECTIVE_FLAGS + ("no_traffic", "iperf_check", "seconds", "streams",
+CALIBRATE_IGNORES = COLLECTIVE_FLAGS + ("no_traffic", "iperf_check", "incast", "seconds", "streams",
                                         "csv", "policy")
-NO_TRAFFIC_IGNORES = COLLECTIVE_FLAGS + ("iperf_check", "seconds", "streams", "csv")
+NO_TRAFFIC_IGNORES = COLLECTIVE_FLAGS + ("iperf_check", "incast", "seconds", "streams", "csv")
+INCAST_IGNORES = COLLECTIVE_FLAGS + ("step", "iperf_check", "streams", "csv")
 
 
 def refusal(args) -> Optional[str]:
@@ -378,8 +393,8 @@ def refusal(args) -> Optional[str]:
             return (f"--no-traffic replays nothing, so {NAMES[ignored[0]]} would do nothing: "
                     "use one of them")
     if getattr(args, "engine", None) == "sim":
-        builds = [key for key in ("cli", "iperf_check", "no_traffic", "calibrate", "datapath",
-                                  "cluster")
+        builds = [key for key in ("cli", "iperf_check", "incast", "no_traffic", "calibrate",
+                                  "datapath", "cluster")
                   if key in given]
         if builds:
             return (f"--engine sim simulates and builds no network, so {NAMES[builds[0]]} has "
@@ -387,8 +402,20 @@ def refusal(args) -> Optional[str]:
         if args.policy and not policy(args.policy).simulated:
             return ("--engine sim routes as the controller does; "
                     + policy(args.policy).why_not_simulated)
-    for key in ("seconds", "streams"):
-        if key in given and not args.iperf_check:
-            return (f"--{key} sets the iperf3 check, which only --iperf-check runs: add "
-                    f"--iperf-check or leave out --{key}")
+    return _checks_refusal(args, given)
+
+
+def _checks_refusal(args, given) -> Optional[str]:
+    """The iperf3 check's and the incast's flags: one sentence, or None."""
+    if args.incast:
+        ignored = [key for key in given if key in INCAST_IGNORES]
+        if ignored:
+            return (f"--incast replays an incast instead of a size sweep, so "
+                    f"{NAMES[ignored[0]]} would do nothing: use one of them")
+    if "seconds" in given and not (args.iperf_check or args.incast):
+        return ("--seconds sets the iperf3 check or the incast, which only --iperf-check or "
+                "--incast runs: add one of them or leave out --seconds")
+    if "streams" in given and not args.iperf_check:
+        return ("--streams sets the iperf3 check, which only --iperf-check runs: add "
+                "--iperf-check or leave out --streams")
     return None

@@ -220,7 +220,7 @@ def routing_text(result: RunRecord, when: str) -> str:
 
 INCAST_ROWS = (("goodput_share", "goodput, share of the link's payload rate", "{:.3f}"),
                ("jain", "per-flow fairness (Jain)", "{:.3f}"),
-               ("drop_fraction", "drops per segment sent", "{:.4f}"),
+               ("loss_fraction", "segments lost per segment sent", "{:.4f}"),
                ("retransmit_fraction", "retransmissions per segment sent", "{:.4f}"),
                ("queue_mean_packets", "bottleneck queue, mean frames", "{:.1f}"),
                ("queue_peak_packets", "bottleneck queue, peak frames", "{:.0f}"))
@@ -241,7 +241,8 @@ def incast_text(record: dict) -> str:
         lines.append(f"         {label:<42} {cells[0]:>15} {cells[1]:>15}")
     flows = lab["flow_mbit_s"]
     lines.append(f"         lab flows {flows['min']:.2f} .. {flows['max']:.2f} Mbit/s, "
-                 f"{lab['goodput_mbit_s']:.1f} in all, {lab['drops']} drops, "
+                 f"{lab['goodput_mbit_s']:.1f} in all, {lab['lost']} segments lost "
+                 f"({b['tc_drops']} drops counted by tc: the userspace datapath re-sends some), "
                  f"{lab['retransmits']} retransmissions"
                  + ("" if engine is None else
                     f"; engine flows {engine['flow_mbit_s']['min']:.2f} .. "

@@ -10,7 +10,7 @@ models one switch, so it stands beside the lab only when the senders share
 the receiver's switch; otherwise the record says why there is none.
 
 Each side's figures are the same quantities: goodput over the link's
-payload rate, per-flow spread (Jain's index), drops and retransmissions
+payload rate, per-flow spread (Jain's index), losses and retransmissions
 per segment sent, the bottleneck queue in frames.
 """
 
@@ -53,8 +53,8 @@ def lab_figures(m: dict) -> dict:
     return {"goodput_share": round(m["goodput_mbit_s"] / payload, 4),
             "flow_mbit_s": {"min": min(rates), "mean": round(sum(rates) / len(rates), 3),
                             "max": max(rates)},
-            "jain": round(jain(rates), 4), "drops": b["drops"],
-            "drop_fraction": round(b["drops"] / sent, 5),
+            "jain": round(jain(rates), 4), "lost": m["lost"],
+            "loss_fraction": round(m["lost"] / sent, 5),
             "retransmit_fraction": round(m["retransmits"] / sent, 5),
             "queue_mean_packets": b["queue_mean_packets"],
             "queue_peak_packets": b["queue_peak_packets"]}
@@ -89,8 +89,8 @@ def engine_figures(m: dict) -> dict:
     return {"goodput_share": round(sum(mbit) / payload, 4),
             "flow_mbit_s": {"min": round(min(mbit), 3), "mean": round(sum(mbit) / len(mbit), 3),
                             "max": round(max(mbit), 3)},
-            "jain": round(fig["jain"], 4), "drops": fig["drops"],
-            "drop_fraction": round(fig["drops"] / sent, 5),
+            "jain": round(fig["jain"], 4), "lost": fig["drops"],
+            "loss_fraction": round(fig["drops"] / sent, 5),
             "retransmit_fraction": round(run.retransmitted / sent, 5),
             "queue_mean_packets": round(fig["queue_mean_kb"] * 1e3 / b["frame_bytes"], 1),
             "queue_peak_packets": round(fig["queue_peak_kb"] * 1e3 / b["frame_bytes"]),

@@ -66,7 +66,7 @@ def test_flags_an_incast_cannot_honour_are_refused_in_one_sentence(flags, messag
     assert out.stderr.count("\n") == 1
 
 
-def measured(drops=400, retransmits=300, rates=(4.0, 4.0, 2.0, 2.0), bytes_each=None):
+def measured(lost=400, retransmits=300, rates=(4.0, 4.0, 2.0, 2.0)):
     """A lab incast's record as run_incast returns it."""
     seconds = 10.0
     flows = [{"src": f"h{i + 1}", "bytes": int(r * 1e6 / 8 * seconds), "mbit_s": r,
@@ -75,11 +75,12 @@ def measured(drops=400, retransmits=300, rates=(4.0, 4.0, 2.0, 2.0), bytes_each=
     return {"receiver": "h5", "senders": [f["src"] for f in flows], "seconds": 10,
             "elapsed_s": seconds, "congestion_control": "reno", "base_rtt_ms": 0.3,
             "bottleneck": {"interface": "leaf1-eth5", "link": "h5-leaf1", "rate_mbit": 12.0,
-                           "queue_packets": 64, "frame_bytes": 1514, "drops": drops,
+                           "queue_packets": 64, "frame_bytes": 1514, "tc_drops": 2 * lost,
                            "mean_util": 0.99, "queue_mean_packets": 50.0,
                            "queue_peak_packets": 64, "queue_samples": 100},
             "flows": flows, "goodput_mbit_s": sum(rates), "retransmits": retransmits,
-            "segments_sent": 1000 * len(rates), "cpu_busy_pct": 40.0, "ovs_core_pct": 50.0,
+            "segments_sent": 1000 * len(rates), "segments_received": 1000 * len(rates) - lost,
+            "lost": lost, "cpu_busy_pct": 40.0, "ovs_core_pct": 50.0,
             "shortfalls": []}
 
 
@@ -88,7 +89,7 @@ def test_the_lab_figures_are_shares_of_what_the_link_carries():
     # 12 Mbit/s of 1514-byte frames carry 12 x 1448 / 1514 of TCP payload
     assert fig["goodput_share"] == pytest.approx(12.0 / (12 * 1448 / 1514), abs=1e-3)
     assert fig["jain"] == pytest.approx(12 ** 2 / (4 * 40), abs=1e-4)
-    assert fig["drop_fraction"] == pytest.approx(0.1) and fig["retransmit_fraction"] == 0.075
+    assert fig["loss_fraction"] == pytest.approx(0.1) and fig["retransmit_fraction"] == 0.075
     assert fig["flow_mbit_s"] == {"min": 2.0, "mean": 3.0, "max": 4.0}
     assert jain([1, 1, 1]) == 1.0 and jain([1, 0, 0]) == pytest.approx(1 / 3)
 
@@ -121,4 +122,5 @@ def test_a_failed_flow_and_the_text():
     text = incast_text(record)
     assert "4 senders into h5 for 10 s, TCP reno: bottleneck leaf1-eth5 at 12 Mbit/s" in text
     assert "packet engine: none (a reason)" in text
+    assert "400 segments lost (800 drops counted by tc: the userspace datapath re-sends" in text
     assert "note: the host's CPU was 95% busy" in text

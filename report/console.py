@@ -247,6 +247,7 @@ def incast_text(record: dict) -> str:
                  + ("" if engine is None else
                     f"; engine flows {engine['flow_mbit_s']['min']:.2f} .. "
                     f"{engine['flow_mbit_s']['max']:.2f}, {engine['timeouts']} timeouts, "
+                    f"round trip {engine['base_rtt_ms']:.2f} ms idle, "
                     f"{engine['wall_s']:.1f} s to simulate"))
     if engine is None:
         lines.append(f"         packet engine: none ({record['engine_none']})")

@@ -4,8 +4,9 @@ prediction of the same incast (`run_topology.py --incast N`).
 The engine is given what the lab has: the bottleneck's rate, its frame
 (the MTU and Ethernet's 14 bytes, as HTB counts a frame) and TCP's payload
 in it (MSS: the MTU less 52 bytes of IP, TCP and timestamp option), the
-drop-tail queue's length in frames, the base round trip the lab measured
-with an idle ping, Reno, and the same senders for the same seconds. It
+drop-tail queue's length in frames, Reno, and the same senders for the
+same seconds. Its round trip is its own (a frame's wire time each way and
+the receiver's turn-around), beside the lab's idle ping. It
 models one switch, so it stands beside the lab only when the senders share
 the receiver's switch; otherwise the record says why there is none.
 
@@ -71,30 +72,29 @@ def engine_overrides(m: dict) -> dict:
     b = m["bottleneck"]
     mss = b["frame_bytes"] - ETHERNET - TCP_IP_HEADERS
     return {"link_gbps": b["rate_mbit"] / 1000, "mtu_bytes": mss,
-            "header_bytes": b["frame_bytes"] - mss, "queue_limit_pkts": b["queue_packets"],
-            "base_rtt_us": m["base_rtt_ms"] * 1000}
+            "header_bytes": b["frame_bytes"] - mss, "queue_limit_pkts": b["queue_packets"]}
 
 
 def engine_figures(m: dict) -> dict:
     """The packet engine's incast with the lab's numbers, as lab_figures."""
     from sim.packets import scenarios
+    from sim.packets.summary import throughputs
     b = m["bottleneck"]
     out = scenarios.incast(PRESET, senders=len(m["senders"]), per_sender_bytes=None,
                            horizon_us=m["seconds"] * 1e6, overrides=engine_overrides(m))
     fig, run = out.figures, out.run
-    mbit = [g * 1000 for g in out.flow_gbps]
-    mss = b["frame_bytes"] - ETHERNET - TCP_IP_HEADERS
-    payload = b["rate_mbit"] * mss / b["frame_bytes"]
-    sent = max(int(run.flows_sent), 1)
-    return {"goodput_share": round(sum(mbit) / payload, 4),
+    mbit = [g * 1000 for g in throughputs(run)]
+    sent = max(fig["tx_pkts"], 1)
+    return {"goodput_share": round(fig["line_frac"], 4),
             "flow_mbit_s": {"min": round(min(mbit), 3), "mean": round(sum(mbit) / len(mbit), 3),
                             "max": round(max(mbit), 3)},
             "jain": round(fig["jain"], 4), "lost": fig["drops"],
-            "loss_fraction": round(fig["drops"] / sent, 5),
-            "retransmit_fraction": round(run.retransmitted / sent, 5),
-            "queue_mean_packets": round(fig["queue_mean_kb"] * 1e3 / b["frame_bytes"], 1),
-            "queue_peak_packets": round(fig["queue_peak_kb"] * 1e3 / b["frame_bytes"]),
-            "timeouts": fig["timeouts"], "wall_s": round(run.wall_s, 2),
+            "loss_fraction": round(fig["drop_frac"], 5),
+            "retransmit_fraction": round(fig["retx_mb"] * 1e6 / run.payload_bytes / sent, 5),
+            "queue_mean_packets": round(fig["queue_mean_kb"] * 1e3 / run.wire_bytes, 1),
+            "queue_peak_packets": round(fig["queue_peak_kb"] * 1e3 / run.wire_bytes),
+            "timeouts": fig["timeouts"], "fast_retransmits": fig["fast_retransmits"],
+            "base_rtt_ms": round(fig["base_rtt_ms"], 3), "wall_s": round(run.wall_s, 2),
             "overrides": engine_overrides(m)}
 
 

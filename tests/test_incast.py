@@ -96,8 +96,7 @@ def test_the_lab_figures_are_shares_of_what_the_link_carries():
 
 def test_the_engine_gets_the_labs_numbers():
     assert engine_overrides(measured()) == {
-        "link_gbps": 0.012, "mtu_bytes": 1448, "header_bytes": 66, "queue_limit_pkts": 64,
-        "base_rtt_us": 300.0}
+        "link_gbps": 0.012, "mtu_bytes": 1448, "header_bytes": 66, "queue_limit_pkts": 64}
 
 
 def test_no_engine_beside_an_incast_it_does_not_model():

@@ -19,7 +19,7 @@ import numpy as np
 
 from sim.packets import kernel
 from sim.packets import columns as lo
-from sim.packets.presets import ADAPTIVE, CREDITS, DMODK, LOSSY, PFC, Preset
+from sim.packets.presets import ADAPTIVE, CREDITS, DMODK, KERNEL_TCP, LOSSY, PFC, Preset
 from sim.packets.wiring import Wiring
 
 FOREVER = 1 << 40       # a flow's size when it sends for the whole run
@@ -77,6 +77,8 @@ def parameters(p: Preset, slot: int, feedback_slots: int) -> np.ndarray:
     P[lo.P_ROUTE] = {DMODK: lo.RT_DMODK, ADAPTIVE: lo.RT_ADAPTIVE}.get(p.routing, lo.RT_ECMP)
     P[lo.P_ECN], P[lo.P_DCQCN], P[lo.P_OOO] = p.ecn, p.dcqcn, p.reorder_at_nic
     P[lo.P_CTRL] = feedback_slots
+    if p.transport == KERNEL_TCP:
+        return tcp_parameters(p, slot, P)
     us = 1e6 / slot
     get = p.params.get
     if p.flow_control != CREDITS:
@@ -105,6 +107,35 @@ def parameters(p: Preset, slot: int, feedback_slots: int) -> np.ndarray:
     return P
 
 
+def tcp_parameters(p: Preset, slot: int, P: np.ndarray) -> np.ndarray:
+    """Kernel TCP's numbers; its times in slots of this preset's link rate."""
+    if p.flow_control != LOSSY or p.ecn or p.dcqcn or p.reorder_at_nic:
+        raise ValueError(f"preset {p.name}: kernel TCP is modelled on drop-tail switches"
+                         " without ECN, DCQCN or placement at the NIC")
+    ms = 1e9 / slot
+    P[lo.P_TCP] = 1
+    P[lo.P_LOSSY_ALPHA] = p.value("lossy_dt_alpha")
+    P[lo.P_QLIMIT] = p.value("queue_limit_pkts")
+    P[lo.P_IW] = p.value("initial_cwnd_pkts")
+    P[lo.P_DUPTHRESH] = p.value("dupthresh_pkts")
+    P[lo.P_RTOMIN] = math.ceil(p.value("rto_min_ms") * ms)
+    P[lo.P_RTOINIT] = math.ceil(p.value("rto_initial_ms") * ms)
+    P[lo.P_RTOMAX] = math.ceil(p.value("rto_max_ms") * ms)
+    P[lo.P_RTOLINUX] = p.value("rto_linux")
+    return P
+
+
+def ack_slots(p: Preset, w: Wiring, slot: int) -> int:
+    """A TCP ACK's way back: per hop its propagation, the switch latency and
+    its own wire time (a frame of headers only), plus the receiver's
+    turn-around; at least one slot."""
+    hops = 4 if any(w.fabric_link) else 2
+    cable = p.value("fabric_cable_m" if any(w.fabric_link) else "host_cable_m")
+    per_hop = (cable * p.value("ns_per_m") + p.value("switch_latency_ns")
+               + p.value("header_bytes") * 8 / p.value("link_gbps"))
+    return max(1, to_slots(hops * per_hop + p.value("nic_feedback_ns"), slot))
+
+
 def nodes_and_links(p: Preset, w: Wiring, delays: np.ndarray, slot: int):
     """Per switch its buffer and PFC headroom (packets), per link its row;
     and the queue capacity every egress ring needs."""
@@ -127,6 +158,8 @@ def nodes_and_links(p: Preset, w: Wiring, delays: np.ndarray, slot: int):
         ND[:, lo.N_BUF] = (p.value("buffer_per_port_bytes") * ports) // wire
     ND[:w.n_hosts] = 0
     cap = int((ND[:, lo.N_BUF] + ND[:, lo.N_HEADROOM]).max()) + 1
+    if p.params.get("queue_limit_pkts") and p.value("queue_limit_pkts") > 0:
+        cap = int(p.value("queue_limit_pkts")) + 1
     return LK, ND, cap
 
 
@@ -152,14 +185,42 @@ def flow_rows(w: Wiring, flows, order, seed: int):
     return FL, FR, HR
 
 
+def tcp_rows(p: Preset, FL: np.ndarray, FR: np.ndarray, slot: int) -> None:
+    """Every TCP sender at its start: IW10, ssthresh unbounded, no RTT
+    sample, the initial RTO, no timer running."""
+    FL[:, lo.F_CWND] = int(p.value("initial_cwnd_pkts"))
+    FL[:, lo.F_SSTH] = 1 << 40
+    FL[:, lo.F_HISACK] = -1
+    FL[:, lo.F_RTO] = math.ceil(p.value("rto_initial_ms") * 1e9 / slot)
+    FL[:, lo.F_RTOT] = lo.NEVER
+    FR[:, lo.R_SRTT] = FR[:, lo.R_RTTVAR] = 0.0
+
+
+def tcp_arrays(p: Preset, n_flows: int):
+    """The receivers' ring bitmaps, the senders' scoreboards and send times
+    (one row of the window per flow; a 1 x 1 stand-in for other transports)."""
+    if p.transport != KERNEL_TCP:
+        return (np.zeros((1, 1), np.uint8), np.zeros((1, 1), np.uint8),
+                np.zeros((1, 1), np.int64))
+    window = int(p.value("max_window_pkts"))
+    if window < 1:
+        raise ValueError(f"preset {p.name}: max_window_pkts must be at least 1, not {window}")
+    return (np.zeros((n_flows, window), np.uint8), np.zeros((n_flows, window), np.uint8),
+            np.zeros((n_flows, window), np.int64))
+
+
 def state(p: Preset, w: Wiring, flows: Sequence[Tuple[int, int, int]], seed: int):
     """The state tuple S (columns.py) for these flows, and the flows' order."""
     slot = slot_ps(p)
     delays = link_delays(p, w, slot)
     hops = 4 if any(w.fabric_link) else 2
     feedback = to_slots(p.value("nic_feedback_ns"), slot) + hops * int(delays.max())
+    if p.transport == KERNEL_TCP:
+        feedback = ack_slots(p, w, slot)
     order = sorted(range(len(flows)), key=lambda i: flows[i][0])
     FL, FR, HR = flow_rows(w, flows, order, seed)
+    if p.transport == KERNEL_TCP:
+        tcp_rows(p, FL, FR, slot)
     LK, ND, cap = nodes_and_links(p, w, delays, slot)
     ST = np.zeros(lo.S_COLUMNS, dtype=np.int64)
     ST[lo.S_ACTIVE] = len(flows)
@@ -170,9 +231,11 @@ def state(p: Preset, w: Wiring, flows: Sequence[Tuple[int, int, int]], seed: int
              np.zeros((dmax, n_links), np.int64)]
     PP = np.zeros((dmax, n_links), dtype=np.int64)
     CP = np.zeros((dmax, n_links), dtype=np.int64)
-    CT = np.zeros((max(1 << 12, 4 * len(flows)), 4), dtype=np.int64)
+    # every link may bring a receiver one packet a slot, each ACKed
+    CT = np.zeros((max(1 << 12, 4 * len(flows), n_links * (feedback + 2)), lo.C_COLUMNS),
+                  dtype=np.int64)
     S = (LK, FL, FR, parameters(p, slot, feedback), ND, ST, w.candidates, w.n_candidates,
-         HR, *queues, *pipes, PP, CP, CT)
+         HR, *queues, *pipes, PP, CP, CT, *tcp_arrays(p, len(flows)))
     return S, np.array(order), slot
 
 

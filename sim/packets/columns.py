@@ -30,7 +30,7 @@ F_COLUMNS = 37
 # flow rates (float64 [flow, column]): DCQCN's reaction point; rates as a
 # fraction of the line rate, times in slots
 R_RC, R_RT, R_ALPHA, R_TALPHA, R_TRATE, R_BC, R_IT, R_IBC, R_NEXT, R_BYTIMER = range(10)
-# and TCP's RTT estimator (RFC 6298), in slots: srtt (0 before a sample), rttvar
+# and TCP's RTT estimator (RFC 6298), in slots: srtt, rttvar
 R_SRTT, R_RTTVAR = 10, 11
 R_COLUMNS = 12
 
@@ -58,9 +58,8 @@ KIND_NAK, KIND_CNP, KIND_ACK = 0, 1, 2
  P_TALPHA, P_BC, P_F, P_CNPINT, P_MINRATE, P_RTO, P_CTRL, P_OOO, P_LOSSY_ALPHA,
  P_PFC_ALPHA, P_HYST, P_NAKINT, P_CLAMP) = range(24)
 # the TCP transport and the static drop-tail queue limit (0: dynamic threshold)
-(P_TCP, P_QLIMIT, P_IW, P_DUPTHRESH, P_RTOMIN, P_RTOINIT, P_RTOMAX,
- P_RTOLINUX) = range(24, 32)
-P_COLUMNS = 32
+P_TCP, P_QLIMIT, P_DUPTHRESH, P_RTOMIN, P_RTOMAX, P_RTOLINUX = range(24, 30)
+P_COLUMNS = 30
 
 FC_LOSSY, FC_PFC, FC_CREDITS = 0, 1, 2
 RT_ECMP, RT_DMODK, RT_ADAPTIVE = 0, 1, 2

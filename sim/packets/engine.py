@@ -40,6 +40,8 @@ class Run:
     wire_bytes: int
     wall_s: float
     in_network: int
+    rates: Optional[np.ndarray] = None     # per-flow floats (DCQCN's rates, TCP's RTTs)
+    feedback_slots: int = 0                # the fixed delay of NAKs, CNPs and TCP ACKs
 
     @property
     def seconds(self) -> float:
@@ -56,13 +58,17 @@ def to_slots(ns: float, slot: int) -> int:
 
 
 def link_delays(p: Preset, w: Wiring, slot: int) -> np.ndarray:
-    """Serialisation (one slot) + cable + the sending switch's latency."""
+    """Serialisation (one slot) + cable + the sending switch's latency. The
+    latter two are rounded up to whole slots, but to the nearest under
+    kernel TCP, whose slow links' slots (242 us at 50 Mbit/s) would
+    otherwise add a slot of nanoseconds' propagation to every hop."""
     out = np.zeros(len(w.links), dtype=np.int64)
     for i, (src, _) in enumerate(w.links):
         cable = p.value("fabric_cable_m" if w.fabric_link[i] else "host_cable_m")
         ns = cable * p.value("ns_per_m") + (p.value("switch_latency_ns")
                                             if src >= w.n_hosts else 0.0)
-        out[i] = 1 + to_slots(ns, slot)
+        out[i] = 1 + (round(ns * 1000 / slot) if p.transport == KERNEL_TCP
+                      else to_slots(ns, slot))
     return out
 
 
@@ -116,10 +122,8 @@ def tcp_parameters(p: Preset, slot: int, P: np.ndarray) -> np.ndarray:
     P[lo.P_TCP] = 1
     P[lo.P_LOSSY_ALPHA] = p.value("lossy_dt_alpha")
     P[lo.P_QLIMIT] = p.value("queue_limit_pkts")
-    P[lo.P_IW] = p.value("initial_cwnd_pkts")
     P[lo.P_DUPTHRESH] = p.value("dupthresh_pkts")
     P[lo.P_RTOMIN] = math.ceil(p.value("rto_min_ms") * ms)
-    P[lo.P_RTOINIT] = math.ceil(p.value("rto_initial_ms") * ms)
     P[lo.P_RTOMAX] = math.ceil(p.value("rto_max_ms") * ms)
     P[lo.P_RTOLINUX] = p.value("rto_linux")
     return P
@@ -128,12 +132,12 @@ def tcp_parameters(p: Preset, slot: int, P: np.ndarray) -> np.ndarray:
 def ack_slots(p: Preset, w: Wiring, slot: int) -> int:
     """A TCP ACK's way back: per hop its propagation, the switch latency and
     its own wire time (a frame of headers only), plus the receiver's
-    turn-around; at least one slot."""
+    turn-around; to the nearest slot, at least one."""
     hops = 4 if any(w.fabric_link) else 2
     cable = p.value("fabric_cable_m" if any(w.fabric_link) else "host_cable_m")
     per_hop = (cable * p.value("ns_per_m") + p.value("switch_latency_ns")
                + p.value("header_bytes") * 8 / p.value("link_gbps"))
-    return max(1, to_slots(hops * per_hop + p.value("nic_feedback_ns"), slot))
+    return max(1, round((hops * per_hop + p.value("nic_feedback_ns")) * 1000 / slot))
 
 
 def nodes_and_links(p: Preset, w: Wiring, delays: np.ndarray, slot: int):
@@ -185,15 +189,35 @@ def flow_rows(w: Wiring, flows, order, seed: int):
     return FL, FR, HR
 
 
-def tcp_rows(p: Preset, FL: np.ndarray, FR: np.ndarray, slot: int) -> None:
-    """Every TCP sender at its start: IW10, ssthresh unbounded, no RTT
-    sample, the initial RTO, no timer running."""
+def path_slots(w: Wiring, delays: np.ndarray, src: int, dst: int) -> int:
+    """A packet's way from NIC src to NIC dst through empty queues (the
+    first of the equal-cost candidates at each switch), in slots."""
+    link = int(w.host_link[src])
+    total = int(delays[link])
+    node = w.links[link][1]
+    while node != dst:
+        link = int(w.candidates[node - w.n_hosts, dst, 0])
+        total += int(delays[link])
+        node = w.links[link][1]
+    return total
+
+
+def tcp_rows(p: Preset, w: Wiring, FL: np.ndarray, FR: np.ndarray, delays: np.ndarray,
+             ack: int, P: np.ndarray) -> None:
+    """Every TCP sender at its start: IW10, ssthresh unbounded, no timer
+    running, and the RTT estimator seeded by the connection's handshake (the
+    SYN out and the SYN-ACK back through empty queues: Linux takes that
+    sample, so the first RTO is not RFC 6298's 1 s)."""
     FL[:, lo.F_CWND] = int(p.value("initial_cwnd_pkts"))
     FL[:, lo.F_SSTH] = 1 << 40
     FL[:, lo.F_HISACK] = -1
-    FL[:, lo.F_RTO] = math.ceil(p.value("rto_initial_ms") * 1e9 / slot)
     FL[:, lo.F_RTOT] = lo.NEVER
-    FR[:, lo.R_SRTT] = FR[:, lo.R_RTTVAR] = 0.0
+    for f in range(len(FL)):
+        r = float(path_slots(w, delays, FL[f, lo.F_SRC], FL[f, lo.F_DST]) + ack)
+        FR[f, lo.R_SRTT], FR[f, lo.R_RTTVAR] = r, r / 2
+        rto = (r + max(2 * r, P[lo.P_RTOMIN]) if P[lo.P_RTOLINUX] > 0
+               else max(P[lo.P_RTOMIN], 3 * r))
+        FL[f, lo.F_RTO] = min(int(rto) + 1, int(P[lo.P_RTOMAX]))
 
 
 def tcp_arrays(p: Preset, n_flows: int):
@@ -219,8 +243,9 @@ def state(p: Preset, w: Wiring, flows: Sequence[Tuple[int, int, int]], seed: int
         feedback = ack_slots(p, w, slot)
     order = sorted(range(len(flows)), key=lambda i: flows[i][0])
     FL, FR, HR = flow_rows(w, flows, order, seed)
+    P = parameters(p, slot, feedback)
     if p.transport == KERNEL_TCP:
-        tcp_rows(p, FL, FR, slot)
+        tcp_rows(p, w, FL, FR, delays, feedback, P)
     LK, ND, cap = nodes_and_links(p, w, delays, slot)
     ST = np.zeros(lo.S_COLUMNS, dtype=np.int64)
     ST[lo.S_ACTIVE] = len(flows)
@@ -234,7 +259,7 @@ def state(p: Preset, w: Wiring, flows: Sequence[Tuple[int, int, int]], seed: int
     # every link may bring a receiver one packet a slot, each ACKed
     CT = np.zeros((max(1 << 12, 4 * len(flows), n_links * (feedback + 2)), lo.C_COLUMNS),
                   dtype=np.int64)
-    S = (LK, FL, FR, parameters(p, slot, feedback), ND, ST, w.candidates, w.n_candidates,
+    S = (LK, FL, FR, P, ND, ST, w.candidates, w.n_candidates,
          HR, *queues, *pipes, PP, CP, CT, *tcp_arrays(p, len(flows)))
     return S, np.array(order), slot
 
@@ -255,4 +280,5 @@ def simulate(p: Preset, w: Wiring, flows: Sequence[Tuple[int, int, int]],
     back[order] = np.arange(len(order))
     in_net = int(S[0][:, lo.L_QLEN].sum() + (S[12] >= 0).sum())
     return Run(p, w, S[1][back], S[0], S[5], slot, reached, int(p.value("mtu_bytes")),
-               int(p.value("mtu_bytes") + p.value("header_bytes")), wall, in_net)
+               int(p.value("mtu_bytes") + p.value("header_bytes")), wall, in_net,
+               S[2][back], int(S[3][lo.P_CTRL]))

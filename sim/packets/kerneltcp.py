@@ -27,8 +27,8 @@ receiver that holds out-of-order packets and ACKs every one.
 - retransmission timeout (RFC 6298, Karn's rule: samples from packets never
   resent): RTO = srtt + max(4 rttvar, rto_min) as Linux computes it
   (tcp_set_rto, its rttvar floored at rto_min), or RFC 6298's
-  max(rto_min, srtt + 4 rttvar); 1 s before the first sample; doubled on
-  every expiry up to 120 s. The timer restarts when snd_una moves or the
+  max(rto_min, srtt + 4 rttvar); the estimator starts from the handshake's
+  sample (engine.tcp_rows); doubled on every expiry up to 120 s. The timer restarts when snd_una moves or the
   head is resent. On expiry: ssthresh = max(cwnd / 2, 2) unless already cut
   in this loss (Linux tcp_enter_loss), cwnd = 1, every packet sent and not
   SACKed is deemed lost and resent from snd_una in slow start (Linux marks
@@ -88,12 +88,8 @@ def rto_now(f, S):
 def rtt_sample(f, r, S):
     """RFC 6298's estimator on one RTT sample r (slots); the RTO from it."""
     FL, FR, P = S[1], S[2], S[3]
-    if FR[f, R_SRTT] == 0.0:
-        FR[f, R_SRTT] = r
-        FR[f, R_RTTVAR] = r / 2.0
-    else:
-        FR[f, R_RTTVAR] = 0.75 * FR[f, R_RTTVAR] + 0.25 * abs(FR[f, R_SRTT] - r)
-        FR[f, R_SRTT] = 0.875 * FR[f, R_SRTT] + 0.125 * r
+    FR[f, R_RTTVAR] = 0.75 * FR[f, R_RTTVAR] + 0.25 * abs(FR[f, R_SRTT] - r)
+    FR[f, R_SRTT] = 0.875 * FR[f, R_SRTT] + 0.125 * r
     var = 4.0 * FR[f, R_RTTVAR]
     if P[P_RTOLINUX] > 0:
         rto = FR[f, R_SRTT] + max(var, P[P_RTOMIN])

@@ -136,8 +136,6 @@ TCP = {
     "dupthresh_pkts": _p(3, "duplicate ACKs (SACKed packets) before fast retransmit"
                             " (RFC 5681, RFC 6675 DupThresh; Linux tcp_reordering = 3)"),
     "rto_min_ms": _p(200, "Linux TCP_RTO_MIN = HZ / 5 = 200 ms (RFC 6298 asks for 1 s)"),
-    "rto_initial_ms": _p(1000, "RTO before the first RTT sample: 1 s (RFC 6298; Linux"
-                               " TCP_TIMEOUT_INIT)"),
     "rto_max_ms": _p(120_000, "Linux TCP_RTO_MAX = 120 s: the backed-off RTO's cap"),
     "rto_linux": _p(1, "1: RTO = srtt + max(4 rttvar, rto_min), Linux's tcp_set_rto (its"
                        " rttvar is floored at rto_min); 0: RFC 6298's max(rto_min, srtt +"

@@ -22,10 +22,14 @@ L_COLUMNS = 17
 # at entry), the retransmission scan pointer, SACKed packets, the highest
 # SACKed, retransmissions in flight, RTO (slots, no backoff), backoff, the
 # RTO's deadline; counters: fast retransmits, recovery episodes, timeouts;
-# the receiver's out-of-order packets held
+# the receiver's out-of-order packets held; whether the window was used up
+# in the last window's worth of sending, the most in flight then, and the
+# snd_max that window ends at (Linux's is_cwnd_limited, max_packets_out,
+# cwnd_usage_seq)
 (F_SNDUNA, F_CWND, F_SSTH, F_CACNT, F_STATE, F_RECOVER, F_RTXPTR, F_SACKED, F_HISACK,
- F_RETXOUT, F_RTO, F_BACKOFF, F_RTOT, F_FRTX, F_RECOVS, F_TOUTS, F_HELD) = range(20, 37)
-F_COLUMNS = 37
+ F_RETXOUT, F_RTO, F_BACKOFF, F_RTOT, F_FRTX, F_RECOVS, F_TOUTS, F_HELD, F_CWNDLIM,
+ F_MAXOUT, F_USAGESEQ) = range(20, 40)
+F_COLUMNS = 40
 
 # flow rates (float64 [flow, column]): DCQCN's reaction point; rates as a
 # fraction of the line rate, times in slots

@@ -139,15 +139,18 @@ def to_switch(t, node, inlink, f, s, mark, S):
 @njit(cache=True)
 def arrivals(t, slot, S):
     """Every packet due now comes off its link. Under kernel TCP the links
-    are taken from a random start each slot: which of the packets arriving
-    in one slot takes a drop-tail queue's last place is left to chance, as
-    on a real switch, rather than to the links' order (which would lock the
-    first sender in and every other out)."""
+    are taken from a random start, in a random direction, each slot: of two
+    packets arriving in one slot, each is first half the time, so which
+    takes a drop-tail queue's last place is left to chance, as on a real
+    switch, rather than to the links' order (which would lock the first
+    sender in and every other out)."""
     LK, P, PF, PS, PM, n_hosts = S[0], S[3], S[12], S[13], S[14], S[8].shape[0]
     n = LK.shape[0]
-    start = np.random.randint(0, n) if P[P_TCP] > 0 else 0
+    start, step = 0, 1
+    if P[P_TCP] > 0:
+        start, step = np.random.randint(0, n), 2 * np.random.randint(0, 2) - 1
     for k in range(n):
-        l = start + k if start + k < n else start + k - n
+        l = (start + step * k) % n
         f = PF[slot, l]
         if f < 0:
             continue

@@ -12,7 +12,11 @@ receiver that holds out-of-order packets and ACKs every one.
 - sender: congestion window in packets, initial window 10 (RFC 6928), slow
   start to ssthresh, then one packet more per window of ACKs (Linux
   tcp_cong_avoid_ai); the window only grows on ACKs that move snd_una, as
-  Linux's tcp_may_raise_cwnd; cwnd and new data are capped at the receive
+  Linux's tcp_may_raise_cwnd, and only while it is what limits the sender
+  (tcp_is_cwnd_limited: a NIC busy with the flow at line rate leaves the
+  window where it is, as Linux's small-queue limit on the host's qdisc
+  does, instead of letting it grow far past the path and the queue, where
+  halving it would not slow the flow); cwnd and new data are capped at the receive
   ring (`max_window_pkts`). What is in flight is counted as RFC 6675's pipe:
   packets above the highest SACKed one, plus retransmissions not yet
   answered; outside recovery, what is sent and not yet ACKed or SACKed;
@@ -44,7 +48,8 @@ from sim.packets.transports import complete, push_feedback
 from sim.packets.columns import (
     F_SIZE, F_SNDMAX, F_RCVNXT, F_DONE, F_LASTACT, F_TX, F_RTX, F_DELIV, F_OOO, F_SRC,
     F_SNDUNA, F_CWND, F_SSTH, F_CACNT, F_STATE, F_RECOVER, F_RTXPTR, F_SACKED, F_HISACK,
-    F_RETXOUT, F_RTO, F_BACKOFF, F_RTOT, F_FRTX, F_RECOVS, F_TOUTS, F_HELD, R_SRTT,
+    F_RETXOUT, F_RTO, F_BACKOFF, F_RTOT, F_FRTX, F_RECOVS, F_TOUTS, F_HELD, F_CWNDLIM,
+    F_MAXOUT, F_USAGESEQ, R_SRTT,
     R_RTTVAR, H_FS, H_FE, H_RR, H_LINK, H_WAKE, S_TIMEOUTS, KIND_ACK, P_DUPTHRESH,
     P_RTOMIN, P_RTOMAX, P_RTOLINUX, TS_OPEN, TS_RECOVERY, TS_LOSS, SB_SACKED, SB_RETX,
     SB_EVER, MAX_BACKOFF, NEVER)
@@ -102,9 +107,14 @@ def rtt_sample(f, r, S):
 @njit(cache=True)
 def grow(f, S):
     """One more packet delivered by an ACK that moved snd_una: slow start
-    below ssthresh, else one packet a window (Reno)."""
+    below ssthresh, else one packet a window (Reno); only while the window
+    is what limits the flow (Linux's tcp_is_cwnd_limited: in slow start, up
+    to twice the most it had in flight)."""
     FL, W = S[1], S[19].shape[1]
-    if FL[f, F_CWND] < FL[f, F_SSTH]:
+    slow = FL[f, F_CWND] < FL[f, F_SSTH]
+    if FL[f, F_CWNDLIM] == 0 and not (slow and FL[f, F_CWND] < 2 * FL[f, F_MAXOUT]):
+        return
+    if slow:
         FL[f, F_CWND] += 1
     else:
         FL[f, F_CACNT] += 1
@@ -209,20 +219,42 @@ def timeout(t, f, S):
 
 
 @njit(cache=True)
+def in_flight(f, S):
+    """RFC 6675's pipe, and the end of the packets deemed lost: in recovery
+    every hole below the highest SACKed packet, after a timeout every
+    packet sent before it and not SACKed."""
+    FL = S[1]
+    una, top, state = FL[f, F_SNDUNA], FL[f, F_SNDMAX], FL[f, F_STATE]
+    if state == TS_OPEN:
+        return top - una - FL[f, F_SACKED], una
+    lost_end = max(FL[f, F_HISACK] + 1, una)
+    if state == TS_LOSS:
+        lost_end = max(lost_end, FL[f, F_RECOVER])
+    return top - lost_end + FL[f, F_RETXOUT], lost_end
+
+
+@njit(cache=True)
+def cwnd_used(f, S):
+    """After a send: whether the window is used up, kept per window of data
+    (Linux's tcp_cwnd_validate)."""
+    FL = S[1]
+    out = in_flight(f, S)[0]
+    limited = 1 if out >= FL[f, F_CWND] else 0
+    if (FL[f, F_SNDUNA] >= FL[f, F_USAGESEQ] or limited
+            or (FL[f, F_CWNDLIM] == 0 and out > FL[f, F_MAXOUT])):
+        FL[f, F_CWNDLIM] = limited
+        FL[f, F_MAXOUT] = out
+        FL[f, F_USAGESEQ] = FL[f, F_SNDMAX]
+
+
+@njit(cache=True)
 def next_seq(f, S):
     """The packet flow f sends next if its pipe is below cwnd: the lowest
     lost hole not yet resent, else new data; -1 for none."""
     FL, SB = S[1], S[19]
     W = SB.shape[1]
-    una, top, state = FL[f, F_SNDUNA], FL[f, F_SNDMAX], FL[f, F_STATE]
-    if state == TS_OPEN:
-        lost_end = una
-        pipe = top - una - FL[f, F_SACKED]
-    else:
-        lost_end = max(FL[f, F_HISACK] + 1, una)
-        if state == TS_LOSS:
-            lost_end = max(lost_end, FL[f, F_RECOVER])
-        pipe = top - lost_end + FL[f, F_RETXOUT]
+    una, top = FL[f, F_SNDUNA], FL[f, F_SNDMAX]
+    pipe, lost_end = in_flight(f, S)
     if pipe >= FL[f, F_CWND]:
         return -1
     p = max(FL[f, F_RTXPTR], una)
@@ -284,4 +316,5 @@ def nic_transmit(t, slot, h, S):
     TS[f, i] = t
     FL[f, F_TX] += 1
     FL[f, F_LASTACT] = t
+    cwnd_used(f, S)
     put_on_wire(slot, HR[h, H_LINK], f, s, 0, S)

@@ -130,14 +130,14 @@ def tcp_parameters(p: Preset, slot: int, P: np.ndarray) -> np.ndarray:
 
 
 def ack_slots(p: Preset, w: Wiring, slot: int) -> int:
-    """A TCP ACK's way back: per hop its propagation, the switch latency and
-    its own wire time (a frame of headers only), plus the receiver's
-    turn-around; to the nearest slot, at least one."""
+    """A TCP ACK's way back: per hop its propagation and its own wire time
+    (a frame of headers only), the latency of every switch it crosses, and
+    the receiver's turn-around; to the nearest slot, at least one."""
     hops = 4 if any(w.fabric_link) else 2
     cable = p.value("fabric_cable_m" if any(w.fabric_link) else "host_cable_m")
-    per_hop = (cable * p.value("ns_per_m") + p.value("switch_latency_ns")
-               + p.value("header_bytes") * 8 / p.value("link_gbps"))
-    return max(1, round((hops * per_hop + p.value("nic_feedback_ns")) * 1000 / slot))
+    per_hop = cable * p.value("ns_per_m") + p.value("header_bytes") * 8 / p.value("link_gbps")
+    ns = hops * per_hop + (hops - 1) * p.value("switch_latency_ns") + p.value("nic_feedback_ns")
+    return max(1, round(ns * 1000 / slot))
 
 
 def nodes_and_links(p: Preset, w: Wiring, delays: np.ndarray, slot: int):

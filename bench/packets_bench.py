@@ -114,7 +114,8 @@ def tcp_tables(out):
         walls.append(o.run.wall_s)
     out("")
     out(table("tcp, the lab's incast: 16 senders continuous for 10 s into one 50 Mbit/s port,"
-              " 1448 B segments in 1514 B frames, 64-packet drop-tail queue", rows, MBPS + TCP_EXTRA))
+              " 1448 B segments in 1514 B frames, 64-packet drop-tail queue", rows,
+              MBPS + TCP_EXTRA))
     out("  wall time in the compiled core: " + ", ".join(f"{w:.2f} s" for w in walls))
     rows = [(f"rto_min {ms:g}", scenarios.incast("tcp", horizon_us=300_000,
                                                   overrides=dict(rto_min_ms=ms)).figures)

@@ -7,8 +7,9 @@ receiver that holds out-of-order packets and ACKs every one.
   Every packet, new or duplicate, is answered by an ACK carrying the
   cumulative ACK and the packet's own number (what SACK, and D-SACK for a
   duplicate, tell the sender). ACKs take one fixed delay (propagation, the
-  ACK's own wire time per hop and the receiver's turn-around), not a place
-  in the data queues: the lab gives pure ACKs their own priority class;
+  ACK's own wire time per hop, the switches' latency and the receiver's
+  turn-around), not a place in the data queues: the lab gives pure ACKs
+  their own priority class;
 - sender: congestion window in packets, initial window 10 (RFC 6928), slow
   start to ssthresh, then one packet more per window of ACKs (Linux
   tcp_cong_avoid_ai); the window only grows on ACKs that move snd_una, as
@@ -16,10 +17,11 @@ receiver that holds out-of-order packets and ACKs every one.
   (tcp_is_cwnd_limited: a NIC busy with the flow at line rate leaves the
   window where it is, as Linux's small-queue limit on the host's qdisc
   does, instead of letting it grow far past the path and the queue, where
-  halving it would not slow the flow); cwnd and new data are capped at the receive
-  ring (`max_window_pkts`). What is in flight is counted as RFC 6675's pipe:
-  packets above the highest SACKed one, plus retransmissions not yet
-  answered; outside recovery, what is sent and not yet ACKed or SACKed;
+  halving it would not slow the flow); cwnd and new data are capped at the
+  receive ring (`max_window_pkts`). What is in flight is counted as RFC
+  6675's pipe: packets above the highest SACKed one, plus retransmissions
+  not yet answered; outside recovery, what is sent and not yet ACKed or
+  SACKed;
 - fast recovery: `dupthresh` SACKed packets (each came with a duplicate
   ACK) start one episode per window: ssthresh = max(cwnd / 2, 2) (Linux's
   tcp_reno_ssthresh), cwnd = ssthresh (RFC 6675; Linux's PRR spreads the
@@ -27,16 +29,18 @@ receiver that holds out-of-order packets and ACKs every one.
   packet is resent once, lowest first, before new data. The engine has no
   reordering (one path per flow, FIFO queues), so such a hole is lost for
   sure; RFC 6675 would wait for three SACKed packets above each hole. The
-  episode ends when snd_una reaches snd_max as it was at its start;
+  episode ends when snd_una reaches snd_max as it was at its start. A lost
+  retransmission waits for the timeout (no RACK);
 - retransmission timeout (RFC 6298, Karn's rule: samples from packets never
   resent): RTO = srtt + max(4 rttvar, rto_min) as Linux computes it
   (tcp_set_rto, its rttvar floored at rto_min), or RFC 6298's
   max(rto_min, srtt + 4 rttvar); the estimator starts from the handshake's
-  sample (engine.tcp_rows); doubled on every expiry up to 120 s. The timer restarts when snd_una moves or the
-  head is resent. On expiry: ssthresh = max(cwnd / 2, 2) unless already cut
-  in this loss (Linux tcp_enter_loss), cwnd = 1, every packet sent and not
-  SACKed is deemed lost and resent from snd_una in slow start (Linux marks
-  them lost and keeps the SACKed ones: no go-back-N over SACKed data).
+  sample (engine.tcp_rows); doubled on every expiry up to 120 s. The timer
+  restarts when snd_una moves or the head is resent. On expiry: ssthresh =
+  max(cwnd / 2, 2) unless already cut in this loss (Linux tcp_enter_loss),
+  cwnd = 1, every packet sent and not SACKed is deemed lost and resent
+  from snd_una in slow start (Linux marks them lost and keeps the SACKed
+  ones: no go-back-N over SACKed data).
 """
 
 from __future__ import annotations

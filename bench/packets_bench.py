@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The packet engine's scenarios under all five presets, the published
+"""The packet engine's scenarios under all six presets, the published
 results they can be held against, and the engine's speed.
 
     .venv/bin/python -m bench.packets_bench            # everything (about 1-2 min)
@@ -8,7 +8,9 @@ results they can be held against, and the engine's speed.
 Tables: incast (16 x 4 MB into one 400G port), AllToAll on 64 NICs (8 leaves
 x 8, 256 KB per pair) non-blocking (8 spines) and 2:1 oversubscribed (4
 spines), and the PFC victim (2 leaves, one spine: 7 local + 4 remote incast
-senders, the victim beside the 4 remote ones). Then the comparisons with
+senders, the victim beside the 4 remote ones); the tcp preset on the lab's
+incast (50 Mbit/s, 64-packet queue, 10 s) and on the 400G incast with two
+rto_min. Then the comparisons with
 published figures as ours/published, the flow-level model beside the
 packet engine on the AllToAll (where they agree, routing decides; where
 they part, congestion), and the speed case: AllToAll on 128
@@ -28,7 +30,7 @@ from sim.steps import transfer_times
 from sim.packets import columns as lo
 from sim.packets import scenarios
 from sim.packets.presets import NAMES
-from sim.packets.summary import table
+from sim.packets.summary import TCP_COLUMNS, table
 
 EFF = (("effective", "eff. bw", "{:.3f}"),)
 VICTIM = (("victim_gbps", "victim", "{:.1f}"), ("victim_fair_gbps", "v. fair", "{:.1f}"))
@@ -46,7 +48,15 @@ META_QP_GAIN = 1.40           # Meta, SIGCOMM 2024: "E-ECMP along with QP scalin
 SEEDS = (1, 2, 3)
 # the registry's technology each preset is (networks/): its routing is the flow model's
 TECHNOLOGY = {"roce-lossy": "roce-lossy", "roce-pfc": "roce", "roce-dcqcn": "roce",
-              "infiniband": "infiniband", "spectrum-x": "spectrum-x"}
+              "infiniband": "infiniband", "spectrum-x": "spectrum-x", "tcp": "tcp"}
+
+# the lab's TCP incast (lab/, real kernel TCP with iperf3 -C reno): 50 Mbit/s
+# links, 1448-byte segments in frames of 1514 bytes as its HTB shaper counts
+# them, a 64-packet pfifo at the receiver's port
+TCP_LAB = dict(link_gbps=0.05, mtu_bytes=1448, header_bytes=66, queue_limit_pkts=64)
+TCP_EXTRA = TCP_COLUMNS + (("base_rtt_ms", "base RTT ms", "{:.2f}"),)
+MBPS = (("mbps_mean", "Mb/s mean", "{:.2f}"), ("mbps_min", "min", "{:.2f}"),
+        ("mbps_max", "max", "{:.2f}"))
 
 # DCQCN settings the roce-dcqcn preset does not use, run on the same incast
 # to show why (docs/packets.md, "Why these DCQCN numbers")
@@ -89,6 +99,30 @@ def scenario_tables(out):
               " leaf's uplink (3 ms, continuous); throughput columns are the incast's",
               rows, VICTIM))
     return found
+
+
+def tcp_tables(out):
+    """The tcp preset on the lab's incast (16 senders continuous for 10 s,
+    three seeds, with the compiled core's wall time), and on the 400G
+    incast with Linux's 200 ms rto_min against a 1 ms one."""
+    rows, walls = [], []
+    for seed in SEEDS:
+        o = scenarios.incast("tcp", 16, None, 10e6, seed, TCP_LAB)
+        f = o.figures
+        rows.append((f"seed {seed}", {**f, **{f"mbps_{k}": f[f"gbps_{k}"] * 1e3
+                                              for k in ("mean", "min", "max")}}))
+        walls.append(o.run.wall_s)
+    out("")
+    out(table("tcp, the lab's incast: 16 senders continuous for 10 s into one 50 Mbit/s port,"
+              " 1448 B segments in 1514 B frames, 64-packet drop-tail queue", rows,
+              MBPS + TCP_EXTRA))
+    out("  wall time in the compiled core: " + ", ".join(f"{w:.2f} s" for w in walls))
+    rows = [(f"rto_min {ms:g}", scenarios.incast("tcp", horizon_us=300_000,
+                                                  overrides=dict(rto_min_ms=ms)).figures)
+            for ms in (200, 1)]
+    out("")
+    out(table("tcp, the 400G incast (16 x 4 MB, shared buffer) for up to 300 ms: Linux's"
+              " rto_min against 1 ms", rows, TCP_EXTRA))
 
 
 def flow_alltoall(name: str, leaves: int = 8, per_leaf: int = 8, spines: int = 8,
@@ -172,6 +206,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-speed", action="store_true", help="skip the 128-NIC x 10 ms case")
     args = ap.parse_args(argv)
     found = scenario_tables(print)
+    tcp_tables(print)
     flow_model_beside(found, print)
     comparisons(found, print)
     if not args.no_speed:

@@ -36,11 +36,11 @@ def small_incast(name, senders=8, packets=128, seed=1):
 
 def conserved(run):
     """Every packet put on a wire from a NIC is delivered, discarded by its
-    receiver (out of order, or a duplicate), dropped by a switch, or still in
-    the network."""
+    receiver (out of order, or a duplicate), held by its receiver out of
+    order (TCP), dropped by a switch, or still in the network."""
     FL = run.flows
     sent = FL[:, lo.F_TX].sum()
-    return sent == FL[:, lo.F_DELIV].sum() + FL[:, lo.F_OOO].sum() + \
+    return sent == FL[:, lo.F_DELIV].sum() + FL[:, lo.F_OOO].sum() + FL[:, lo.F_HELD].sum() + \
         FL[:, lo.F_DROPPED].sum() + run.in_network
 
 

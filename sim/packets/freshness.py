@@ -1,10 +1,10 @@
 """Numba's on-disk cache, kept honest across modules. Numba checks a cached
 function against its own source file only, but `kernel.run` has the NIC
-code of transports.py and the PFC code of linklevel.py compiled (some of it
-inlined) into it: edit one of those alone and the old machine code would
-still be loaded. So the compiled modules' sources are hashed together, and
-when the hash is not the one the cache was built from, their cache files in
-`__pycache__` are removed before anything is compiled or loaded.
+code of transports.py and kerneltcp.py and the PFC code of linklevel.py
+compiled (some of it inlined) into it: edit one of those alone and the old
+machine code would still be loaded. So the compiled modules' sources are
+hashed together, and when the hash is not the one the cache was built from,
+their cache files in `__pycache__` are removed before anything is compiled or loaded.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-COMPILED = ("columns.py", "kernel.py", "linklevel.py", "transports.py")
+COMPILED = ("columns.py", "kernel.py", "linklevel.py", "transports.py", "kerneltcp.py")
 
 
 def digest() -> str:

@@ -22,12 +22,17 @@ triples moved between preallocated arrays.
   a link delay after the receiving switch forwards the packet on;
 - NICs (transports.py): round robin over their flows (QPs), each paced by its
   DCQCN rate if the preset has DCQCN; receivers do go-back-N or place packets
-  out of order; NAKs and CNPs travel a fixed feedback delay, FIFO.
+  out of order; NAKs and CNPs travel a fixed feedback delay, FIFO;
+- or, under the tcp preset, kernel TCP (kerneltcp.py): Reno with SACK
+  recovery, every packet ACKed, the ACKs taking the same fixed-delay FIFO;
+- a lossy egress drops past the dynamic threshold, or past a static limit
+  of `queue_limit_pkts` when one is set (a pfifo of that many packets).
 
 Left out: per-priority queues (one lossless class), the PAUSE frames' own
 wire time, packets smaller than the MTU (a message is whole MTUs), link
-speeds that differ, and ACK traffic (the sender learns completion from the
-receiver directly; only NAKs and CNPs are modelled as messages).
+speeds that differ, and ACK traffic in the queues (RoCE's sender learns
+completion from the receiver directly; NAKs, CNPs and TCP's ACKs take a
+fixed delay instead of a place in a queue).
 """
 
 from __future__ import annotations
@@ -35,13 +40,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from sim.packets import kerneltcp as tcp
 from sim.packets import transports as tr
 from sim.packets.freshness import keep_cache_fresh
 from sim.packets.linklevel import ahead, flow_control, may_send, put_on_wire
 from sim.packets.columns import (
     L_SRC, L_DST, L_DELAY, L_QHEAD, L_QLEN, L_QPEAK, L_QSUM, L_ING, L_DROPS, L_ECN, F_DST,
     F_HASH, F_DROPPED, N_BUF, N_USED, N_HEADROOM, P_FC, P_ROUTE, P_ECN, P_KMIN, P_KMAX,
-    P_PMAX, P_LOSSY_ALPHA, S_OVERFLOW, S_ACTIVE, FC_LOSSY, FC_CREDITS, RT_ECMP, RT_DMODK)
+    P_PMAX, P_LOSSY_ALPHA, P_QLIMIT, P_TCP, S_OVERFLOW, S_ACTIVE, S_CT_HEAD, S_CT_TAIL,
+    C_TIME, C_FLOW, C_KIND, C_SEQ, C_AUX, KIND_NAK, KIND_ACK, FC_LOSSY, FC_CREDITS, RT_ECMP,
+    RT_DMODK)
 
 
 # before anything here is compiled or loaded from the cache (freshness.py)
@@ -100,7 +108,11 @@ def to_switch(t, node, inlink, f, s, mark, S):
     q = LK[e, L_QLEN]
     cap = QF.shape[1]
     lossy = int(P[P_FC]) == FC_LOSSY
-    if q >= cap or (lossy and q >= P[P_LOSSY_ALPHA] * (ND[node, N_BUF] - ND[node, N_USED])):
+    if lossy and P[P_QLIMIT] > 0:
+        full = q >= P[P_QLIMIT]
+    else:
+        full = lossy and q >= P[P_LOSSY_ALPHA] * (ND[node, N_BUF] - ND[node, N_USED])
+    if q >= cap or full:
         if not lossy:
             ST[S_OVERFLOW] += 1
         LK[e, L_DROPS] += 1
@@ -126,14 +138,27 @@ def to_switch(t, node, inlink, f, s, mark, S):
 
 @njit(cache=True)
 def arrivals(t, slot, S):
-    LK, PF, PS, PM, n_hosts = S[0], S[12], S[13], S[14], S[8].shape[0]
-    for l in range(LK.shape[0]):
+    """Every packet due now comes off its link. Under kernel TCP the links
+    are taken from a random start, in a random direction, each slot: of two
+    packets arriving in one slot, each is first half the time, so which
+    takes a drop-tail queue's last place is left to chance, as on a real
+    switch, rather than to the links' order (which would lock the first
+    sender in and every other out)."""
+    LK, P, PF, PS, PM, n_hosts = S[0], S[3], S[12], S[13], S[14], S[8].shape[0]
+    n = LK.shape[0]
+    start, step = 0, 1
+    if P[P_TCP] > 0:
+        start, step = np.random.randint(0, n), 2 * np.random.randint(0, 2) - 1
+    for k in range(n):
+        l = (start + step * k) % n
         f = PF[slot, l]
         if f < 0:
             continue
         PF[slot, l] = -1
         dst = LK[l, L_DST]
-        if dst < n_hosts:
+        if dst < n_hosts and P[P_TCP] > 0:
+            tcp.to_host(t, f, PS[slot, l], S)
+        elif dst < n_hosts:
             tr.to_host(t, slot, l, f, PS[slot, l], PM[slot, l], S)
         else:
             to_switch(t, dst, l, f, PS[slot, l], PM[slot, l], S)
@@ -168,18 +193,41 @@ def switch_transmit(slot, S):
 
 
 @njit(cache=True)
+def feedback(t, S):
+    """NAKs, CNPs and TCP ACKs due now reach their senders (one fixed
+    delay, so the FIFO is in time order)."""
+    ST, CT = S[5], S[17]
+    while ST[S_CT_HEAD] < ST[S_CT_TAIL]:
+        i = ST[S_CT_HEAD] % CT.shape[0]
+        if CT[i, C_TIME] > t:
+            return
+        f, kind = CT[i, C_FLOW], CT[i, C_KIND]
+        if kind == KIND_ACK:
+            tcp.on_ack(t, f, CT[i, C_SEQ], CT[i, C_AUX], S)
+        elif kind == KIND_NAK:
+            tr.on_nak(t, f, CT[i, C_SEQ], S)
+        else:
+            tr.cut(t, f, S)
+        ST[S_CT_HEAD] += 1
+
+
+@njit(cache=True)
 def run(t0, t1, S):
     """Slots t0..t1-1, or until every flow has completed; the slot reached."""
-    ST = S[5]
+    P, ST = S[3], S[5]
     n_hosts, dmax = S[8].shape[0], S[12].shape[0]
     slot = t0 % dmax
+    kernel_tcp = P[P_TCP] > 0
     for t in range(t0, t1):
-        tr.feedback(t, S)
+        feedback(t, S)
         arrivals(t, slot, S)
         flow_control(slot, S)
         switch_transmit(slot, S)
         for h in range(n_hosts):
-            tr.nic_transmit(t, slot, h, S)
+            if kernel_tcp:
+                tcp.nic_transmit(t, slot, h, S)
+            else:
+                tr.nic_transmit(t, slot, h, S)
         slot = slot + 1 if slot + 1 < dmax else 0
         if ST[S_ACTIVE] == 0:
             return t + 1

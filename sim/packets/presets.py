@@ -1,4 +1,4 @@
-"""The five network technologies the packet engine knows, each parameter with
+"""The six network technologies the packet engine knows, each parameter with
 its value and where the value comes from, kept apart from the engine so the
 registry of technologies (`networks/`, being built with the same names) can
 take them over as they are.
@@ -108,6 +108,43 @@ IB = {
 }
 
 
+# Kernel TCP over ordinary Ethernet (the tcp preset): NCCL's socket transport,
+# as the technology registry's networks/tcp.py. Its switches are the other
+# Ethernet presets' (latency, cables, shared buffer); its frames are TCP's.
+TCP = {
+    "link_gbps": ETH["link_gbps"],
+    "mtu_bytes": _p(1448, "TCP payload per packet (MSS) on a 1500-byte IP MTU: 1500 - IPv4 20"
+                          " - TCP 20 - timestamps option 12 (RFC 9293, RFC 7323; Linux sends"
+                          " timestamps by default)"),
+    "header_bytes": _p(90, "TCP 32 + IPv4 20 + Ethernet 14 + FCS 4 + preamble/SFD 8 +"
+                           " inter-frame gap 12 (IEEE 802.3): a 1538-byte wire frame; the lab's"
+                           " HTB shaper counts 66 (no FCS, preamble or gap)"),
+    **{k: ETH[k] for k in ("switch_latency_ns", "host_cable_m", "fabric_cable_m", "ns_per_m",
+                           "buffer_per_port_bytes", "lossy_dt_alpha")},
+    "queue_limit_pkts": _p(0, "0: the switch's egress is the shared buffer's dynamic threshold"
+                              " (lossy_dt_alpha); N > 0: a static drop-tail FIFO of N packets,"
+                              " the lab's pfifo limit N (modelling choice, for the lab's"
+                              " comparison)"),
+    "nic_feedback_ns": _p(10_000, "modelling choice: the receiving kernel's time from a"
+                                  " packet to its ACK on the wire, about 10 us (kernel TCP's"
+                                  " receive path is 10-30 us one way: networks/tcp.py's"
+                                  " message_us)"),
+    "initial_cwnd_pkts": _p(10, "initial window IW10 (RFC 6928; Linux TCP_INIT_CWND = 10)"),
+    "max_window_pkts": _p(1024, "modelling choice: the receive window and the cap on cwnd,"
+                                " in packets (the receiver's ring bitmap); 1.5 MB of payload,"
+                                " under Linux's default tcp_rmem maximum of 6 MB"),
+    "dupthresh_pkts": _p(3, "duplicate ACKs (SACKed packets) before fast retransmit"
+                            " (RFC 5681, RFC 6675 DupThresh; Linux tcp_reordering = 3)"),
+    "rto_min_ms": _p(200, "Linux TCP_RTO_MIN = HZ / 5 = 200 ms (RFC 6298 asks for 1 s)"),
+    "rto_max_ms": _p(120_000, "Linux TCP_RTO_MAX = 120 s: the backed-off RTO's cap"),
+    "rto_linux": _p(1, "1: RTO = srtt + max(4 rttvar, rto_min), Linux's tcp_set_rto (its"
+                       " rttvar is floored at rto_min); 0: RFC 6298's max(rto_min, srtt +"
+                       " 4 rttvar)"),
+}
+
+RDMA, KERNEL_TCP = "rdma", "kernel-tcp"
+
+
 @dataclass(frozen=True)
 class Preset:
     """One technology: the switch queue discipline, the routing, the NIC's
@@ -120,6 +157,7 @@ class Preset:
     reorder_at_nic: bool         # the receiver places out-of-order packets
     params: Dict[str, Param] = field(default_factory=dict)
     summary: str = ""
+    transport: str = RDMA        # the NIC's transport: RDMA (transports.py) or KERNEL_TCP
 
     def value(self, key: str) -> float:
         return self.params[key].value
@@ -157,6 +195,10 @@ PRESETS: Dict[str, Preset] = {
                          " least-loaded egress, out-of-order placement at the NIC; its"
                          " telemetry-based congestion control is proprietary and modelled"
                          " here as DCQCN with the roce-dcqcn numbers"),
+    "tcp": Preset("tcp", LOSSY, ECMP, False, False, False, dict(TCP),
+                  "kernel TCP (NCCL's socket transport): drop-tail switches, ECMP per flow,"
+                  " no ECN; Reno congestion control with SACK recovery and Linux's RTO",
+                  KERNEL_TCP),
 }
 NAMES: Tuple[str, ...] = tuple(PRESETS)
 

@@ -1,7 +1,9 @@
 """The scenarios the packet engine was built for, each runnable under any
 preset, and the figures each reports (summary.py):
 
-- incast: 16 senders, each at 400G, into one 400G port of one switch;
+- incast: 16 senders, each at 400G, into one 400G port of one switch (or
+  at whatever rate the overrides set: the tcp preset's lab comparison runs
+  it at 50 Mbit/s with a 64-packet drop-tail queue);
 - AllToAll: every NIC of a 2-tier leaf-spine sends an equal share to every
   other; the routing is the preset's (ECMP per flow for RoCE, d-mod-k for
   InfiniBand, per-packet adaptive for Spectrum-X); effective bandwidth is
@@ -45,12 +47,18 @@ def incast(name: str, senders: int = 16, per_sender_bytes: Optional[float] = 4e6
            overrides: Optional[Dict[str, float]] = None) -> Outcome:
     """`senders` NICs into one; continuous for the horizon when
     per_sender_bytes is None; `overrides` changes some of the preset's
-    numbers (Preset.with_values)."""
+    numbers (Preset.with_values: for tcp, e.g. link_gbps, mtu_bytes,
+    header_bytes, queue_limit_pkts, switch_latency_ns, rto_min_ms)."""
     p = preset(name).with_values(**(overrides or {}))
     size = FOREVER if per_sender_bytes is None else packets(p, per_sender_bytes)
-    run = simulate(p, single_switch(senders + 1), [(i, senders, size) for i in range(senders)],
-                   horizon_us, seed)
-    return Outcome(run, figures(run))
+    w = single_switch(senders + 1)
+    run = simulate(p, w, [(i, senders, size) for i in range(senders)], horizon_us, seed)
+    fig = figures(run)
+    # a packet's way out and its ACK's (or NAK's) back, with no queue
+    delays = run.links[:, lo.L_DELAY]
+    path = delays[w.link_to(0, senders + 1)] + delays[w.link_to(senders + 1, senders)]
+    fig["base_rtt_ms"] = (path + run.feedback_slots) * run.slot_ps * 1e-9
+    return Outcome(run, fig)
 
 
 def alltoall(name: str, leaves: int = 8, per_leaf: int = 8, spines: int = 8,

@@ -3,7 +3,9 @@
 bottleneck queue (the egress with the largest mean queue: its peak and mean
 bytes), PFC pauses sent and the fraction of time the senders' NICs were held
 in XOFF, InfiniBand credit stalls, drops and retransmitted bytes, ECN marks,
-and the completion time (None when some flow had not finished by the end).
+and the completion time (None when some flow had not finished by the end);
+and the transports' own: goodput summed and over the line, packets sent and
+the drop fraction, TCP's timeouts, fast retransmits, recoveries and RTT.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from sim.packets import columns as lo
 from sim.packets.engine import Run
+from sim.packets.presets import KERNEL_TCP
 
 
 def jain(x: np.ndarray) -> float:
@@ -63,6 +66,29 @@ def figures(run: Run, flows: Optional[np.ndarray] = None) -> Dict[str, float]:
         "timeouts": int(run.totals[lo.S_TIMEOUTS]),
         "completion_us": completion_us(run),
         "overflow": int(run.totals[lo.S_OVERFLOW]),
+        **transport_figures(run, gbps),
+    }
+
+
+def transport_figures(run: Run, gbps: np.ndarray) -> Dict[str, float]:
+    """What the senders put on the wire and how they recovered: the flows'
+    goodput summed and as a fraction of one link's payload rate (at a
+    single bottleneck, how much of it was used), packets sent (new and
+    resent: drops over it is the drop fraction), TCP's fast retransmits and
+    recovery episodes, and its smoothed RTT at the end (mean over the flows
+    with a sample)."""
+    FL, LK, p = run.flows, run.links, run.preset
+    line = p.value("link_gbps") * run.payload_bytes / run.wire_bytes
+    sent = int(FL[:, lo.F_TX].sum())
+    srtt = run.rates[:, lo.R_SRTT] if run.rates is not None else np.zeros(0)
+    srtt = srtt[srtt > 0]
+    return {
+        "gbps_sum": float(gbps.sum()), "line_frac": float(gbps.sum() / line),
+        "tx_pkts": sent, "drop_frac": float(LK[:, lo.L_DROPS].sum() / max(sent, 1)),
+        "fast_retransmits": int(FL[:, lo.F_FRTX].sum()),
+        "recoveries": int(FL[:, lo.F_RECOVS].sum()),
+        "srtt_ms": (float(srtt.mean() * run.slot_ps * 1e-9)
+                    if p.transport == KERNEL_TCP and len(srtt) else None),
     }
 
 
@@ -73,6 +99,12 @@ COLUMNS = (("gbps_mean", "Gb/s mean", "{:.1f}"), ("gbps_min", "min", "{:.1f}"),
            ("credit_stalls", "credit stalls", "{}"), ("drops", "drops", "{}"),
            ("retx_mb", "retx MB", "{:.2f}"), ("ecn_marks", "ECN marks", "{}"),
            ("completion_us", "done us", "{:.0f}"))
+
+
+# the columns a kernel TCP run adds (table's `extra`)
+TCP_COLUMNS = (("line_frac", "of line", "{:.3f}"), ("drop_frac", "drop frac", "{:.4f}"),
+               ("timeouts", "RTOs", "{}"), ("fast_retransmits", "fast rtx", "{}"),
+               ("recoveries", "recoveries", "{}"), ("srtt_ms", "srtt ms", "{:.2f}"))
 
 
 def table(title: str, rows: Iterable[tuple], extra: Iterable[tuple] = ()) -> str:

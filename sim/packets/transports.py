@@ -34,41 +34,34 @@ from sim.packets.columns import (
     L_DELAY, F_SIZE, F_SNDNXT, F_SNDMAX, F_RCVNXT, F_RCVCNT, F_NAKOUT, F_NAKT, F_DONE,
     F_LASTACT, F_TX, F_RTX, F_DELIV, F_OOO, F_LASTCNP, F_CNPS, F_SRC, F_MARKED, R_RC, R_RT,
     R_ALPHA, R_TALPHA, R_TRATE, R_BC, R_IT, R_IBC, R_NEXT, R_BYTIMER, H_FS, H_FE, H_RR,
-    H_LINK, H_WAKE, S_CT_HEAD, S_CT_TAIL, S_NAKS, S_TIMEOUTS, S_CNPS, S_ACTIVE, C_TIME,
-    C_FLOW, C_KIND, C_SEQ, KIND_NAK, KIND_CNP, P_FC, P_DCQCN, P_G, P_RAI, P_RHAI, P_TRATE,
+    H_LINK, H_WAKE, S_CT_TAIL, S_NAKS, S_TIMEOUTS, S_CNPS, S_ACTIVE, C_TIME,
+    C_FLOW, C_KIND, C_SEQ, C_AUX, KIND_NAK, KIND_CNP, P_FC, P_DCQCN, P_G, P_RAI, P_RHAI, P_TRATE,
     P_TALPHA, P_BC, P_F, P_CNPINT, P_MINRATE, P_RTO, P_CTRL, P_OOO, P_NAKINT, P_CLAMP,
     FC_LOSSY, FC_CREDITS, NEVER)
 
 
 @njit(cache=True)
-def push_feedback(t, f, kind, seq, S):
+def push_feedback(t, f, kind, seq, aux, S):
+    """A NAK, CNP or TCP ACK starts back to its sender: it arrives one fixed
+    delay later (kernel.feedback takes it off the FIFO)."""
     P, ST, CT = S[3], S[5], S[17]
     i = ST[S_CT_TAIL] % CT.shape[0]
     CT[i, C_TIME] = t + int(P[P_CTRL])
     CT[i, C_FLOW] = f
     CT[i, C_KIND] = kind
     CT[i, C_SEQ] = seq
+    CT[i, C_AUX] = aux
     ST[S_CT_TAIL] += 1
 
 
 @njit(cache=True)
-def feedback(t, S):
-    """NAKs and CNPs due now reach their senders (one fixed delay, so the
-    FIFO is in time order)."""
-    FL, ST, CT, HR = S[1], S[5], S[17], S[8]
-    while ST[S_CT_HEAD] < ST[S_CT_TAIL]:
-        i = ST[S_CT_HEAD] % CT.shape[0]
-        if CT[i, C_TIME] > t:
-            return
-        f = CT[i, C_FLOW]
-        if CT[i, C_KIND] == KIND_NAK:
-            if CT[i, C_SEQ] < FL[f, F_SNDNXT]:
-                FL[f, F_SNDNXT] = CT[i, C_SEQ]
-                FL[f, F_LASTACT] = t
-                HR[FL[f, F_SRC], H_WAKE] = 0
-        else:
-            cut(t, f, S)
-        ST[S_CT_HEAD] += 1
+def on_nak(t, f, seq, S):
+    """A NAK naming the first missing packet reaches its sender: rewind."""
+    FL, HR = S[1], S[8]
+    if seq < FL[f, F_SNDNXT]:
+        FL[f, F_SNDNXT] = seq
+        FL[f, F_LASTACT] = t
+        HR[FL[f, F_SRC], H_WAKE] = 0
 
 
 @njit(cache=True)
@@ -90,7 +83,7 @@ def to_host(t, slot, l, f, s, mark, S):
             FL[f, F_LASTCNP] = t
             FL[f, F_CNPS] += 1
             ST[S_CNPS] += 1
-            push_feedback(t, f, KIND_CNP, 0, S)
+            push_feedback(t, f, KIND_CNP, 0, 0, S)
     if FL[f, F_DONE] >= 0:
         FL[f, F_OOO] += 1
         return
@@ -113,7 +106,7 @@ def to_host(t, slot, l, f, s, mark, S):
         FL[f, F_NAKOUT] = 1
         FL[f, F_NAKT] = t
         ST[S_NAKS] += 1
-        push_feedback(t, f, KIND_NAK, expected, S)
+        push_feedback(t, f, KIND_NAK, expected, 0, S)
 
 
 @njit(cache=True)

@@ -227,9 +227,11 @@ class Lab:
         return None
 
     def counters(self, intfs) -> dict:
-        """One monitor sample of the fabric's interfaces (lab/counters.py)."""
+        """One monitor sample of the fabric's interfaces (lab/counters.py),
+        a mesh server's links read in its GPUs' namespaces."""
         self._here()
-        return read_counters(intfs)
+        return read_counters(intfs, [self.net.get(h.name).pid
+                                     for h in self.fabric.endpoints if h.mesh])
 
     @property
     def controlled(self) -> bool:

@@ -10,7 +10,9 @@ from topologies.fabric import FabricError, load_fabric, parse_fabric, spec_count
 from topologies.hardware import SERVERS, server
 from topologies.limits import IFNAME_MAX
 from traffic.engines import Job, make_engine
+from runs.lab_parts import wire_split
 from sim.network import Network
+from traffic.measure.monitor import Monitor
 from harness import TOPOLOGIES
 
 AMD_MESH = TOPOLOGIES / "amd-mesh.yaml"
@@ -73,6 +75,16 @@ def test_the_lab_addresses_each_mesh_link_point_to_point_with_its_peer():
     plan = shaping_plan(fabric)                       # both ends shaped, as any intra_node link
     assert any("rate 100mbit" in c for c in plan["h1g3-eth1"])
     assert any("rate 100mbit" in c for c in plan["h1g1-eth3"])
+
+
+def test_the_monitor_and_the_wire_split_count_both_ends_of_a_mesh_link():
+    fabric = load_fabric(AMD_MESH)
+    mon = Monitor(fabric)
+    assert mon.link_of["h1g1-eth2"] == "h1g1->h1g2" and mon.link_of["h1g2-eth1"] == "h1g2->h1g1"
+    assert mon.rate["h1g1-eth2"] == 100 and "h1g1-eth0" not in mon.rate   # the leaf counts a NIC
+    links = {"h1g1-eth2": {"tx_bytes": 100}, "h1g2-eth1": {"tx_bytes": 10},
+             "leaf1-eth1": {"tx_bytes": 7}}
+    assert wire_split(fabric, links) == {"intra_node": 110, "network_to_servers": 7}
 
 
 def test_the_controller_sees_only_the_network():

@@ -59,6 +59,8 @@ def test_ring_allreduce_is_right_and_crosses_each_mesh_hop_once(mesh_lab, tmp_pa
     result = run_experiment(mesh_lab, exp, tmp_path)
     run_ = result.runs[0]
     assert run_["wrong"] == 0 and run_["bad_chunk_elements"] == 0 and run_["ranks"] == 8
+    # the monitor reads the mesh links in the GPUs' namespaces: the payload, headers on top
+    assert run_["wire_bytes"]["intra_node"] >= run_["payload_bytes"]["intra"] > 0
     after = {g.name: settled(lambda g=g: sent(mesh_lab, g.name)) for g in fabric.endpoints}
     # ring h1g1 -> h1g2 -> h1g3 -> h1g4 -> h2g1 ... -> h2g4 -> h1g1: inside a server
     # each hop carries 2 x 7/8 of the 64 KiB on the link from g to g+1

@@ -1,5 +1,6 @@
-"""Counters read from the kernel: bytes sent on every switch-side interface,
-the host's CPU time and ovs-vswitchd's.
+"""Counters read from the kernel: bytes sent on every switch-side interface
+(and on a mesh server's GPU-to-GPU links, in the GPUs' namespaces), the
+host's CPU time and ovs-vswitchd's.
 
 Byte counters are read where the kernel keeps them: it counts every frame
 Open vSwitch put on a link, instantly and for either datapath (OVSDB's copy
@@ -96,13 +97,16 @@ def _queues() -> Dict[str, dict]:
     return queues
 
 
-def read_counters(intfs) -> dict:
+def read_counters(intfs, pids=()) -> dict:
     """One sample of this machine: bytes sent on each of `intfs`, their queues,
     the CPU and ovs-vswitchd's CPU time. Counters first, timestamped as they
-    are read; then the queues (a tc process, tens of milliseconds on a busy
-    host, would skew the time)."""
+    are read (those of this namespace, then those in the namespaces of
+    `pids`: a mesh server's GPU-to-GPU links, no switch's); then the queues
+    (a tc process, tens of milliseconds on a busy host, would skew the time)."""
     t0 = time.monotonic()
     every = tx_bytes()
+    for pid in pids:
+        every.update(interface_counters("tx_bytes", pid))
     t1 = time.monotonic()
     # every counter was read within t_err of t
     return {"t": (t0 + t1) / 2, "t_err": (t1 - t0) / 2, "cpu": cpu_times(),

@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -37,7 +38,8 @@ from typing import Dict, List, Optional
 
 from lab import datapath, ecn, host, portmod, records, sandbox
 from lab.host import LabError
-from lab.mininet_build import FabricTopo, host_setup_script, shaping_plan, switch_class, tracking
+from lab.mininet_build import (FabricTopo, endpoint_intfs, host_setup_script, mesh_commands,
+                               shaping_plan, switch_class, tracking)
 from lab.counters import read_counters
 from lab.shaping import frame_bytes, link_commands
 from policies import policy
@@ -59,6 +61,10 @@ _LAB_NUMBERS = itertools.count(1)
 # and a Python controller answering 65,280 of them (256 GPUs) in a burst drops
 # most. Below it, the controller's proxy ARP answers them.
 STATIC_NEIGHBOURS_ABOVE = 64
+# Mininet types a command into a node's shell through a terminal, which takes
+# lines of at most 4095 characters: a longer one never ends, and the command
+# never runs (a GPU with four shaped interfaces on a mesh wrote 5,110)
+PTY_LINE_MAX = 4000
 
 class _ControllerTarget:
     """What Mininet's OVSSwitch.start needs to know of a controller, without
@@ -221,9 +227,11 @@ class Lab:
         return None
 
     def counters(self, intfs) -> dict:
-        """One monitor sample of the fabric's interfaces (lab/counters.py)."""
+        """One monitor sample of the fabric's interfaces (lab/counters.py),
+        a mesh server's links read in its GPUs' namespaces."""
         self._here()
-        return read_counters(intfs)
+        return read_counters(intfs, [self.net.get(h.name).pid
+                                     for h in self.fabric.endpoints if h.mesh])
 
     @property
     def controlled(self) -> bool:
@@ -358,9 +366,10 @@ class Lab:
             self._configure_endpoint(ep, plan)
 
     def _configure_endpoint(self, ep, plan) -> None:
-        intfs = [ep.intf] + ([ep.nv_intf] if ep.nv_ip else [])
+        intfs = endpoint_intfs(ep)
         script = host_setup_script({i: plan[i] for i in intfs}, self.fabric.mtu,
-                                   ecn.server_sysctls() if self.ecn.dctcp else [])
+                                   ecn.server_sysctls() if self.ecn.dctcp else [],
+                                   mesh_commands(self.fabric, ep) if ep.mesh else [])
         if len(self.neighbours) > STATIC_NEIGHBOURS_ABOVE:
             table = self.run_dir / f"neighbours-{ep.name}"
             table.write_text("".join(
@@ -368,8 +377,12 @@ class Lab:
                 for h in self.neighbours if h is not ep) + "".join(
                 f"neigh replace {h.nv_ip} lladdr {h.nv_mac} dev {ep.nv_intf} "
                 "nud permanent\n" for h in self.neighbours
-                if h is not ep and h.nv_ip and h.nvswitch == ep.nvswitch))
+                if h is not ep and h.nv_ip and ep.nvswitch and h.nvswitch == ep.nvswitch))
             script = f"ip -batch {table} && {script}"
+        if len(script) > PTY_LINE_MAX:                # a mesh GPU's interfaces: from a file
+            path = self.run_dir / f"setup-{ep.name}.sh"
+            path.write_text(script + "\n")
+            script = f"sh {shlex.quote(str(path))}"
         out = self.net.get(ep.name).cmd(script)
         if "lab-host-ok" not in out:
             raise LabError(f"configuring {ep.intf} failed: {out.strip()[-200:]}")

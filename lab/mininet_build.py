@@ -36,7 +36,10 @@ class FabricTopo(Topo):
             self.addHost(h.name, ip=f"{h.ip}/{fabric.prefixlen}", mac=h.mac)
         for link in fabric.links:
             opts = {}
-            if link.kind == "intra_node":          # the GPU's NVLink interface, eth1
+            if link.kind == "intra_node" and link.b in nv:     # a mesh link, GPU to GPU:
+                a, b = nv[link.a], nv[link.b]                  # addressed by mesh_commands
+                opts = {"addr1": a.mesh_mac(b.gpu), "addr2": b.mesh_mac(a.gpu)}
+            elif link.kind == "intra_node":        # the GPU's NVLink interface, eth1
                 gpu = nv[link.a]
                 opts = {"addr1": gpu.nv_mac,
                         "params1": {"ip": f"{gpu.nv_ip}/{fabric.nv_prefixlen}"}}
@@ -118,13 +121,37 @@ def shaping_plan(fabric: Fabric, marking: bool = False) -> Dict[str, List[str]]:
     return plan
 
 
-def host_setup_script(intfs: Dict[str, List[str]], mtu: int, sysctls: List[str] = ()) -> str:
+def endpoint_intfs(ep) -> List[str]:
+    """A GPU's own interfaces: its NIC's, then its NVSwitch's or its mesh links'."""
+    if ep.mesh:
+        return [ep.intf] + [ep.mesh_intf(p) for p in ep.mesh_peers]
+    return [ep.intf] + ([ep.nv_intf] if ep.nv_ip else [])
+
+
+def mesh_commands(fabric: Fabric, ep) -> List[str]:
+    """`ip -batch` lines that address a mesh GPU's links (topologies/fabric.py):
+    its NVLink address on each, point to point with the peer's, so the /32
+    route to each peer leaves by the link to it, and the peer's end of that
+    link a permanent neighbour (no ARP on the links)."""
+    peers = {h.gpu: h for h in fabric.endpoints if h.server == ep.server and h is not ep}
+    out = []
+    for p in ep.mesh_peers:
+        intf, peer = ep.mesh_intf(p), peers[p]
+        out += [f"addr add {ep.nv_ip}/32 peer {peer.nv_ip}/32 dev {intf}",
+                f"neigh replace {peer.nv_ip} lladdr {peer.mesh_mac(ep.gpu)} dev {intf} "
+                "nud permanent"]
+    return out
+
+
+def host_setup_script(intfs: Dict[str, List[str]], mtu: int, sysctls: List[str] = (),
+                      ip_lines: List[str] = ()) -> str:
     """One shell line run inside a server's namespace, for each interface
     (name -> its tc commands): the fabric's MTU,
     checksum and segmentation offloads off (the userspace datapath forwards unfinished checksums, and
     super-packets would defeat the packet-counted queue), IPv6 off (its
     neighbour discovery is noise on the counters), `sysctls` (DCTCP where
-    the lab marks ECN), then the shaping."""
+    the lab marks ECN), `ip_lines` (`ip -batch`: a mesh's addresses), then
+    the shaping."""
     steps = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
              "sysctl -qw net.ipv6.conf.default.disable_ipv6=1", *sysctls]
     for intf in intfs:
@@ -132,6 +159,9 @@ def host_setup_script(intfs: Dict[str, List[str]], mtu: int, sysctls: List[str] 
                   f"ethtool -K {intf} tx off tso off gso off >/dev/null"]
     # one tc process for all of them: on the SuperPOD unit, a process per
     # command was 3,500 processes and doubled the build
+    if ip_lines:
+        listed = " ".join(f"'{c}'" for c in ip_lines)
+        steps.append(f"printf '%s\\n' {listed} | ip -batch -")
     lines = " ".join(f"'{c}'" for cmds in intfs.values() for c in cmds)
     if lines:
         steps.append(f"printf '%s\\n' {lines} | tc -batch -")

@@ -24,7 +24,9 @@ class Reachability:
 
 
 def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 4) -> Reachability:
-    """Ping every other server from every server (or from `sources`); each
+    """Ping every other server from every server (or from `sources`), at the
+    address collectives use (a GPU of the same server at its NVLink address:
+    over the NVSwitch, or the mesh link between the two); each
     server runs its pings in sequence, all servers at once. The pairs that
     fail are retried, each time four times slower and waiting three times
     longer for the answer, so neither a first ARP exchange nor a host slower
@@ -32,8 +34,9 @@ def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 4) 
     fabric = lab.fabric
     endpoints = list(fabric.endpoints)
     sources = list(sources) or [h.name for h in endpoints]
-    pending = {src: [h.ip for h in endpoints if h.name != src] for src in sources}
-    ip_name = {h.ip: h.name for h in endpoints}
+    pending = {src: [h.address_from(fabric.endpoint(src)) for h in endpoints if h.name != src]
+               for src in sources}
+    ip_name = {**{h.ip: h.name for h in endpoints}, **{h.nv_ip: h.name for h in endpoints if h.nv_ip}}
     result = Reachability(total=sum(len(v) for v in pending.values()))
     # all sources together send about PINGS_PER_SECOND echoes: a userspace
     # datapath forwarding each over several switches must keep up

@@ -173,20 +173,32 @@ def _thinness(links: list, tiers: dict, spacing_in: dict):
 
 # --- drawing ------------------------------------------------------------------
 
+def _route(pa, pb, points: int = 16):
+    """A link's line: straight between tiers; between two nodes of one tier
+    (a mesh server's GPUs, a full mesh's switches) an arc below them, deeper
+    the farther apart they are, so that links between neighbours and those
+    passing over them do not lie on one another."""
+    if pa[1] != pb[1]:
+        return [pa, pb]
+    t = np.linspace(0.0, 1.0, points)
+    depth = min(0.4, 1.2 * abs(pb[0] - pa[0]))          # x spans 0..1, tiers 1 apart
+    return list(zip(pa[0] + (pb[0] - pa[0]) * t, pa[1] - depth * 4 * t * (1 - t)))
+
+
 def _draw_links(ax, links: list, pos: dict, scale: _Scale, thinness) -> tuple:
     """No-data links dashed grey first, then the measured ones by value so the
     busiest are drawn on top. Returns (missing pairs, measured links by value)."""
     missing = [(a, b) for a, b, v in links if v is None]
     if missing:
         ax.add_collection(LineCollection(
-            [(pos[a], pos[b]) for a, b in missing], colors=NO_DATA_COLOUR,
+            [_route(pos[a], pos[b]) for a, b in missing], colors=NO_DATA_COLOUR,
             linewidths=[1.0 * thinness(a, b) for a, b in missing],
             linestyles=NO_DATA_DASHES, zorder=1))
     measured = sorted(((a, b, v) for a, b, v in links if v is not None), key=lambda e: e[2])
     if measured:
         top = scale.top
         ax.add_collection(LineCollection(
-            [(pos[a], pos[b]) for a, b, _ in measured],
+            [_route(pos[a], pos[b]) for a, b, _ in measured],
             colors=scale.cmap(scale.norm(np.array([v for _, _, v in measured]))),
             linewidths=[(0.7 + 2.3 * min(v / top, 1.2)) * thinness(a, b) for a, b, v in measured],
             alpha=0.9, zorder=2))

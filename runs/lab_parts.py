@@ -240,10 +240,15 @@ def check_parts(parts: List[Part]) -> None:
 
 def wire_split(fabric, links: dict) -> dict:
     """Bytes the switches put on intra-node links (towards GPUs, over the
-    NVLink-class interconnect) and on the network's links towards servers."""
+    NVLink-class interconnect; on a mesh, both GPUs on their link) and on the
+    network's links towards servers."""
     out = {"intra_node": 0, "network_to_servers": 0}
+    meshed = {h.name for h in fabric.endpoints if h.mesh}
     for link in fabric.links:
-        if link.kind == "intra_node":
+        if link.kind == "intra_node" and link.b in meshed:
+            out["intra_node"] += sum(links.get(i, {}).get("tx_bytes", 0)
+                                     for i in (link.a_intf, link.b_intf))
+        elif link.kind == "intra_node":
             out["intra_node"] += links.get(link.b_intf, {}).get("tx_bytes", 0)
         elif link.kind == "server_leaf":
             out["network_to_servers"] += links.get(link.b_intf, {}).get("tx_bytes", 0)

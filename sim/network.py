@@ -6,8 +6,9 @@ switch and destination, an output port or a select group of equal-cost
 ports. A group picks its bucket by a hash of the flow and of the switch (each
 switch hashes with its own basis, as the lab's do), seeded: the same seed,
 the same paths; another seed, another draw of ECMP collisions. A multi-GPU
-server's GPU reaches a GPU of the same server over its NVSwitch, and the
-network through its PCIe switch and its NIC, as in the lab.
+server's GPU reaches a GPU of the same server over its NVSwitch (on a mesh
+server, over the one link between the two), and the network through its PCIe
+switch and its NIC, as in the lab.
 
 The policies beyond ecmp, as the simulator takes them (docs/routing.md):
 spray sends a peer's pieces round-robin over its connections and connection k
@@ -120,6 +121,8 @@ class Network:
     def _walk(self, src: str, dst: str, flow: int) -> List[DirectedLink]:
         a, b = self.endpoints[src], self.endpoints[dst]
         self.choices[(src, dst, flow)] = []
+        if a.box and a.box == b.box and a.mesh:              # same server: the link to b
+            return [self.links[a.mesh_intf(b.gpu)]]
         if a.box and a.box == b.box and a.nvswitch:          # same server: NVLink
             return [self._out_of_endpoint(a, nvlink=True),
                     self.port_to[(a.nvswitch, b.nv_port)]]
@@ -143,7 +146,7 @@ class Network:
         switch, equally over its group's ports): packet spraying and
         adaptive routing as the flow model takes them."""
         a, b = self.endpoints[src], self.endpoints[dst]
-        if a.box and a.box == b.box and a.nvswitch:
+        if a.box and a.box == b.box and (a.nvswitch or a.mesh):
             return {l.intf: 1.0 for l in self.path(src, dst)}
         first = [self._out_of_endpoint(a)]
         if a.node:

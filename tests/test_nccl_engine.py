@@ -104,7 +104,7 @@ def test_the_example_runs_from_the_command_line_and_says_what_ran(tmp_path):
 @pytest.mark.parametrize("server, message", [
     ("{model: hgx-h1000, gpus: 8, nics: 8}",
      "choked.yaml: server.model: expected one of dgx-1v, dgx-a100, hgx-h100, hgx-h200, hgx-b200, "
-     "gb200-nvl72, gb300-nvl72, mi300x, mi325x, got 'hgx-h1000'"),
+     "gb200-nvl72, gb300-nvl72, mi300x, mi325x, mi355x, got 'hgx-h1000'"),
     ("{model: hgx-h100, gpus: 16, nics: 8}",
      "choked.yaml: server.gpus: expected at most the 8 GPUs of a hgx-h100 (server.model), "
      "got 16"),

@@ -26,6 +26,18 @@ leaf); the PCIe switch never carries traffic between NICs. Collectives use
 the NVLink address for peers in the same server and the NIC address for the
 others, as NCCL picks NVLink or the network.
 
+A mesh server (``server.scale_up: mesh``, the default for a model whose GPUs
+are meshed, AMD Instinct's Infinity Fabric) has no NVSwitch: an ``intra_node``
+link joins each pair of its GPUs, G(G-1)/2 links, and each GPU has a NIC of its
+own (eth0). GPU g's interface towards GPU p of its server is ``eth<p>``
+(``h3g2-eth1`` leads to ``h3g1``; no GPU has an eth<g> of its own). Each GPU
+keeps its one NVLink address (nv_ip, numbered as on an NVSwitch) and carries
+it on every mesh interface as a point-to-point address with its peer's
+(``ip addr add <nv_ip> peer <peer nv_ip> dev h3g2-eth1``): the kernel's /32
+route to each peer then leaves by the link to that peer, never by the network
+or another peer, and the peer's MAC there is a permanent neighbour entry. The
+link to GPU p has MAC 02:00:pp:01:hi:lo (the NVLink MAC, its third byte p).
+
 Naming, numbering and addressing are pure functions of the spec:
 
 - switches: ``leaf1..`` DPID 0x100+i, ``spine1..`` 0x200+j, ``agg1..`` 0x300+i,
@@ -56,7 +68,8 @@ from topologies.roles import network_roles, role
 from topologies.sanity import (check_emulation, check_physics, check_policy,  # noqa: F401
                                check_size, check_whole, fabric_warnings)
 from topologies.schema import (FabricError, load_yaml, multi_gpu,  # noqa: F401
-                               name_from_file, normalise_fabric, nvlink_domain, read_text)
+                               name_from_file, normalise_fabric, nvlink_domain, read_text,
+                               scale_up)
 
 DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
 
@@ -101,8 +114,9 @@ class Endpoint:
     box: str = ""        # its server's name, "" for a single-NIC server (itself)
     nvswitch: str = ""   # its server's NVSwitch, "" with one GPU per server
     nv_port: int = 0     # the NVSwitch's port facing this GPU
-    nv_ip: str = ""      # its address on the NVSwitch (interface eth1)
+    nv_ip: str = ""      # its address on the NVSwitch (interface eth1), or on each mesh link
     nv_mac: str = ""
+    mesh: int = 0        # GPUs of its server's full mesh (0: no mesh)
 
     @property
     def intf(self) -> str:
@@ -117,11 +131,31 @@ class Endpoint:
         """The server (box) it lives in."""
         return self.box or self.name
 
+    def address_from(self, other: "Endpoint") -> str:
+        """The address `other` reaches it by, as collectives pick: its NVLink
+        address from its own server, its NIC's from any other."""
+        return self.nv_ip if self.nv_ip and other.server == self.server else self.ip
+
+    def mesh_intf(self, peer_gpu: int) -> str:
+        """On a mesh: its interface on the link to GPU `peer_gpu` of its server."""
+        return f"{self.name}-eth{peer_gpu}"
+
+    def mesh_mac(self, peer_gpu: int) -> str:
+        """On a mesh: the MAC of its end of the link to GPU `peer_gpu`."""
+        parts = self.nv_mac.split(":")
+        return ":".join(parts[:2] + [f"{peer_gpu:02x}"] + parts[3:])
+
+    @property
+    def mesh_peers(self) -> Tuple[int, ...]:
+        """On a mesh: the other GPUs of its server, each over its own link."""
+        return tuple(p for p in range(1, self.mesh + 1) if p != self.gpu)
+
 
 @dataclass(frozen=True)
 class Link:
     kind: str            # "server_leaf", "leaf_spine", "spine_core", "mesh", "intra_node"
-                         # (GPU to NVSwitch) or "pcie" (GPU to its server's PCIe switch)
+                         # (GPU to NVSwitch, or GPU to GPU on a mesh server) or "pcie"
+                         # (GPU to its server's PCIe switch)
     a: str
     a_port: int
     b: str
@@ -183,6 +217,11 @@ class Fabric:
             sold = hardware.partition(sold, domain)
         return replace(sold, nics=nics,
                        nic_gbps=self.spec["links"]["server_leaf"]["rate_mbit"] / 1000)
+
+    @property
+    def scale_up(self) -> str:
+        """How a server's GPUs meet (`server.scale_up`): "nvswitch" or "mesh"."""
+        return scale_up(self.spec["server"])
 
     @property
     def nvlink_domain(self) -> int:
@@ -251,8 +290,9 @@ class Fabric:
         gpus = self.gpus_per_server
         nics = self.spec["server"]["nics"]
         sold = self.spec["server"].get("model")
+        mesh = ", GPUs fully meshed" if self.scale_up == "mesh" and gpus > 1 else ""
         inside = (f", {n_servers} {sold + ' ' if sold else ''}servers x {gpus} GPUs "
-                  f"({nics} NIC{'s' if nics > 1 else ''} each)" if multi else "")
+                  f"({nics} NIC{'s' if nics > 1 else ''} each{mesh})" if multi else "")
         over = self.oversubscription()
         ratio = f", oversubscription {over:.2g}:1" if over > 1.0001 else ""
         return (f"{head}{inside} = {len(self.endpoints)} "
@@ -312,8 +352,9 @@ def spec_counts(spec: dict) -> Dict[str, int]:
         return {"servers": servers, "endpoints": servers, "switches": sum(counts.values()),
                 "links": len(wires) + servers}
     pcie = nics < gpus or gpus == 1
-    inside = pcie + (gpus > 1)                         # PCIe switch, NVSwitch
-    per_server = nics + gpus * pcie + gpus * (gpus > 1)
+    mesh = scale_up(spec["server"]) == "mesh"
+    inside = pcie + (gpus > 1 and not mesh)            # PCIe switch, NVSwitch
+    per_server = nics + gpus * pcie + (gpus * (gpus - 1) // 2 if mesh else gpus * (gpus > 1))
     return {"servers": servers, "endpoints": servers * gpus,
             "switches": sum(counts.values()) + servers * inside,
             "links": len(wires) + servers * per_server}
@@ -381,7 +422,8 @@ class _Builder:
     def multi_gpu_server(self, s: int, nic_leaves) -> None:
         box = f"{self.names['server']}{s}"
         nv = pcie = None
-        if self.gpus > 1:
+        mesh = self.gpus > 1 and scale_up(self.spec["server"]) == "mesh"
+        if self.gpus > 1 and not mesh:
             nv = Switch(f"{box}nv", "nvswitch", s, role("nvswitch").dpid_base + s)
         if self.n_nics < self.gpus or self.gpus == 1:      # GPUs share NICs over PCIe
             pcie = Switch(box, "node", s, role("node").dpid_base + s)
@@ -400,7 +442,11 @@ class _Builder:
                 host = self._gpu_with_nic(box, g, self.leaves[nic_leaves[g - 1] - 1])
             if nv:
                 host = self._on_nvswitch(host, nv, s, g)
+            if mesh:
+                host = self._on_mesh(host, s, g)
             self.endpoints.append(host)
+        if mesh:
+            self._mesh_links(self.endpoints[-self.gpus:])
 
     def _gpu_behind_pcie(self, box: str, g: int, node_port: int, nic) -> Endpoint:
         nic_port, leaf, leaf_port = nic
@@ -415,11 +461,25 @@ class _Builder:
                                self.link_spec["server_leaf"]))
         return host
 
-    def _on_nvswitch(self, host: Endpoint, nv: Switch, s: int, g: int) -> Endpoint:
+    def _nvlink_address(self, s: int, g: int) -> dict:
         number = (s - 1) * self.gpus + g
+        return {"nv_ip": str(self.nv_net.network_address + number),
+                "nv_mac": f"02:00:00:01:{number >> 8:02x}:{number & 255:02x}"}
+
+    def _on_mesh(self, host: Endpoint, s: int, g: int) -> Endpoint:
+        return replace(host, mesh=self.gpus, **self._nvlink_address(s, g))
+
+    def _mesh_links(self, gpus) -> None:
+        """A link between each pair of a server's GPUs: GPU g's end of the
+        link to GPU p is its port p."""
+        for i, a in enumerate(gpus):
+            for b in gpus[i + 1:]:
+                self.links.append(Link("intra_node", a.name, b.gpu, b.name, a.gpu,
+                                       self.link_spec["intra_node"]))
+
+    def _on_nvswitch(self, host: Endpoint, nv: Switch, s: int, g: int) -> Endpoint:
         host = replace(host, nvswitch=nv.name, nv_port=self.port(nv.name),
-                       nv_ip=str(self.nv_net.network_address + number),
-                       nv_mac=f"02:00:00:01:{number >> 8:02x}:{number & 255:02x}")
+                       **self._nvlink_address(s, g))
         self.links.append(Link("intra_node", host.name, 1, nv.name, host.nv_port,
                                self.link_spec["intra_node"]))
         return host

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-ARCHS = ("volta", "ampere", "hopper", "blackwell", "cdna3")
-RCCL_ARCHS = ("cdna3",)           # AMD Instinct: collectives by RCCL (sim/nccl/rccl.py)
+ARCHS = ("volta", "ampere", "hopper", "blackwell", "cdna3", "cdna4")
+RCCL_ARCHS = ("cdna3", "cdna4")          # AMD Instinct: collectives by RCCL (sim/nccl/rccl.py)
 CPUS = ("intel", "amd", "arm")
 SCALEUP = ("nvswitch", "mesh")
 
@@ -110,6 +110,14 @@ B300 = Gpu("B300", "blackwell", 18, 40.1, True, 2500.0, 279.0, 8.0)
 # it). A PCIe Gen6 x16 path is taken as twice Gen5's 48 GB/s.
 MI300X = Gpu("MI300X", "cdna3", 7, 48.0, False, 1307.4, 192.0, 5.3, "mesh")
 MI325X = Gpu("MI325X", "cdna3", 7, 48.0, False, 1307.4, 256.0, 6.0, "mesh")
+# AMD Instinct MI355X, CDNA 4 (gfx950): 288 GB of HBM3E at 8 TB/s (AMD's launch figures as The
+# Register, 2025-06-12, and Boston's MI355X page quote them); 2,516.6 TFLOP/s BF16 dense, half
+# its 5 PFLOP/s dense FP8 (the ISSCC 2026 paper as reported; AMD's data sheet was not found
+# here: the BF16 figure is the FP8 one halved, as on every CDNA 3 and 4 part). Still 7 Infinity
+# Fabric links, one per peer; about 153.6 GB/s a link both ways on the wire, and RCCL's topo.h
+# counts one as 48 GB/s (GFX95X_XGMI_WIDTH), as on gfx942, so the model prices its mesh as
+# MI300X's.
+MI355X = Gpu("MI355X", "cdna4", 7, 48.0, False, 2516.6, 288.0, 8.0, "mesh")
 
 SERVERS = {s.name: s for s in (
     # DGX-1: 8 V100 SXM2 in a hybrid cube-mesh of NVLink 2 (taken here as one
@@ -126,6 +134,9 @@ SERVERS = {s.name: s for s in (
     # 8 GPUs in a full mesh, a 400G NIC per GPU (Pollara or ConnectX-7), AMD EPYC hosts
     Server("mi300x", MI300X, 8, 8, 400, 48.0, "amd"),
     Server("mi325x", MI325X, 8, 8, 400, 48.0, "amd"),
+    # 8 MI355X on a universal baseboard, as MI300X's; a 400G NIC per GPU, PCIe Gen5 x16 (the
+    # MLPerf Inference 6.0 MI355X systems: 8 GPUs a node, PCIe Gen 5 x16 to the host)
+    Server("mi355x", MI355X, 8, 8, 400, 48.0, "amd"),
 )}
 
 

@@ -44,7 +44,7 @@ from topologies.hardware import Server
 # per-channel speeds the search tries, GB/s, fastest first (search.cc)
 _RCCL_SPEEDS = (48, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12)
 INTRA_SPEEDS = {
-    "cdna3": _RCCL_SPEEDS,
+    "cdna3": _RCCL_SPEEDS, "cdna4": _RCCL_SPEEDS,
     "volta": (40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
     "ampere": (40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
     "hopper": (60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3),
@@ -53,7 +53,7 @@ INTRA_SPEEDS = {
 _INTER_OLD = (48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12)
 _INTER_HOPPER = (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12)
 INTER_SPEEDS = {
-    "cdna3": _RCCL_SPEEDS,
+    "cdna3": _RCCL_SPEEDS, "cdna4": _RCCL_SPEEDS,
     "volta": _INTER_OLD, "ampere": _INTER_OLD, "hopper": _INTER_HOPPER,
     # NCCL's sm100 table starts at 96; below that it is taken as Hopper's
     "blackwell": (96, 90, 80, 70, 60) + _INTER_HOPPER,
@@ -131,7 +131,7 @@ def _inter_ring(topo: Topology):
 
 def _duplicated(topo: Topology, channels: int, speed: float):
     """connect.cc's duplication: twice the channels at half the speed."""
-    newer = topo.server.gpu.arch in ("hopper", "blackwell", "cdna3")
+    newer = topo.server.gpu.arch in ("hopper", "blackwell", "cdna3", "cdna4")
     if speed >= 25 and not (newer and speed < 50 and channels > 4):
         return min(MAX_SEARCH_CHANNELS * 2, channels * 2), speed / 2
     return channels, speed

@@ -9,7 +9,8 @@ src/graph/tuning.cc under __HIP_PLATFORM_AMD__): the graph's channels x
 per-channel speed (the intra-node speed on up to 2 nodes, the NIC's beyond)
 times a ratio per algorithm and protocol measured on AMD systems
 (`BW_RATIO`, its tuning model 0), instead of NCCL's per-generation caps and
-protocol efficiencies. And on gfx94x (MI300X, MI325X):
+protocol efficiencies. And on gfx94x (MI300X, MI325X), and gfx950 (MI355X) taken as
+gfx94x (its own tuning rows are not modelled):
 
 - no NVLS and no NVLSTree: the GPUs meet over point-to-point links, with no
   switch to reduce in (the GPU says `nvls` False);

@@ -1,6 +1,7 @@
 """What the fabric did while traffic ran, sampled from the outside.
 
-A thread samples, every `interval` seconds, for every switch-side interface:
+A thread samples, every `interval` seconds, for every switch-side interface
+(and both ends of a mesh server's GPU-to-GPU links):
 bytes sent (/sys/class/net), the backlog and drops of its egress queue (one
 ``tc -s -j qdisc show`` for all of them), and the host's CPU (/proc/stat) and
 ovs-vswitchd's CPU time. `window(t0, t1)` turns the samples of a time span into
@@ -35,12 +36,13 @@ class Monitor:
         self.fabric, self.interval = fabric, interval
         self.source = source or read_counters
         switches = {s.name for s in fabric.switches}
+        meshed = {h.name for h in fabric.endpoints if h.mesh}    # GPU-to-GPU links: both ends
         self.rate = {}                     # interface -> Mbit/s
         self.link_of = {}                  # interface -> "a-b" link name
         self.delayed = set()               # interfaces with a netem delay
         for link in fabric.links:
             for node, intf, peer in ((link.a, link.a_intf, link.b), (link.b, link.b_intf, link.a)):
-                if node in switches:
+                if node in switches or (node in meshed and peer in meshed):
                     self.rate[intf] = link.spec.rate_mbit
                     self.link_of[intf] = f"{node}->{peer}"
                     if link.spec.delay_ms > 0:

@@ -79,7 +79,6 @@ def engine_figures(m: dict) -> dict:
     """The packet engine's incast with the lab's numbers, as lab_figures."""
     from sim.packets import scenarios
     from sim.packets.summary import throughputs
-    b = m["bottleneck"]
     out = scenarios.incast(PRESET, senders=len(m["senders"]), per_sender_bytes=None,
                            horizon_us=m["seconds"] * 1e6, overrides=engine_overrides(m))
     fig, run = out.figures, out.run
@@ -91,8 +90,8 @@ def engine_figures(m: dict) -> dict:
             "jain": round(fig["jain"], 4), "lost": fig["drops"],
             "loss_fraction": round(fig["drop_frac"], 5),
             "retransmit_fraction": round(fig["retx_mb"] * 1e6 / run.payload_bytes / sent, 5),
-            "queue_mean_packets": round(fig["queue_mean_kb"] * 1e3 / run.wire_bytes, 1),
-            "queue_peak_packets": round(fig["queue_peak_kb"] * 1e3 / run.wire_bytes),
+            "queue_mean_packets": round(float(fig["queue_mean_kb"]) * 1e3 / run.wire_bytes, 1),
+            "queue_peak_packets": round(float(fig["queue_peak_kb"]) * 1e3 / run.wire_bytes),
             "timeouts": fig["timeouts"], "fast_retransmits": fig["fast_retransmits"],
             "base_rtt_ms": round(fig["base_rtt_ms"], 3), "wall_s": round(run.wall_s, 2),
             "overrides": engine_overrides(m)}

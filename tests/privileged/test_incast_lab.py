@@ -33,10 +33,12 @@ def test_an_incast_with_real_tcp_beside_the_packet_engine(tmp_path_factory):
     assert all("error" not in f and f["bytes"] > 0 for f in lab_["flows"]), lab_["flows"]
     # the link's payload rate is the ceiling (its 1 ms bucket is 0.01% of 10 s)
     assert lab_["goodput_share"] <= 1.001 and engine["goodput_share"] <= 1.001
-    # drop-tail at work on both sides: a full queue, losses, each lost segment resent
+    # drop-tail at work on both sides: a queue mostly full (the lab's sampled
+    # every 0.1 s, so its peak may fall between samples), losses, each resent
     for side in (lab_, engine):
-        assert side["queue_peak_packets"] >= QUEUE - 1 and side["queue_mean_packets"] > QUEUE / 3
+        assert side["queue_peak_packets"] > QUEUE / 2 and side["queue_mean_packets"] > QUEUE / 3
         assert side["loss_fraction"] > 0.005
+    assert engine["queue_peak_packets"] == QUEUE
     assert lab_["retransmits"] >= 0.9 * lab_["lost"]
     # losses of the same order: Reno halves its window per loss, so the loss
     # rate is set by the windows a 64-frame queue leaves 16 flows

@@ -1,4 +1,4 @@
-"""AMD Instinct servers' full mesh (server.scale_up: mesh): the fabric model's
+"""AMD Instinct servers' full mesh (server.interconnect: mesh): the fabric model's
 links and addresses, the refusals, the lab's addressing commands, and the
 flow simulator's paths inside a mesh server."""
 
@@ -28,13 +28,13 @@ def fabric_text(server_lines: str) -> str:
             "  intra_node: {rate_mbit: 100}\n")
 
 
-def mesh(server_lines: str = "gpus: 4\nnics: 4\nscale_up: mesh", **kw):
+def mesh(server_lines: str = "gpus: 4\nnics: 4\ninterconnect: mesh", **kw):
     return parse_fabric(fabric_text(server_lines), "t.yaml", **kw)
 
 
 def test_the_example_is_two_meshes_of_four_gpus_and_no_nvswitch():
     fabric = load_fabric(AMD_MESH)
-    assert fabric.scale_up == "mesh"                  # from server.model: mi300x
+    assert fabric.interconnect == "mesh"                  # from server.model: mi300x
     assert not [s for s in fabric.switches if s.role == "nvswitch"]
     inside = [l for l in fabric.links if l.kind == "intra_node"]
     assert len(inside) == 2 * 4 * 3 // 2
@@ -96,10 +96,10 @@ def test_the_controller_sees_only_the_network():
 
 @pytest.mark.parametrize("lines, gpus", [("model: mi300x\ngpus: 8\nnics: 8", 8),
                                          ("model: mi355x\ngpus: 4\nnics: 4", 4),
-                                         ("gpus: 8\nnics: 8\nscale_up: mesh", 8)])
+                                         ("gpus: 8\nnics: 8\ninterconnect: mesh", 8)])
 def test_a_mesh_is_said_or_implied_by_the_model(lines, gpus):
     fabric = mesh(lines, emulate=False)
-    assert fabric.scale_up == "mesh" and fabric.spec["server"]["scale_up"] == "mesh"
+    assert fabric.interconnect == "mesh" and fabric.spec["server"]["interconnect"] == "mesh"
     assert sum(l.kind == "intra_node" for l in fabric.links) == 2 * gpus * (gpus - 1) // 2
     names = [i for l in fabric.links for i in (l.a_intf, l.b_intf)]
     assert max(map(len, names)) <= IFNAME_MAX
@@ -107,23 +107,23 @@ def test_a_mesh_is_said_or_implied_by_the_model(lines, gpus):
 
 def test_without_a_model_or_a_word_servers_keep_their_nvswitch():
     fabric = mesh("gpus: 4\nnics: 4")
-    assert fabric.scale_up == "nvswitch"
+    assert fabric.interconnect == "nvswitch"
     assert sum(s.role == "nvswitch" for s in fabric.switches) == 2
     assert all(h.mesh == 0 for h in fabric.endpoints)
 
 
 @pytest.mark.parametrize("lines, message", [
-    ("model: mi300x\ngpus: 8\nnics: 8\nscale_up: nvswitch",
-     "t.yaml: server.scale_up: expected mesh for a mi300x (server.model), whose MI300X GPUs "
+    ("model: mi300x\ngpus: 8\nnics: 8\ninterconnect: nvswitch",
+     "t.yaml: server.interconnect: expected mesh for a mi300x (server.model), whose MI300X GPUs "
      "are fully meshed, got nvswitch"),
-    ("model: hgx-h100\ngpus: 8\nnics: 8\nscale_up: mesh",
-     "t.yaml: server.scale_up: expected nvswitch for a hgx-h100 (server.model), whose H100 "
+    ("model: hgx-h100\ngpus: 8\nnics: 8\ninterconnect: mesh",
+     "t.yaml: server.interconnect: expected nvswitch for a hgx-h100 (server.model), whose H100 "
      "GPUs sit on NVSwitches, got mesh"),
-    ("gpus: 4\nnics: 1\nscale_up: mesh",
-     "t.yaml: server.nics: expected a NIC per GPU (4) with server.scale_up mesh: GPUs "
+    ("gpus: 4\nnics: 1\ninterconnect: mesh",
+     "t.yaml: server.nics: expected a NIC per GPU (4) with server.interconnect mesh: GPUs "
      "sharing NICs through a PCIe switch are not modelled on a mesh, got 1"),
-    ("gpus: 4\nnics: 4\nscale_up: mesh\nnvlink_domain: 2",
-     "t.yaml: server.nvlink_domain: expected all 4 GPUs with server.scale_up mesh: a full "
+    ("gpus: 4\nnics: 4\ninterconnect: mesh\nnvlink_domain: 2",
+     "t.yaml: server.nvlink_domain: expected all 4 GPUs with server.interconnect mesh: a full "
      "mesh of links has no switches a partition could divide, got 2"),
 ])
 def test_contradictions_are_refused_in_one_sentence(lines, message):
@@ -132,10 +132,10 @@ def test_contradictions_are_refused_in_one_sentence(lines, message):
     assert str(err.value) == message
 
 
-def test_an_unknown_scale_up_is_refused_by_name():
+def test_an_unknown_interconnect_is_refused_by_name():
     with pytest.raises(FabricError) as err:
-        mesh("gpus: 4\nnics: 4\nscale_up: torus")
-    assert str(err.value).startswith("t.yaml: server.scale_up: ")
+        mesh("gpus: 4\nnics: 4\ninterconnect: torus")
+    assert str(err.value).startswith("t.yaml: server.interconnect: ")
     assert "mesh" in str(err.value) and "nvswitch" in str(err.value)
 
 

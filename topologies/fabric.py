@@ -26,7 +26,7 @@ leaf); the PCIe switch never carries traffic between NICs. Collectives use
 the NVLink address for peers in the same server and the NIC address for the
 others, as NCCL picks NVLink or the network.
 
-A mesh server (``server.scale_up: mesh``, the default for a model whose GPUs
+A mesh server (``server.interconnect: mesh``, the default for a model whose GPUs
 are meshed, AMD Instinct's Infinity Fabric) has no NVSwitch: an ``intra_node``
 link joins each pair of its GPUs, G(G-1)/2 links, and each GPU has a NIC of its
 own (eth0). GPU g's interface towards GPU p of its server is ``eth<p>``
@@ -67,9 +67,8 @@ from topologies import hardware, kinds
 from topologies.roles import network_roles, role
 from topologies.sanity import (check_emulation, check_physics, check_policy,  # noqa: F401
                                check_size, check_whole, fabric_warnings)
-from topologies.schema import (FabricError, load_yaml, multi_gpu,  # noqa: F401
-                               name_from_file, normalise_fabric, nvlink_domain, read_text,
-                               scale_up)
+from topologies.schema import (FabricError, interconnect, load_yaml, multi_gpu,  # noqa: F401
+                               name_from_file, normalise_fabric, nvlink_domain, read_text)
 
 DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
 
@@ -219,9 +218,9 @@ class Fabric:
                        nic_gbps=self.spec["links"]["server_leaf"]["rate_mbit"] / 1000)
 
     @property
-    def scale_up(self) -> str:
-        """How a server's GPUs meet (`server.scale_up`): "nvswitch" or "mesh"."""
-        return scale_up(self.spec["server"])
+    def interconnect(self) -> str:
+        """How a server's GPUs meet (`server.interconnect`): "nvswitch" or "mesh"."""
+        return interconnect(self.spec["server"])
 
     @property
     def nvlink_domain(self) -> int:
@@ -290,7 +289,7 @@ class Fabric:
         gpus = self.gpus_per_server
         nics = self.spec["server"]["nics"]
         sold = self.spec["server"].get("model")
-        mesh = ", GPUs fully meshed" if self.scale_up == "mesh" and gpus > 1 else ""
+        mesh = ", GPUs fully meshed" if self.interconnect == "mesh" and gpus > 1 else ""
         inside = (f", {n_servers} {sold + ' ' if sold else ''}servers x {gpus} GPUs "
                   f"({nics} NIC{'s' if nics > 1 else ''} each{mesh})" if multi else "")
         over = self.oversubscription()
@@ -352,7 +351,7 @@ def spec_counts(spec: dict) -> Dict[str, int]:
         return {"servers": servers, "endpoints": servers, "switches": sum(counts.values()),
                 "links": len(wires) + servers}
     pcie = nics < gpus or gpus == 1
-    mesh = scale_up(spec["server"]) == "mesh"
+    mesh = interconnect(spec["server"]) == "mesh"
     inside = pcie + (gpus > 1 and not mesh)            # PCIe switch, NVSwitch
     per_server = nics + gpus * pcie + (gpus * (gpus - 1) // 2 if mesh else gpus * (gpus > 1))
     return {"servers": servers, "endpoints": servers * gpus,
@@ -422,7 +421,7 @@ class _Builder:
     def multi_gpu_server(self, s: int, nic_leaves) -> None:
         box = f"{self.names['server']}{s}"
         nv = pcie = None
-        mesh = self.gpus > 1 and scale_up(self.spec["server"]) == "mesh"
+        mesh = self.gpus > 1 and interconnect(self.spec["server"]) == "mesh"
         if self.gpus > 1 and not mesh:
             nv = Switch(f"{box}nv", "nvswitch", s, role("nvswitch").dpid_base + s)
         if self.n_nics < self.gpus or self.gpus == 1:      # GPUs share NICs over PCIe

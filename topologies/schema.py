@@ -441,10 +441,11 @@ SCHEMA = {
         "model": (described("the server as sold (hgx-h100, ...): the simulator then prices "
                             "collectives with NCCL's channels, algorithms and protocols "
                             "(docs/simulator.md)", optional(choice(*hardware.SERVERS))), None),
-        "scale_up": (described("how a server's GPUs meet: nvswitch (each GPU on the server's "
-                               "NVSwitch) or mesh (a direct link between every pair, AMD's "
-                               "Infinity Fabric; a NIC per GPU); default: the model's, else "
-                               "nvswitch", optional(choice(*hardware.SCALEUP))), None),
+        "interconnect": (described("how a server's GPUs meet: nvswitch (each GPU on the "
+                                   "server's NVSwitch) or mesh (a direct link between every "
+                                   "pair, AMD's Infinity Fabric; a NIC per GPU); default: the "
+                                   "model's, else nvswitch", optional(choice(*hardware.SCALEUP))),
+                         None),
         "nvlink_domain": (described("GPUs per NVLink domain, NCCL's node (default: the "
                                     "model's, at most server.gpus): a rack-scale model split "
                                     "into partitions such as NVL8", optional(
@@ -634,31 +635,31 @@ def _check_domain(srv: dict, sold, source: str) -> None:
             raise FabricError(source, "server.nvlink_domain", str(exc)) from None
 
 
-def scale_up(srv: dict) -> str:
-    """How a server's GPUs meet (`server.scale_up`): the file's, else the
+def interconnect(srv: dict) -> str:
+    """How a server's GPUs meet (`server.interconnect`): the file's, else the
     model's GPUs', else an NVSwitch."""
     sold = srv.get("model") and hardware.SERVERS[srv["model"]]
-    return srv.get("scale_up") or (sold.gpu.scaleup if sold else "nvswitch")
+    return srv.get("interconnect") or (sold.gpu.scaleup if sold else "nvswitch")
 
 
-def _check_scale_up(srv: dict, sold, source: str) -> None:
+def _check_interconnect(srv: dict, sold, source: str) -> None:
     """A mesh as the model has it, a NIC per GPU, not split into domains;
     the file's choice (or the model's) written into the spec."""
-    given, way = srv["scale_up"], scale_up(srv)
+    given, way = srv["interconnect"], interconnect(srv)
     if sold and given and given != sold.gpu.scaleup:
-        raise FabricError(source, "server.scale_up", (
+        raise FabricError(source, "server.interconnect", (
             f"expected {sold.gpu.scaleup} for a {sold.name} (server.model), whose "
             f"{sold.gpu.name} GPUs {'are fully meshed' if sold.gpu.mesh else 'sit on NVSwitches'}"
             f", got {given}"))
     if way == "mesh" and srv["nics"] != srv["gpus"]:
         raise FabricError(source, "server.nics", (
-            f"expected a NIC per GPU ({srv['gpus']}) with server.scale_up mesh: GPUs sharing "
+            f"expected a NIC per GPU ({srv['gpus']}) with server.interconnect mesh: GPUs sharing "
             f"NICs through a PCIe switch are not modelled on a mesh, got {srv['nics']}"))
     if way == "mesh" and nvlink_domain(srv) != srv["gpus"]:
         raise FabricError(source, "server.nvlink_domain", (
-            f"expected all {srv['gpus']} GPUs with server.scale_up mesh: a full mesh of links "
+            f"expected all {srv['gpus']} GPUs with server.interconnect mesh: a full mesh of links "
             f"has no switches a partition could divide, got {nvlink_domain(srv)}"))
-    srv["scale_up"] = way
+    srv["interconnect"] = way
 
 
 def _check_servers(spec: dict, source: str) -> None:
@@ -677,7 +678,7 @@ def _check_servers(spec: dict, source: str) -> None:
             f"expected at most {MAX_GPUS} without a rack-scale server.model ({racks}), whose "
             f"NVLink domain holds them, got {srv['gpus']}"))
     _check_domain(srv, sold, source)
-    _check_scale_up(srv, sold, source)
+    _check_interconnect(srv, sold, source)
     nets = [ipaddress.IPv4Network(spec["addressing"][k]) for k in ("subnet", "nvlink_subnet")]
     if multi_gpu(spec) and nets[0].overlaps(nets[1]):
         raise FabricError(source, "addressing.nvlink_subnet", (

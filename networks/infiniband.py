@@ -29,6 +29,7 @@ class InfiniBand(Technology):
     congestion_control = "InfiniBand congestion control (FECN/BECN), off by default"
     sharp = False
     options = {"sharp": ((False, True), False)}
+    packet_model = "infiniband"
     sources = {
         "switch_latency_us": "NVIDIA Quantum HDR/NDR switch systems: about 130 ns port to "
                              "port, cut-through (NVIDIA's QM8700 and QM9700 product briefs)",

@@ -45,6 +45,14 @@ class Roce(Technology):
                "qps_per_connection": (tuple(range(1, 17)), 1)}
     sources = ROCE_SOURCES
 
+    def packet_preset(self, settings=None) -> str:
+        """roce-dcqcn; roce-pfc without ECN; roce-lossy without PFC."""
+        given = {k: v for k, (_, v) in self.options.items()}
+        given.update(settings or {})
+        if not given["pfc"]:
+            return "roce-lossy"
+        return "roce-dcqcn" if given["ecn"] else "roce-pfc"
+
 
 @register
 class RoceLossy(Technology):
@@ -60,6 +68,7 @@ class RoceLossy(Technology):
     congestion_control = "DCQCN on ECN marks; loss recovery by the NIC"
     ecn = True
     options = {"ecn": ((True, False), True), "qps_per_connection": (tuple(range(1, 17)), 1)}
+    packet_model = "roce-lossy"
     sources = {**ROCE_SOURCES, "lossless": "none: a full queue drops (lossy RoCE, as some "
                                            "hyperscalers run it with NICs that recover "
                                            "selectively)"}

@@ -24,6 +24,7 @@ class SpectrumX(Technology):
     congestion_control = "Spectrum-X congestion control (in-band telemetry from the switches)"
     ecn = True
     reorders = True
+    packet_model = "spectrum-x"
     sources = {
         "switch_latency_us": ETHERNET_SWITCH_SOURCE,
         "routing": "NVIDIA Spectrum-X white paper: per-packet adaptive routing over all "

@@ -25,6 +25,7 @@ class SocketTcp(Technology):
     qps_per_connection = 2
     lossless = "none"
     congestion_control = "the kernel's TCP (CUBIC by default)"
+    packet_model = "tcp"
     sources = {
         "switch_latency_us": ETHERNET_SWITCH_SOURCE,
         "message_us": "kernel TCP's send and receive path plus NCCL's proxy thread, 10-30 "

@@ -22,7 +22,9 @@ instead of comparing names:
   can, lab/ecn.py), `reorders` (the NIC puts packets sprayed over several
   paths back in order);
 - `sharp`: whether its switches can reduce (CollNet), and whether by
-  default.
+  default;
+- `packet_preset()`: the packet engine's preset that models it packet by
+  packet (sim/packets/presets.py), with the options the file set.
 
 NCCL's constants (sim/nccl/tuner.py) stand for InfiniBand as NVIDIA's
 clusters run it: a server's NIC to the next server's through one switch
@@ -76,6 +78,7 @@ class Technology:
     reorders: ClassVar[bool] = False
     ecn: ClassVar[bool] = False             # its switches mark congestion with ECN
     sharp: ClassVar[bool] = False           # the switches can reduce (SHARP)
+    packet_model: ClassVar[str] = ""        # the packet engine's preset for it ('' for none)
     sources: ClassVar[Dict[str, str]] = {}
     # options a fabric file's `network:` section may set: name -> (values, default)
     options: ClassVar[Dict[str, Tuple[tuple, object]]] = {}
@@ -83,6 +86,11 @@ class Technology:
     def runs(self, routing: str) -> bool:
         """Whether a fabric of this technology can be routed by `routing`."""
         return self.routings is None or routing in self.routings
+
+    def packet_preset(self, settings: Optional[dict] = None) -> str:
+        """The packet engine's preset (sim/packets/presets.py) that models
+        this technology with these options at packet level, '' for none."""
+        return self.packet_model
 
     def describe(self, settings: Optional[dict] = None) -> str:
         """The technology as the tables name it, with any option set."""

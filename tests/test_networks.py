@@ -312,3 +312,17 @@ def test_the_248_server_h200_cluster_declared_infiniband_meets_its_published_bus
     assert 2.0 <= hop <= 4.0                      # 1 us a link, 2 to 4 links a step
     small = [nccl.predict(x, "allreduce", 8).chosen.time_us for x in (c0, c)]
     assert small[1] - small[0] == pytest.approx(14 * hop, rel=1e-6)
+
+
+def test_each_technology_names_the_packet_model_that_stands_for_it():
+    """The registry and the packet engine's presets name the same things:
+    each technology's preset exists (the cloud transports have none), and
+    RoCE's follows its options."""
+    from sim.packets.presets import NAMES
+    got = {name: tech.packet_preset() for name, tech in networks.all_networks().items()}
+    assert got == {"infiniband": "infiniband", "roce": "roce-dcqcn", "roce-lossy": "roce-lossy",
+                   "spectrum-x": "spectrum-x", "tcp": "tcp", "efa": "", "tcpxo": ""}
+    assert set(got.values()) - {""} <= set(NAMES)
+    roce = network("roce")
+    assert roce.packet_preset({"ecn": False}) == "roce-pfc"
+    assert roce.packet_preset({"pfc": False, "ecn": True}) == "roce-lossy"

@@ -173,7 +173,7 @@ def _main(argv, sweeps=None) -> int:
         return code
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
         from report.write import simulated_run
-        return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
+        return simulated_run(fabric, exp, _fresh(args.results, _run_name(fabric, args)), args.json,
                              args.csv, _progress(args.json), args.compare, sweeps,
                              provenance(args.argv, fabric))
     if os.geteuid() != 0:
@@ -209,6 +209,19 @@ def _check_fabric_flags(fabric, args) -> None:
     if args.incast:
         from traffic.measure.incast import incast_plan
         incast_plan(fabric, args.incast)
+
+
+def _fresh(results: Path, name: str) -> Path:
+    """The run's own folder under `results`, made now: `name`, or `name-2`,
+    `name-3`, ... when runs of the same fabric start within one second."""
+    for number in range(1, 1000):
+        folder = results / (name if number == 1 else f"{name}-{number}")
+        try:
+            folder.mkdir(parents=True)
+            return folder
+        except FileExistsError:
+            continue
+    raise ValueError(f"--results {results}: {name} and 998 more like it exist already")
 
 
 def _run_name(fabric, args, when=None) -> str:
@@ -284,7 +297,7 @@ def _failing(job) -> int:
 def _run(fabric, exp, args, cluster=None) -> int:
     from lab.lifecycle import Lab
 
-    run_dir = args.results / _run_name(fabric, args)
+    run_dir = _fresh(args.results, _run_name(fabric, args))
     say = (lambda *a: None) if args.json else print
     summary = _summary_start(fabric, args, say)
     if cluster:

@@ -50,10 +50,22 @@ def calibrate_rates(fabric: Fabric, run_dir: Path, datapath: str = "auto",
     for rate in rates:
         progress(f"calibrating at {rate:g} Mbit/s")
         rows.append(_at(fabric, rate, run_dir, datapath))
+        _finished(progress, rows[-1])
         if rows[-1]["past"]:
             break
     progress("done")
     return rows
+
+
+def _finished(progress, row: dict) -> None:
+    """A rate done: a display that says so (a line a rate on a pipe,
+    report/progress.py) hears what it came to."""
+    finished = getattr(progress, "finished", None)
+    if finished is not None:
+        finished(f"calibrated {row['rate_mbit']:g} Mbit/s: busbw/link "
+                 f"{row['busbw_over_link']:.2f}"
+                 + ("" if row["kept_up"] else ", not kept up")
+                 + ("; past what this host can emulate" if row["past"] else ""))
 
 
 def _at(fabric: Fabric, rate: float, run_dir: Path, datapath: str) -> dict:

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 NCCL_TESTS_VERSION = "2.19.6"      # the nccl-tests whose output this follows
+# nccl-tests prints a `#  Rank` line per rank; past RANK_LINES ranks the
+# header shows the first RANK_LINES_SHOWN and the last, and counts the rest
+# (the JSON's devices still lists every rank)
+RANK_LINES, RANK_LINES_SHOWN = 64, 8
 JSON_FILE_VERSION = 3
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -72,11 +76,27 @@ def header_lines(config: Config) -> List[str]:
                      + ("; summary skips first %d iterations" % config.per_iter_skip
                         if config.per_iter_skip else "") + " ")
     lines += ["#", "# Using devices"]
-    lines += ["#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
-              % (d["rank"], d["group"], d["pid"], d["hostname"], d["device"], d["device_hex"],
-                 d["device_info"]) for d in config.devices]
+    lines += rank_lines(config.devices)
     lines += [f"# {note}" for note in config.notes]
     return lines
+
+
+def rank_lines(devices: List[dict]) -> List[str]:
+    """writeDeviceReport's line per rank; past RANK_LINES ranks, the first
+    RANK_LINES_SHOWN, a line counting those left out, and the last."""
+    def line(d):
+        return ("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
+                % (d["rank"], d["group"], d["pid"], d["hostname"], d["device"],
+                   d["device_hex"], d["device_info"]))
+    if len(devices) <= RANK_LINES:
+        return [line(d) for d in devices]
+    hidden = devices[RANK_LINES_SHOWN:-1]
+    return ([line(d) for d in devices[:RANK_LINES_SHOWN]]
+            + ["#  ... %d more ranks, Rank %d (%s) to Rank %d (%s): %d ranks in all, a line "
+               "each up to %d (the JSON lists every one)"
+               % (len(hidden), hidden[0]["rank"], hidden[0]["hostname"], hidden[-1]["rank"],
+                  hidden[-1]["hostname"], len(devices), RANK_LINES)]
+            + [line(devices[-1])])
 
 
 def column_header(per_iter: bool) -> List[str]:

@@ -160,6 +160,8 @@ class NcclSweeps:
                              "root": a["root"], "placements": [self._place(a), self._place(b)]})
         for row in rows:
             self._say(nccl_tests.row_line(row, self.opts.per_iter, self.opts.per_iter_skip))
+        for line in nccl_tests.link_lines(rows, pairs[0][0].link_rate_mbit):
+            self._say(line)
         self.rows += rows
 
     def _place(self, r) -> dict:
@@ -196,9 +198,13 @@ class NcclSweeps:
 
     def _notes(self, fabric, exp, run_dir: Path) -> List[str]:
         engine = ENGINES[exp.engine]
+        rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
         notes = [f"fabric-lab: fabric {fabric.name}, engine {exp.engine}, algorithm "
                  f"{exp.algorithm}, {len(exp.ranks or fabric.endpoints)} ranks; results in "
-                 f"{run_dir}", *self.opts.notes]
+                 f"{run_dir}",
+                 f"fabric-lab: NIC links {rate:g} Mbit/s = {rate / 8e3:.6f} GB/s; the GB/s "
+                 "columns keep nccl-tests' two decimals (0.00 under 0.005 GB/s), so a "
+                 "`# busbw/link` table follows the rows", *self.opts.notes]
         if not engine.needs_lab:
             notes.append(f"note: --engine {exp.engine} simulates one iteration per size and "
                          "moves no data: #wrong is N/A, -n and -w change nothing")

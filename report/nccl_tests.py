@@ -162,6 +162,19 @@ def row_line(row: dict, per_iter: bool = False, skip: int = 0) -> str:
     return text
 
 
+def link_lines(rows: List[dict], rate_mbit: float) -> List[str]:
+    """fabric-lab's `#` lines after a table's rows: each size's busbw over
+    the NIC link's rate, out-of-place and in-place, which the GB/s columns'
+    two decimals print as 0.00 at a lab's rates (20 Mbit/s is 0.0025 GB/s)."""
+    lines = ["# busbw/link: busbw over the NIC link's %g Mbit/s (%.6f GB/s)"
+             % (rate_mbit, rate_mbit / 8e3),
+             "# %10s  %12s  %8s" % ("size", "out-of-place", "in-place")]
+    for row in rows:
+        lines.append("# %10d  %12s  %8s" % (row["size"], *(
+            "%.2f" % (p["bus_bw"] / (rate_mbit / 8e3)) for p in row["placements"])))
+    return lines
+
+
 def average_bus_bandwidth(rows: List[dict]) -> float:
     """The mean busbw over every placement of every row, as nccl-tests'."""
     values = [p["bus_bw"] for row in rows for p in row["placements"]]

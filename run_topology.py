@@ -136,6 +136,10 @@ def _main(argv, sweeps=None) -> int:
         args = flags.parse_args(argv, __doc__, REPO / "results")
         args.sweeps = sweeps
         args.argv = list(sys.argv[1:] if argv is None else argv)
+        # the command as typed, for the provenance: an nccl-tests program's own
+        args.typed = getattr(sweeps, "typed", ("run_topology.py", args.argv))
+        if not args.json:       # each line as it is printed, on a pipe too
+            getattr(sys.stdout, "reconfigure", lambda **_: None)(line_buffering=True)
         if args.cleanup:
             return _cleanup()
         if _kept_flags(args):                       # --lab: the kept lab's keeper runs it
@@ -175,7 +179,7 @@ def _main(argv, sweeps=None) -> int:
         from report.write import simulated_run
         return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
                              args.csv, _progress(args.json), args.compare, sweeps,
-                             provenance(args.argv, fabric))
+                             provenance(args.typed[1], fabric, args.typed[0]))
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)
@@ -310,7 +314,7 @@ def _summary_start(fabric, args, say) -> dict:
     return {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
             "links": describe_links(fabric), "policy": fabric.policy,
             "network": network_summary(fabric), "warnings": list(fabric.warnings),
-            "provenance": provenance(args.argv, fabric)}
+            "provenance": provenance(args.typed[1], fabric, args.typed[0])}
 
 
 def _measure(lab, exp, args, run_dir, summary, say) -> None:
@@ -568,6 +572,7 @@ def _kept_experiment(lab, argv, cwd, number):
         args.results, args.sweeps = Path(cwd) / args.results, None
         args.csv = args.csv and Path(cwd) / args.csv
         args.argv = ["--lab", *argv]
+        args.typed = ("run_topology.py", args.argv)
         exp = experiment_from(lab.fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
         if exp is not None and not ENGINES[exp.engine].needs_lab:
             raise ValueError(f"--engine {exp.engine} builds no network: run it without --lab")

@@ -43,8 +43,10 @@ IN_PLACE_NOTE = ("note: in-place: the rank agents keep one buffer per rank and h
 class NcclSweeps:
     """run_topology's sweep, as nccl-tests runs it (see the module)."""
 
-    def __init__(self, opts: NcclOptions, out):
+    def __init__(self, opts: NcclOptions, out, program: Optional[str] = None):
         self.opts, self.out = opts, out
+        # the command as typed, for the provenance (run_topology reads it)
+        self.typed = (program or opts.program, opts.argv[1:])
         self.rows: List[dict] = []
         self.lines: List[str] = []
         self.started = time.time()
@@ -250,6 +252,41 @@ def _free_name(path: Path) -> Path:
     return candidate
 
 
+def typed(program: str) -> str:
+    """The program as the user typed it, for the run's provenance: `python
+    -m ncclperf.NAME` when run so (and by scripts/lab nccl), else its name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name == f"ncclperf.{program}":
+        return f"python -m ncclperf.{program}"
+    return program
+
+
+class Commented:
+    """A stream whose every line is an nccl-tests comment: `# ` before each
+    line that is none yet (an `error:` line stays one: it must not read as
+    a comment), `#` for a blank one; and a line of the lab's own tables that
+    starts as one of nccl-tests' own lines a reader looks for (`grep "# Avg
+    bus bandwidth"`) says it is fabric-lab's sweep."""
+    NCCL_KEYS = ("# Avg bus bandwidth", "# Out of bounds values", "# Collective test")
+
+    def __init__(self, stream):
+        self._stream, self._at_start = stream, True
+
+    def write(self, text: str):
+        out = []
+        for piece in text.splitlines(keepends=True):
+            if self._at_start and piece.startswith(self.NCCL_KEYS):
+                piece = "# fabric-lab sweep: " + piece[2:]
+            elif self._at_start and not piece.startswith(("#", "\r", "error:")):
+                piece = "#" + ("" if piece in ("\n", "\r\n") else " ") + piece
+            out.append(piece)
+            self._at_start = piece.endswith("\n")
+        return self._stream.write("".join(out))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def command(program: str):
     """The main of an nccl-tests program (all_reduce_perf, ...)."""
     def main(argv=None) -> int:
@@ -262,9 +299,12 @@ def command(program: str):
         except SystemExit as exc:           # -h
             return exc.code if isinstance(exc.code, int) else 0
         if opts.dry_run:
-            return run_topology.main(opts.forward, NcclSweeps(opts, sys.stdout))
-        sweeps = NcclSweeps(opts, run_topology._PipeGuard(sys.stdout))
-        with contextlib.redirect_stdout(sys.stderr):    # fabric-lab's own lines
+            return run_topology.main(opts.forward, NcclSweeps(opts, sys.stdout, typed(program)))
+        sweeps = NcclSweeps(opts, run_topology._PipeGuard(sys.stdout), typed(program))
+        # fabric-lab's own lines: on stderr, and comments even there, so that
+        # a reader given both streams (2>&1, a terminal's log) reads nccl-tests'
+        with contextlib.redirect_stderr(Commented(sys.stderr)), \
+                contextlib.redirect_stdout(sys.stderr):
             code = run_topology.main(opts.forward, sweeps)
         return 1 if code == 0 and sweeps.failed() else code
     main.__doc__ = f"{program}: nccl-tests' command line on fabric-lab"

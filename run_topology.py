@@ -178,7 +178,7 @@ def _main(argv, sweeps=None) -> int:
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
         from report.write import simulated_run
         return simulated_run(fabric, exp, args.results / _run_name(fabric, args), args.json,
-                             args.csv, _progress(args.json), args.compare, sweeps,
+                             args.csv, _progress(args.json, sweeps), args.compare, sweeps,
                              provenance(args.typed[1], fabric, args.typed[0]))
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
@@ -386,7 +386,8 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
         return report_step(summary["step"], run_dir, args.csv, say)
     results, figures, failed = (args.sweeps or sweep_collectives)(
         lab.fabric, exp, args.compare,
-        lambda e, folder: run_experiment(lab, e, folder, progress=_progress(args.json)),
+        lambda e, folder: run_experiment(lab, e, folder,
+                                         progress=_progress(args.json, args.sweeps)),
         Outputs(run_dir, args.csv, say, machines=lab.hosts() if lab.spread else None,
                 announce=lambda algorithm: say(f"compare  the same sweep with algorithm "
                                                f"{algorithm}")))
@@ -407,11 +408,12 @@ def _mininet_cli(lab) -> None:
     open_cli(lab)
 
 
-def _progress(quiet):
-    """A one-line progress display with the time left, on a terminal only
-    (report/progress.py); nothing with --json."""
+def _progress(quiet, sweeps=None):
+    """A one-line progress display with the time left on a terminal, a line
+    a finished size elsewhere (report/progress.py); nothing with --json.
+    An nccl-tests program's sweeps hear of each size as it ends."""
     from report.progress import Progress
-    return Progress(enabled=False) if quiet else Progress()
+    return Progress(enabled=False if quiet else None, on_size=getattr(sweeps, "size_done", None))
 
 
 def _calibrate(fabric, args) -> int:

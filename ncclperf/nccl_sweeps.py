@@ -53,6 +53,9 @@ class NcclSweeps:
         self.wrong = 0
         self.count = 1                      # sweeps made
         self._ranks = 0
+        self._group: List[dict] = []        # the rows of the (type, op, root) under way
+        self._waiting: List[dict] = []      # out-of-place sizes whose in-place is to come
+        self._op = None
         self.min_bw: Optional[float] = None
         self.config: Optional[nccl_tests.Config] = None
 
@@ -126,20 +129,32 @@ class NcclSweeps:
         first = figures = failed = None
         for _cycle in range(self.opts.cycles):
             for variant in self.variants(exp):
-                pairs = []
+                self._group, self._op = [], variant[1]
                 for chunk in self.chunks(exp):
                     e = self.experiment(exp, variant, chunk)
                     if first is None:       # run_topology's own outputs: CSV, figures
                         results, figures, failed = sweep_collectives(fabric, e, [], replay, out)
-                        first = results[e.algorithm]
-                        placed = [first]
+                        oop = first = results[e.algorithm]
                     else:
-                        placed = [self._replay(fabric, e, replay, out, "out-of-place")]
-                    placed.append(self._replay(fabric, e, replay, out, "in-place"))
-                    pairs.append(placed)
-                self._rows(exp, variant[1], pairs)
+                        oop = self._replay(fabric, e, replay, out, "out-of-place")
+                    self._waiting = list(oop.runs)      # a row each as its in-place size ends
+                    ip = self._replay(fabric, e, replay, out, "in-place")
+                    done, waiting, self._waiting = len(oop.runs) - len(self._waiting), \
+                        self._waiting, []
+                    for a, b in zip(waiting, ip.runs[done:]):   # a display that told nothing
+                        self._row(a, b)
+                for line in nccl_tests.link_lines(self._group, oop.link_rate_mbit):
+                    self._say(line)
+                self.rows += self._group
         self._footer(out.run_dir)
         return {exp.algorithm: first}, figures, failed
+
+    def size_done(self, record) -> None:
+        """A size of a sweep has ended (run_topology's progress display says
+        so): in an in-place sweep, its row goes out now, as nccl-tests prints
+        a row as its size ends, beside the out-of-place sweep's size."""
+        if self._waiting:
+            self._row(self._waiting.pop(0), record)
 
     def _replay(self, fabric, e, replay, out: Outputs, placement: str):
         self.count += 1                     # the first sweep was sweep_collectives'
@@ -151,20 +166,14 @@ class NcclSweeps:
         out.say(sweep_text(fabric, record, out.machines))
         return record
 
-    def _rows(self, exp, op: str, pairs) -> None:
-        """The rows of one (type, op, root): out-of-place and in-place side by side."""
-        rows = []
-        for oop, ip in pairs:
-            for a, b in zip(oop.runs, ip.runs):
-                rows.append({"size": a["size_bytes"], "count": a["count"], "type": a["type"],
-                             # nccl-tests' sendrecv names the op it was given
-                             "redop": op if exp.collective == "sendrecv" else a["redop"],
-                             "root": a["root"], "placements": [self._place(a), self._place(b)]})
-        for row in rows:
-            self._say(nccl_tests.row_line(row, self.opts.per_iter, self.opts.per_iter_skip))
-        for line in nccl_tests.link_lines(rows, pairs[0][0].link_rate_mbit):
-            self._say(line)
-        self.rows += rows
+    def _row(self, a, b) -> None:
+        """One size's row: out-of-place (`a`) and in-place (`b`) side by side."""
+        row = {"size": a["size_bytes"], "count": a["count"], "type": a["type"],
+               # nccl-tests' sendrecv names the op it was given
+               "redop": self._op if self.opts.collective == "sendrecv" else a["redop"],
+               "root": a["root"], "placements": [self._place(a), self._place(b)]}
+        self._say(nccl_tests.row_line(row, self.opts.per_iter, self.opts.per_iter_skip))
+        self._group.append(row)
 
     def _place(self, r) -> dict:
         self.wrong += r["wrong"] or 0

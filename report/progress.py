@@ -41,8 +41,11 @@ class Progress:
     """The one-line display (the module docstring); `clock` for tests."""
 
     def __init__(self, stream: TextIO = None, enabled: Optional[bool] = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 on_size: Optional[Callable[[dict], None]] = None):
         self.stream = stream or sys.stderr
+        # told each finished size's record (an nccl-tests program prints its row)
+        self.on_size = on_size
         terminal = self.stream.isatty()
         self.enabled = terminal if enabled is None else enabled
         # a line per finished part where no line can be rewritten
@@ -59,9 +62,16 @@ class Progress:
         self.fraction = min(1.0, max(self.fraction, fraction))
         self._show()
 
-    def finished(self, message: str) -> None:
+    def finished(self, message: str, record: Optional[dict] = None) -> None:
         """A part of the work is done: on a terminal, the line says so; on a
-        pipe or a file, a line of its own, written at once."""
+        pipe or a file, a line of its own, written at once. A size's
+        `record` goes to `on_size` first, the terminal's line cleared for
+        what it prints."""
+        if self.on_size is not None and record is not None:
+            if self.enabled:
+                self.stream.write("\r\033[K")
+                self.stream.flush()
+            self.on_size(record)
         if self.lines:
             self.message = message
             self.stream.write(self.line() + "\n")

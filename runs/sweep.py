@@ -183,11 +183,11 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
 
 def _finished(progress, label: str, one: SizeRecord) -> None:
     """One size done: tell a progress display that says so (a line a size
-    on a pipe, report/progress.py) what it came to."""
+    on a pipe, report/progress.py) what it came to, and the size's record."""
     finished = getattr(progress, "finished", None)
     if finished is not None:
         finished(f"{label} {one['size_bytes']} B done: {one['time_s'] * 1e6:.0f} us, busbw "
-                 f"{one['busbw_gbps']:.4g} GB/s = {one['busbw_over_link']:.2f} of the link")
+                 f"{one['busbw_gbps']:.4g} GB/s = {one['busbw_over_link']:.2f} of the link", one)
 
 
 def _advance(loop: _Loop, size: int) -> None:

@@ -95,17 +95,18 @@ def test_stdout_names_the_link_rate_and_busbw_per_link(tmp_path):
         assert float(ip) == pytest.approx(result["in_place"]["bus_bw"] / 0.0025, abs=0.006)
 
 
-# Runs the command with the sweep loop held at the start of its second size
-# until the test has read, from the pipe, the line that says the first size
-# is done: a line still in the child's buffer would never come, and the test
-# fails at WAIT instead of passing on a fast host.
+# Runs the command with the sweep loop held at the start of a size (the
+# HOLD_AT-th size it starts, from 0) until the test has read, from the pipe,
+# the line that must come before it: a line still in the child's buffer
+# would never come, and the test fails at WAIT instead of passing on a fast
+# host.
 HELD = """
-import runpy, sys
+import os, runpy, sys
 from runs import sweep
 one_size, started = sweep._one_size, []
 def held(*args):
-    if len(started) == 1:
-        sys.__stderr__.write("HELD AT THE SECOND SIZE\\n")
+    if len(started) == int(os.environ["HOLD_AT"]):
+        sys.__stderr__.write("HELD\\n")
         sys.__stderr__.flush()
         sys.stdin.readline()
     started.append(args[1])
@@ -117,6 +118,9 @@ if sys.argv[0].endswith(".py"):
 else:
     runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 """
+PROGRESS_1M = "# [1/2] allreduce 1048576 B done: 633788 us, busbw 0.002482 GB/s = 0.99 of the link"
+ROW_1M = ("     1048576        262144     float     sum      -1   633788    0.00    0.00    N/A"
+          "   633788    0.00    0.00    N/A")
 
 
 def _lines(stream, into: queue.Queue) -> None:
@@ -125,38 +129,47 @@ def _lines(stream, into: queue.Queue) -> None:
     into.put(None)
 
 
-@pytest.mark.parametrize("command", [["run_topology.py"], ["ncclperf.all_reduce_perf"]],
-                         ids=["run_topology", "all_reduce_perf"])
-def test_through_a_pipe_each_size_says_it_is_done_before_the_next_starts(tmp_path, command):
+def _until(lines: queue.Queue, last: str) -> list:
+    """The lines read up to one that is `last`; None at the end of the stream."""
+    seen = []
+    while not seen or seen[-1] != last:
+        seen.append(lines.get(timeout=WAIT))
+        assert seen[-1] is not None, seen
+    return seen
+
+
+HELD_CASES = [  # (command, the size held, the stream read, the line before it)
+    ("run_topology.py", 1, "stderr", PROGRESS_1M),
+    ("ncclperf.all_reduce_perf", 1, "stderr", PROGRESS_1M),
+    # the in-place sweep's second size: the first row is out as its first ended
+    ("ncclperf.all_reduce_perf", 3, "stdout", ROW_1M)]
+
+
+@pytest.mark.parametrize("command,hold_at,stream,before", HELD_CASES,
+                         ids=["run_topology", "all_reduce_perf", "all_reduce_perf-row"])
+def test_through_a_pipe_a_size_is_said_before_the_next_starts(tmp_path, command, hold_at,
+                                                              stream, before):
     env = {k: v for k, v in ENV.items() if k != "PYTHONUNBUFFERED"}   # a pipe, as a user's
-    env["FABRIC_LAB_NO_REEXEC"] = "1"
-    proc = subprocess.Popen([sys.executable, "-c", HELD, *command, *SIM, "-b", "1M", "-e", "2M",
+    env.update(FABRIC_LAB_NO_REEXEC="1", HOLD_AT=str(hold_at))
+    proc = subprocess.Popen([sys.executable, "-c", HELD, command, *SIM, "-b", "1M", "-e", "2M",
                              "-f", "2", "--results", str(tmp_path)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=REPO)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    out, err = queue.Queue(), queue.Queue()
+    for pipe, into in ((proc.stdout, out), (proc.stderr, err)):
+        threading.Thread(target=_lines, args=(pipe, into), daemon=True).start()
     try:
-        seen = []
-        while not seen or "HELD AT THE SECOND SIZE" not in seen[-1]:
-            seen.append(lines.get(timeout=WAIT))
-            assert seen[-1] is not None, seen
-        assert "# [1/2] allreduce 1048576 B done: 633788 us, busbw 0.002482 GB/s = 0.99 of " \
-               "the link" in seen, seen
-        assert not any("2097152 B done" in line for line in seen)
+        # the child cannot pass the size held until this test lets it: a line
+        # written only after that would never come (WAIT is a hang's limit)
+        seen = _until(out if stream == "stdout" else err, before)
+        assert "HELD" not in seen and not any(line.startswith("     2097152") for line in seen)
+        _until(err, "HELD")                 # and it is held there now
         proc.stdin.write("\n")
         proc.stdin.close()
         assert proc.wait(timeout=WAIT) == 0
     finally:
         proc.kill()
         proc.wait()
-    rest = []
-    while (line := lines.get(timeout=WAIT)) is not None:
-        rest.append(line)
-    assert "# [2/2] allreduce 2097152 B done: 1267574 us, busbw 0.002482 GB/s = 0.99 of " \
-           "the link" in rest
-    if command[0].startswith("ncclperf"):
-        assert [r["size"] for r in data_rows(proc.stdout.read())] == [1 << 20, 2 << 20]
 
 
 def test_the_ranks_are_summarised_past_a_few_dozen():
@@ -231,3 +244,9 @@ def test_a_pipe_gets_a_line_a_finished_part_and_a_terminal_its_one_line():
     assert terminal.getvalue().endswith("\r\033[K# [1/2] allreduce 1048576 B done\r\033[K")
     assert quiet.getvalue() == ""
     assert "\n" not in terminal.getvalue()
+    heard = []                  # an nccl-tests program's rows: the terminal's line cleared first
+    terminal = Terminal()
+    show = Progress(terminal, on_size=lambda record: heard.append(terminal.getvalue()))
+    show("[1/2] allreduce 1048576 B: iteration 1/1")
+    show.finished("[1/2] allreduce 1048576 B done", {"size_bytes": 1 << 20})
+    assert heard == ["\r\033[K# [1/2] allreduce 1048576 B: iteration 1/1\r\033[K"]

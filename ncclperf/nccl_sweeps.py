@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import replace
@@ -283,13 +284,14 @@ class Commented:
 
     def write(self, text: str):
         out = []
-        for piece in text.splitlines(keepends=True):
+        for piece in re.findall(r"[^\n]*\n|[^\n]+", text):     # lines, "\r" kept in them
             if self._at_start and piece.startswith(self.NCCL_KEYS):
                 piece = "# fabric-lab sweep: " + piece[2:]
             elif self._at_start and not piece.startswith(("#", "\r", "error:")):
-                piece = "#" + ("" if piece in ("\n", "\r\n") else " ") + piece
+                piece = "#" + ("" if piece == "\n" else " ") + piece
             out.append(piece)
-            self._at_start = piece.endswith("\n")
+            # a terminal's progress line cleared ("\r\033[K") leaves the cursor at a line's start
+            self._at_start = piece.endswith("\n") or piece.endswith(("\r", "\r\033[K"))
         return self._stream.write("".join(out))
 
     def __getattr__(self, name):

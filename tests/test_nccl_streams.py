@@ -250,3 +250,16 @@ def test_a_pipe_gets_a_line_a_finished_part_and_a_terminal_its_one_line():
     show("[1/2] allreduce 1048576 B: iteration 1/1")
     show.finished("[1/2] allreduce 1048576 B done", {"size_bytes": 1 << 20})
     assert heard == ["\r\033[K# [1/2] allreduce 1048576 B: iteration 1/1\r\033[K"]
+
+
+def test_fabric_lab_lines_become_comments_and_a_terminal_line_stays_whole():
+    import io
+    from ncclperf.nccl_sweeps import Commented
+    out = io.StringIO()
+    stream = Commented(out)
+    for text in ("fabric x\n", "\r\033[K# [1/2] allreduce", "\r\033[K", "figures y\n\n",
+                 "error: a lab failed\n", "# Avg bus bandwidth    : 0.002482\n", "part", "ial\n"):
+        stream.write(text)
+    assert out.getvalue() == (
+        "# fabric x\n\r\033[K# [1/2] allreduce\r\033[K# figures y\n#\nerror: a lab failed\n"
+        "# fabric-lab sweep: Avg bus bandwidth    : 0.002482\n# partial\n")

@@ -417,11 +417,20 @@ def _progress(quiet, sweeps=None):
 
 
 def _calibrate(fabric, args) -> int:
-    from runs.rate_calibration import calibrate_rates, calibration_table
+    """--calibrate: the table's head at once, a row as each rate ends (on a
+    pipe or in a file too), the ceiling at the end; or the rows as JSON."""
+    from report.progress import Progress
+    from runs.rate_calibration import (calibrate_rates, calibration_ceiling, calibration_head,
+                                       calibration_row)
     run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}-calibration"
-    rows = calibrate_rates(fabric, run_dir, args.datapath, progress=_progress(args.json))
+    if args.json:
+        progress = Progress(enabled=False)
+    else:
+        print(calibration_head(fabric))
+        progress = Progress(on_size=lambda row: print(calibration_row(row)))
+    rows = calibrate_rates(fabric, run_dir, args.datapath, progress=progress)
     (run_dir / "calibration.json").write_text(json.dumps(rows, indent=1))
-    print(json.dumps(rows, indent=1) if args.json else calibration_table(fabric, rows))
+    print(json.dumps(rows, indent=1) if args.json else calibration_ceiling(rows))
     return 0
 
 

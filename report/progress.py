@@ -46,10 +46,9 @@ class Progress:
         self.stream = stream or sys.stderr
         # told each finished size's record (an nccl-tests program prints its row)
         self.on_size = on_size
-        terminal = self.stream.isatty()
-        self.enabled = terminal if enabled is None else enabled
+        self.enabled = self.stream.isatty() if enabled is None else enabled
         # a line per finished part where no line can be rewritten
-        self.lines = enabled is None and not terminal
+        self.lines = enabled is None and not self.enabled
         self.clock, self.start = clock, clock()
         self.fraction, self.message = 0.0, ""
 

@@ -136,6 +136,10 @@ def _main(argv, sweeps=None) -> int:
         args = flags.parse_args(argv, __doc__, REPO / "results")
         args.sweeps = sweeps
         args.argv = list(sys.argv[1:] if argv is None else argv)
+        # the command as typed, for the provenance: an nccl-tests program's own
+        args.typed = getattr(sweeps, "typed", ("run_topology.py", args.argv))
+        if not args.json:       # each line as it is printed, on a pipe too
+            getattr(sys.stdout, "reconfigure", lambda **_: None)(line_buffering=True)
         if args.cleanup:
             return _cleanup()
         if _kept_flags(args):                       # --lab: the kept lab's keeper runs it
@@ -173,9 +177,9 @@ def _main(argv, sweeps=None) -> int:
         return code
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
         from report.write import simulated_run
-        return simulated_run(fabric, exp, _fresh(args.results, _run_name(fabric, args)), args.json,
-                             args.csv, _progress(args.json), args.compare, sweeps,
-                             provenance(args.argv, fabric))
+        return simulated_run(fabric, exp, _fresh(args.results, _run_name(fabric, args)),
+                             args.json, args.csv, _progress(args.json, sweeps), args.compare,
+                             sweeps, provenance(args.typed[1], fabric, args.typed[0]))
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)
@@ -323,7 +327,7 @@ def _summary_start(fabric, args, say) -> dict:
     return {"fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
             "links": describe_links(fabric), "policy": fabric.policy,
             "network": network_summary(fabric), "warnings": list(fabric.warnings),
-            "provenance": provenance(args.argv, fabric)}
+            "provenance": provenance(args.typed[1], fabric, args.typed[0])}
 
 
 def _measure(lab, exp, args, run_dir, summary, say) -> None:
@@ -395,7 +399,8 @@ def _traffic(lab, exp, run_dir, args, summary, say) -> None:
         return report_step(summary["step"], run_dir, args.csv, say)
     results, figures, failed = (args.sweeps or sweep_collectives)(
         lab.fabric, exp, args.compare,
-        lambda e, folder: run_experiment(lab, e, folder, progress=_progress(args.json)),
+        lambda e, folder: run_experiment(lab, e, folder,
+                                         progress=_progress(args.json, args.sweeps)),
         Outputs(run_dir, args.csv, say, machines=lab.hosts() if lab.spread else None,
                 announce=lambda algorithm: say(f"compare  the same sweep with algorithm "
                                                f"{algorithm}")))
@@ -416,19 +421,29 @@ def _mininet_cli(lab) -> None:
     open_cli(lab)
 
 
-def _progress(quiet):
-    """A one-line progress display with the time left, on a terminal only
-    (report/progress.py); nothing with --json."""
+def _progress(quiet, sweeps=None):
+    """A one-line progress display with the time left on a terminal, a line
+    a finished size elsewhere (report/progress.py); nothing with --json.
+    An nccl-tests program's sweeps hear of each size as it ends."""
     from report.progress import Progress
-    return Progress(enabled=False) if quiet else Progress()
+    return Progress(enabled=False if quiet else None, on_size=getattr(sweeps, "size_done", None))
 
 
 def _calibrate(fabric, args) -> int:
-    from runs.rate_calibration import calibrate_rates, calibration_table
+    """--calibrate: the table's head at once, a row as each rate ends (on a
+    pipe or in a file too), the ceiling at the end; or the rows as JSON."""
+    from report.progress import Progress
+    from runs.rate_calibration import (calibrate_rates, calibration_ceiling, calibration_head,
+                                       calibration_row)
     run_dir = args.results / f"{time.strftime('%Y%m%d-%H%M%S')}-{fabric.name}-calibration"
-    rows = calibrate_rates(fabric, run_dir, args.datapath, progress=_progress(args.json))
+    if args.json:
+        progress = Progress(enabled=False)
+    else:
+        print(calibration_head(fabric))
+        progress = Progress(on_size=lambda row: print(calibration_row(row)))
+    rows = calibrate_rates(fabric, run_dir, args.datapath, progress=progress)
     (run_dir / "calibration.json").write_text(json.dumps(rows, indent=1))
-    print(json.dumps(rows, indent=1) if args.json else calibration_table(fabric, rows))
+    print(json.dumps(rows, indent=1) if args.json else calibration_ceiling(rows))
     return 0
 
 
@@ -581,6 +596,7 @@ def _kept_experiment(lab, argv, cwd, number):
         args.results, args.sweeps = Path(cwd) / args.results, None
         args.csv = args.csv and Path(cwd) / args.csv
         args.argv = ["--lab", *argv]
+        args.typed = ("run_topology.py", args.argv)
         exp = experiment_from(lab.fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
         if exp is not None and not ENGINES[exp.engine].needs_lab:
             raise ValueError(f"--engine {exp.engine} builds no network: run it without --lab")

@@ -280,8 +280,8 @@ def _refused_values(ns) -> None:
             ("-C", ns.report_cputime, 0, "nccl-tests' CPU time is the host's time to launch "
              "collectives without waiting for the GPU; the lab's ranks do the whole collective "
              "on the CPU, so it would be the time column again"),
-            ("-S", ns.report_timestamps, 0, "rows are printed once all their sweeps are done, "
-             "not when they ran, so a timestamp per row would mislead"),
+            ("-S", ns.report_timestamps, 0, "a row is printed as its in-place size ends, "
+             "after the whole out-of-place sweep, so a timestamp per row would mislead"),
             ("-D", ns.device_implementation, 0, "there are no device API kernels to run: "
              "the ranks are host processes"))
     for flag, text, value, why in only:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import replace
@@ -43,14 +44,19 @@ IN_PLACE_NOTE = ("note: in-place: the rank agents keep one buffer per rank and h
 class NcclSweeps:
     """run_topology's sweep, as nccl-tests runs it (see the module)."""
 
-    def __init__(self, opts: NcclOptions, out):
+    def __init__(self, opts: NcclOptions, out, program: Optional[str] = None):
         self.opts, self.out = opts, out
+        # the command as typed, for the provenance (run_topology reads it)
+        self.typed = (program or opts.program, opts.argv[1:])
         self.rows: List[dict] = []
         self.lines: List[str] = []
         self.started = time.time()
         self.wrong = 0
         self.count = 1                      # sweeps made
         self._ranks = 0
+        self._group: List[dict] = []        # the rows of the (type, op, root) under way
+        self._waiting: List[dict] = []      # out-of-place sizes whose in-place is to come
+        self._op = None
         self.min_bw: Optional[float] = None
         self.config: Optional[nccl_tests.Config] = None
 
@@ -124,20 +130,32 @@ class NcclSweeps:
         first = figures = failed = None
         for _cycle in range(self.opts.cycles):
             for variant in self.variants(exp):
-                pairs = []
+                self._group, self._op = [], variant[1]
                 for chunk in self.chunks(exp):
                     e = self.experiment(exp, variant, chunk)
                     if first is None:       # run_topology's own outputs: CSV, figures
                         results, figures, failed = sweep_collectives(fabric, e, [], replay, out)
-                        first = results[e.algorithm]
-                        placed = [first]
+                        oop = first = results[e.algorithm]
                     else:
-                        placed = [self._replay(fabric, e, replay, out, "out-of-place")]
-                    placed.append(self._replay(fabric, e, replay, out, "in-place"))
-                    pairs.append(placed)
-                self._rows(exp, variant[1], pairs)
+                        oop = self._replay(fabric, e, replay, out, "out-of-place")
+                    self._waiting = list(oop.runs)      # a row each as its in-place size ends
+                    ip = self._replay(fabric, e, replay, out, "in-place")
+                    done, waiting, self._waiting = len(oop.runs) - len(self._waiting), \
+                        self._waiting, []
+                    for a, b in zip(waiting, ip.runs[done:]):   # a display that told nothing
+                        self._row(a, b)
+                for line in nccl_tests.link_lines(self._group, oop.link_rate_mbit):
+                    self._say(line)
+                self.rows += self._group
         self._footer(out.run_dir)
         return {exp.algorithm: first}, figures, failed
+
+    def size_done(self, record) -> None:
+        """A size of a sweep has ended (run_topology's progress display says
+        so): in an in-place sweep, its row goes out now, as nccl-tests prints
+        a row as its size ends, beside the out-of-place sweep's size."""
+        if self._waiting:
+            self._row(self._waiting.pop(0), record)
 
     def _replay(self, fabric, e, replay, out: Outputs, placement: str):
         self.count += 1                     # the first sweep was sweep_collectives'
@@ -149,18 +167,14 @@ class NcclSweeps:
         out.say(sweep_text(fabric, record, out.machines))
         return record
 
-    def _rows(self, exp, op: str, pairs) -> None:
-        """The rows of one (type, op, root): out-of-place and in-place side by side."""
-        rows = []
-        for oop, ip in pairs:
-            for a, b in zip(oop.runs, ip.runs):
-                rows.append({"size": a["size_bytes"], "count": a["count"], "type": a["type"],
-                             # nccl-tests' sendrecv names the op it was given
-                             "redop": op if exp.collective == "sendrecv" else a["redop"],
-                             "root": a["root"], "placements": [self._place(a), self._place(b)]})
-        for row in rows:
-            self._say(nccl_tests.row_line(row, self.opts.per_iter, self.opts.per_iter_skip))
-        self.rows += rows
+    def _row(self, a, b) -> None:
+        """One size's row: out-of-place (`a`) and in-place (`b`) side by side."""
+        row = {"size": a["size_bytes"], "count": a["count"], "type": a["type"],
+               # nccl-tests' sendrecv names the op it was given
+               "redop": self._op if self.opts.collective == "sendrecv" else a["redop"],
+               "root": a["root"], "placements": [self._place(a), self._place(b)]}
+        self._say(nccl_tests.row_line(row, self.opts.per_iter, self.opts.per_iter_skip))
+        self._group.append(row)
 
     def _place(self, r) -> dict:
         self.wrong += r["wrong"] or 0
@@ -196,9 +210,13 @@ class NcclSweeps:
 
     def _notes(self, fabric, exp, run_dir: Path) -> List[str]:
         engine = ENGINES[exp.engine]
+        rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
         notes = [f"fabric-lab: fabric {fabric.name}, engine {exp.engine}, algorithm "
                  f"{exp.algorithm}, {len(exp.ranks or fabric.endpoints)} ranks; results in "
-                 f"{run_dir}", *self.opts.notes]
+                 f"{run_dir}",
+                 f"fabric-lab: NIC links {rate:g} Mbit/s = {rate / 8e3:.6f} GB/s; the GB/s "
+                 "columns keep nccl-tests' two decimals (0.00 under 0.005 GB/s), so a "
+                 "`# busbw/link` table follows the rows", *self.opts.notes]
         if not engine.needs_lab:
             notes.append(f"note: --engine {exp.engine} simulates one iteration per size and "
                          "moves no data: #wrong is N/A, -n and -w change nothing")
@@ -244,6 +262,42 @@ def _free_name(path: Path) -> Path:
     return candidate
 
 
+def typed(program: str) -> str:
+    """The program as the user typed it, for the run's provenance: `python
+    -m ncclperf.NAME` when run so (and by scripts/lab nccl), else its name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name == f"ncclperf.{program}":
+        return f"python -m ncclperf.{program}"
+    return program
+
+
+class Commented:
+    """A stream whose every line is an nccl-tests comment: `# ` before each
+    line that is none yet (an `error:` line stays one: it must not read as
+    a comment), `#` for a blank one; and a line of the lab's own tables that
+    starts as one of nccl-tests' own lines a reader looks for (`grep "# Avg
+    bus bandwidth"`) says it is fabric-lab's sweep."""
+    NCCL_KEYS = ("# Avg bus bandwidth", "# Out of bounds values", "# Collective test")
+
+    def __init__(self, stream):
+        self._stream, self._at_start = stream, True
+
+    def write(self, text: str):
+        out = []
+        for piece in re.findall(r"[^\n]*\n|[^\n]+", text):     # lines, "\r" kept in them
+            if self._at_start and piece.startswith(self.NCCL_KEYS):
+                piece = "# fabric-lab sweep: " + piece[2:]
+            elif self._at_start and not piece.startswith(("#", "\r", "error:")):
+                piece = "#" + ("" if piece == "\n" else " ") + piece
+            out.append(piece)
+            # a terminal's progress line cleared ("\r\033[K") leaves the cursor at a line's start
+            self._at_start = piece.endswith("\n") or piece.endswith(("\r", "\r\033[K"))
+        return self._stream.write("".join(out))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def command(program: str):
     """The main of an nccl-tests program (all_reduce_perf, ...)."""
     def main(argv=None) -> int:
@@ -256,9 +310,12 @@ def command(program: str):
         except SystemExit as exc:           # -h
             return exc.code if isinstance(exc.code, int) else 0
         if opts.dry_run:
-            return run_topology.main(opts.forward, NcclSweeps(opts, sys.stdout))
-        sweeps = NcclSweeps(opts, run_topology._PipeGuard(sys.stdout))
-        with contextlib.redirect_stdout(sys.stderr):    # fabric-lab's own lines
+            return run_topology.main(opts.forward, NcclSweeps(opts, sys.stdout, typed(program)))
+        sweeps = NcclSweeps(opts, run_topology._PipeGuard(sys.stdout), typed(program))
+        # fabric-lab's own lines: on stderr, and comments even there, so that
+        # a reader given both streams (2>&1, a terminal's log) reads nccl-tests'
+        with contextlib.redirect_stderr(Commented(sys.stderr)), \
+                contextlib.redirect_stdout(sys.stderr):
             code = run_topology.main(opts.forward, sweeps)
         return 1 if code == 0 and sweeps.failed() else code
     main.__doc__ = f"{program}: nccl-tests' command line on fabric-lab"

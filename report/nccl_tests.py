@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 NCCL_TESTS_VERSION = "2.19.6"      # the nccl-tests whose output this follows
+# nccl-tests prints a `#  Rank` line per rank; past RANK_LINES ranks the
+# header shows the first RANK_LINES_SHOWN and the last, and counts the rest
+# (the JSON's devices still lists every rank)
+RANK_LINES, RANK_LINES_SHOWN = 64, 8
 JSON_FILE_VERSION = 3
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -72,11 +76,27 @@ def header_lines(config: Config) -> List[str]:
                      + ("; summary skips first %d iterations" % config.per_iter_skip
                         if config.per_iter_skip else "") + " ")
     lines += ["#", "# Using devices"]
-    lines += ["#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
-              % (d["rank"], d["group"], d["pid"], d["hostname"], d["device"], d["device_hex"],
-                 d["device_info"]) for d in config.devices]
+    lines += rank_lines(config.devices)
     lines += [f"# {note}" for note in config.notes]
     return lines
+
+
+def rank_lines(devices: List[dict]) -> List[str]:
+    """writeDeviceReport's line per rank; past RANK_LINES ranks, the first
+    RANK_LINES_SHOWN, a line counting those left out, and the last."""
+    def line(d):
+        return ("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
+                % (d["rank"], d["group"], d["pid"], d["hostname"], d["device"],
+                   d["device_hex"], d["device_info"]))
+    if len(devices) <= RANK_LINES:
+        return [line(d) for d in devices]
+    hidden = devices[RANK_LINES_SHOWN:-1]
+    return ([line(d) for d in devices[:RANK_LINES_SHOWN]]
+            + ["#  ... %d more ranks, Rank %d (%s) to Rank %d (%s): %d ranks in all, a line "
+               "each up to %d (the JSON lists every one)"
+               % (len(hidden), hidden[0]["rank"], hidden[0]["hostname"], hidden[-1]["rank"],
+                  hidden[-1]["hostname"], len(devices), RANK_LINES)]
+            + [line(devices[-1])])
 
 
 def column_header(per_iter: bool) -> List[str]:
@@ -140,6 +160,19 @@ def row_line(row: dict, per_iter: bool = False, skip: int = 0) -> str:
                 float_str(stats["min_us"], 7), float_str(stats["max_us"], 7),
                 float_str(stats["p99_us"], 7), float_str(stats["cv_pct"], 7))
     return text
+
+
+def link_lines(rows: List[dict], rate_mbit: float) -> List[str]:
+    """fabric-lab's `#` lines after a table's rows: each size's busbw over
+    the NIC link's rate, out-of-place and in-place, which the GB/s columns'
+    two decimals print as 0.00 at a lab's rates (20 Mbit/s is 0.0025 GB/s)."""
+    lines = ["# busbw/link: busbw over the NIC link's %g Mbit/s (%.6f GB/s)"
+             % (rate_mbit, rate_mbit / 8e3),
+             "# %10s  %12s  %8s" % ("size", "out-of-place", "in-place")]
+    for row in rows:
+        lines.append("# %10d  %12s  %8s" % (row["size"], *(
+            "%.2f" % (p["bus_bw"] / (rate_mbit / 8e3)) for p in row["placements"])))
+    return lines
 
 
 def average_bus_bandwidth(rows: List[dict]) -> float:

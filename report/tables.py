@@ -15,6 +15,10 @@ NCCL_HEADER = (
     "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)        ")
 
 
+# `# Ranks:` names every rank up to RANKS_NAMED, else the first RANKS_SHOWN and the last
+RANKS_NAMED, RANKS_SHOWN = 64, 8
+
+
 def _num(value, fmt):
     return "N/A" if value is None or (isinstance(value, float) and math.isnan(value)) \
         else format(value, fmt)
@@ -28,7 +32,7 @@ def nccl_table(result: RunRecord, link_rate_mbit: float) -> str:
                 if exp["engine"] != "sim" else "one iteration a size (the simulation is "
                                                "deterministic)")
              + (", NVLink in memory" if exp.get("scale_up") == "memory" else ""),
-             f"# Ranks: {' '.join(result.ranks)}; links {link_rate_mbit:g} Mbit/s "
+             f"# Ranks: {ranks_text(result.ranks)}; links {link_rate_mbit:g} Mbit/s "
              f"= {link_rate_mbit / 8e3:.6f} GB/s",
              "#", NCCL_HEADER]
     if exp["algorithm"] == "auto":          # which algorithm each size ran
@@ -44,6 +48,14 @@ def nccl_table(result: RunRecord, link_rate_mbit: float) -> str:
     avg = sum(r["busbw_gbps"] for r in runs) / len(runs) if runs else 0.0
     lines.append(f"# Avg bus bandwidth    : {avg:.6f}")
     return "\n".join(lines)
+
+
+def ranks_text(ranks) -> str:
+    """The ranks by name; past RANKS_NAMED of them, the first few, the last
+    and how many (16,384 names were a 122,262-character line)."""
+    if len(ranks) <= RANKS_NAMED:
+        return " ".join(ranks)
+    return f"{' '.join(ranks[:RANKS_SHOWN])} ... {ranks[-1]} ({len(ranks)} ranks)"
 
 
 def _gbs(x: float) -> str:

@@ -69,9 +69,10 @@ def fabric_digest(spec: dict) -> str:
 
 
 def provenance(argv: Sequence[str], fabric, program: str = "run_topology.py") -> dict:
-    """The `provenance` of a summary.json (the module docstring)."""
+    """The `provenance` of a summary.json (the module docstring); `program`
+    as typed (`all_reduce_perf`, `python -m ncclperf.all_reduce_perf`)."""
     return {"version": version(), "commit": commit(),
-            "command": shlex.join([program, *argv]),
+            "command": shlex.join([*program.split(), *argv]),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "host": {"cores": os.cpu_count(), "kernel": platform.release(),
                      "python": platform.python_version(), "ovs": _ovs_version()},

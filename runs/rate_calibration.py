@@ -50,10 +50,23 @@ def calibrate_rates(fabric: Fabric, run_dir: Path, datapath: str = "auto",
     for rate in rates:
         progress(f"calibrating at {rate:g} Mbit/s")
         rows.append(_at(fabric, rate, run_dir, datapath))
+        _finished(progress, rows[-1])
         if rows[-1]["past"]:
             break
     progress("done")
     return rows
+
+
+def _finished(progress, row: dict) -> None:
+    """A rate done: a display that says so (a line a rate on a pipe,
+    report/progress.py) hears what it came to, and the row (which
+    run_topology.py --calibrate prints then)."""
+    finished = getattr(progress, "finished", None)
+    if finished is not None:
+        finished(f"calibrated {row['rate_mbit']:g} Mbit/s: busbw/link "
+                 f"{row['busbw_over_link']:.2f}"
+                 + ("" if row["kept_up"] else ", not kept up")
+                 + ("; past what this host can emulate" if row["past"] else ""), row)
 
 
 def _at(fabric: Fabric, rate: float, run_dir: Path, datapath: str) -> dict:
@@ -82,27 +95,37 @@ def recommended(rows: List[dict]):
 
 
 def calibration_table(fabric: Fabric, rows: List[dict]) -> str:
-    lines = [f"# Calibration of {fabric.name} ({fabric.shape()}): ring AllReduce over all "
-             f"{len(fabric.endpoints)} servers, every link at each rate",
-             "#  rate (Mbit/s)  busbw/link  host kept up  CPU busy  ovs-vswitchd  p99 latency (us)"]
-    for r in rows:
-        lines.append(f"{r['rate_mbit']:15g}  {r['busbw_over_link']:10.2f}  "
-                     f"{'yes' if r['kept_up'] else 'NO':>12}  {r['cpu_busy_pct']:7.0f}%  "
-                     f"{r['ovs_core_pct']:11.0f}%  {r['latency_p99_us']:16.0f}")
+    """The whole table: its head, a row per rate, the ceiling."""
+    return "\n".join([calibration_head(fabric), *map(calibration_row, rows),
+                      calibration_ceiling(rows)])
+
+
+def calibration_head(fabric: Fabric) -> str:
+    return (f"# Calibration of {fabric.name} ({fabric.shape()}): ring AllReduce over all "
+            f"{len(fabric.endpoints)} servers, every link at each rate\n"
+            "#  rate (Mbit/s)  busbw/link  host kept up  CPU busy  ovs-vswitchd  p99 latency (us)")
+
+
+def calibration_row(r: dict) -> str:
+    return (f"{r['rate_mbit']:15g}  {r['busbw_over_link']:10.2f}  "
+            f"{'yes' if r['kept_up'] else 'NO':>12}  {r['cpu_busy_pct']:7.0f}%  "
+            f"{r['ovs_core_pct']:11.0f}%  {r['latency_p99_us']:16.0f}")
+
+
+def calibration_ceiling(rows: List[dict]) -> str:
+    """The table's last line: the ceiling and why, or that none was found."""
     best = recommended(rows)
     failed = next((r for r in rows if not r["kept_up"] and r["rate_mbit"] > (best or 0)), None)
     if best and failed:
         why = ("busbw/link " f"{failed['busbw_over_link']:.2f}"
                + ("" if failed["trustworthy"] else ", links held below their rate")
                + f", CPU {failed['cpu_busy_pct']:.0f}% busy")
-        lines.append(f"# Ceiling: {best:g} Mbit/s per link for this fabric on this host "
-                     f"(at {failed['rate_mbit']:g} Mbit/s it did not keep up: {why}). "
-                     f"Recommended: links of {best:g} Mbit/s or less")
-    elif best:
-        lines.append(f"# Ceiling: above {best:g} Mbit/s, the highest rate tried. Recommended: "
-                     f"links of {best:g} Mbit/s or less")
-    else:
-        lines.append(f"# No rate tried here reached busbw/link {GOOD_BUSBW} with the host "
-                     "keeping up: try fewer servers, a smaller fabric or jumbo frames "
-                     "(fabric.mtu: 9000)")
-    return "\n".join(lines)
+        return (f"# Ceiling: {best:g} Mbit/s per link for this fabric on this host "
+                f"(at {failed['rate_mbit']:g} Mbit/s it did not keep up: {why}). "
+                f"Recommended: links of {best:g} Mbit/s or less")
+    if best:
+        return (f"# Ceiling: above {best:g} Mbit/s, the highest rate tried. Recommended: "
+                f"links of {best:g} Mbit/s or less")
+    return (f"# No rate tried here reached busbw/link {GOOD_BUSBW} with the host "
+            "keeping up: try fewer servers, a smaller fabric or jumbo frames "
+            "(fabric.mtu: 9000)")

@@ -120,6 +120,7 @@ def sweep(backend: Backend, exp: Experiment,
                                        k == len(sizes) - 1)
             runs.append(one)
             timeline = timeline_ or timeline
+            _finished(progress, f"[{k + 1}/{len(sizes)}] {exp.collective}", one)
     finally:
         backend.close()
     common = {"experiment": asdict(exp), "ranks": ranks, "gpus_per_server": model.local,
@@ -178,6 +179,15 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     record.update(backend.measure(exp, model, Size(count, sched, steps, predicted, timed_iters,
                                                  tuple(iters[:warmup])), record))
     return record, timeline
+
+
+def _finished(progress, label: str, one: SizeRecord) -> None:
+    """One size done: tell a progress display that says so (a line a size
+    on a pipe, report/progress.py) what it came to, and the size's record."""
+    finished = getattr(progress, "finished", None)
+    if finished is not None:
+        finished(f"{label} {one['size_bytes']} B done: {one['time_s'] * 1e6:.0f} us, busbw "
+                 f"{one['busbw_gbps']:.4g} GB/s = {one['busbw_over_link']:.2f} of the link", one)
 
 
 def _advance(loop: _Loop, size: int) -> None:

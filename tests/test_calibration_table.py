@@ -132,3 +132,40 @@ def test_the_largest_calibration_size_is_capped(monkeypatch, tmp_path):
                                 rates=(160, 320))
     assert asked == [(160, 26666666, 26666666), (320, 32 << 20, 32 << 20)]
     assert [r["size_bytes"] for r in rows] == [26666666, 32 << 20]
+
+
+def test_each_rate_is_handed_on_as_it_ends(monkeypatch, tmp_path):
+    """run_topology.py --calibrate prints a row as its rate ends (through a
+    pipe, in a file): the display hears each row, in order, as it is made."""
+    from runs import rate_calibration as R
+
+    class Display:
+        def __init__(self):
+            self.heard = []
+
+        def __call__(self, message):
+            pass
+
+        def finished(self, message, row=None):
+            self.heard.append((message, row["rate_mbit"], len(asked)))
+    display, asked = Display(), []
+    measured = {5: (0.94, True, False, 0), 10: (0.4, False, True, 0)}
+
+    def run(lab, exp, run_dir):
+        asked.append(lab.fabric.spec["links"]["server_leaf"]["rate_mbit"])
+        busbw, kept_up, bound, wrong = measured[asked[-1]]
+        return RunRecord(
+            experiment={}, ranks=[], gpus_per_server=1, alpha_s=1e-4, beta_s_per_byte=1e-6,
+            link_rate_mbit=asked[-1],
+            runs=[{"size_bytes": exp.maxbytes, "busbw_over_link": busbw, "wrong": wrong,
+                   "cpu_busy_pct": 41.0, "ovs_core_pct": 12.5, "latency": {"p99_us": 812.0}}],
+            fidelity={"trustworthy": kept_up, "host_kept_up": kept_up, "host_bound": bound})
+    monkeypatch.setattr(R, "Lab", _NoLab)
+    monkeypatch.setattr(R, "run_experiment", run)
+    rows = R.calibrate_rates(FABRIC, tmp_path, rates=[5, 10, 20], progress=display)
+    assert display.heard == [
+        ("calibrated 5 Mbit/s: busbw/link 0.94", 5, 1),        # before 10 Mbit/s was asked
+        ("calibrated 10 Mbit/s: busbw/link 0.40, not kept up; past what this host can "
+         "emulate", 10, 2)]
+    assert calibration_table(FABRIC, rows).split("\n")[2:4] == [
+        R.calibration_row(r) for r in rows]

@@ -22,6 +22,7 @@ from sim import nccl
 from sim.clos import ClosNetwork
 from topologies.hardware import SERVERS, Server
 from sim.nccl import rails
+from sim.nccl.minimum import nic_minimum_s
 from sim.nccl.rails import connections_per_nic
 
 DEFAULT_SERVER = "hgx-h100"
@@ -74,34 +75,43 @@ def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
 
 def _row(hw, servers, where_in_plan, size, share, tech, extra) -> dict:
     """One size on one design and wiring; `fabric x` against the same
-    cluster and technology where nothing collides."""
+    cluster and technology where nothing collides. Never faster than the
+    NICs carry the bytes between servers (sim/nccl/minimum.py)."""
     design, radix, wiring = where_in_plan
     where = nccl.cluster(hw, servers, fabric_share=share, network=tech, net_extra_us=extra)
     choice = nccl.predict(where, "allreduce", size)
-    ideal = nccl.predict(nccl.cluster(hw, servers, network=tech, net_extra_us=extra),
-                         "allreduce", size).chosen
+    ideal_where = nccl.cluster(hw, servers, network=tech, net_extra_us=extra)
+    ideal = max(nccl.predict(ideal_where, "allreduce", size).chosen.time_us * 1e-6,
+                nic_minimum_s(ideal_where, "allreduce", size))
     e, n = choice.chosen, where.topo.ranks
-    seconds = e.time_us * 1e-6
+    floor = nic_minimum_s(where, "allreduce", size)
+    seconds = max(e.time_us * 1e-6, floor)
     algbw = size / seconds / 1e9 if seconds > 0 else 0.0
     return {"design": design, "radix": radix, "wiring": wiring, "size_bytes": size,
             "algorithm": "nccl", "ran": e.name, "channels": e.channels,
             "seconds": seconds, "latency_s": e.latency_us * 1e-6,
+            "nic_minimum_s": floor, "at_nic_minimum": floor > e.time_us * 1e-6,
             "algbw_gbytes": algbw, "busbw_gbytes": algbw * 2 * (n - 1) / n,
-            "fabric_share": share, "network_us": extra, "ideal_seconds": ideal.time_us * 1e-6,
-            "fabric_factor": e.time_us / ideal.time_us if ideal.time_us > 0 else 1.0}
+            "fabric_share": share, "network_us": extra, "ideal_seconds": ideal,
+            "fabric_factor": seconds / ideal if ideal > 0 else 1.0}
 
 
 def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER,
                tech: Technology = None) -> dict:
     """What NCCL would run for an AllReduce of `size` on the plan's servers
-    where nothing collides: the plan's own line (--simulate adds the fabric)."""
+    where nothing collides: the plan's own line (--simulate adds the fabric),
+    never faster than the NICs carry the bytes between servers."""
     inp = result["inputs"]
     hw = server_of(inp, server)
     ppn = min(hw.gpus, inp["gpus"])
     tech = tech or network(DEFAULT)
-    e = nccl.predict(nccl.cluster(hw, result["servers"], ppn, network=tech), "allreduce",
-                     size).chosen
-    return {"server": server, "network": tech.title, "ran": e.name, "seconds": e.time_us * 1e-6,
+    where = nccl.cluster(hw, result["servers"], ppn, network=tech)
+    e = nccl.predict(where, "allreduce", size).chosen
+    floor = nic_minimum_s(where, "allreduce", size)
+    return {"server": server, "network": tech.title, "ran": e.name,
+            "seconds": max(e.time_us * 1e-6, floor), "model_seconds": e.time_us * 1e-6,
+            "nic_minimum_s": floor, "at_nic_minimum": floor > e.time_us * 1e-6,
+            "nics": hw.nics, "nic_gbps": hw.nic_gbps, "servers": result["servers"],
             "channels": e.channels}
 
 

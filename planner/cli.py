@@ -195,6 +195,7 @@ def _main(argv) -> int:
         _check_flags(args)
         fabric, calibration, source = _fabric_inputs(args)
         result = _plan(args, fabric)
+        layouts.check_named(args, result)
         if args.simulate:
             sizes = steptime.bucket_sizes(args, result) if args.params else _sizes(args)
             _check_simulation_size(result, len(sizes), args.seeds, bool(args.params))

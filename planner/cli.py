@@ -205,7 +205,9 @@ def _main(argv) -> int:
     text = format_plan(result)
     if args.simulate:
         text += _simulate(args, result, sizes)
-    if args.params:
+    if args.params and args.layouts:
+        text += "\n\n" + layouts.PURE_DP_NOTE
+    elif args.params:
         result["training_step"] = steptime.training_with_comm(args, result, result["nccl"],
                                                               "nccl")
         text += "\n\n" + steptime.format_training(result["training_step"], result["inputs"])
@@ -235,7 +237,7 @@ def _simulate(args, result, sizes) -> str:
         side = result["networks"] = networks_side_by_side(result, sizes, techs, args.seeds,
                                                           args.server, progress)
         text += "\n\n" + format_side_by_side(side)
-        if args.params:
+        if args.params and not args.layouts:
             steps = {n: steptime.training_with_comm(args, result, p, "nccl")
                      for n, p in side["plans"].items()}
             side["training_steps"] = steps

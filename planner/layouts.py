@@ -39,7 +39,12 @@ LEGEND = [
     "is exposed; bubble: seconds the pipeline stands idle; GB: memory a GPU (1e9 bytes); "
     "MFU: model FLOPs per second against the GPUs' BF16 peak; days: --flops at the "
     "layout's tokens per second; *: your --layout, priced whether or not the search "
-    "would keep it"]
+    "would keep it; =: pure data parallelism as DDP runs it (TP1 PP1, every GPU holding the "
+    "whole model, ZeRO 0), priced as every other row"]
+PURE_DP_NOTE = ("Training step with communication: with --layouts, pure data parallelism is "
+                "priced once, in the layout table below (its rows marked =), by the model that "
+                "prices every layout (--params alone prices DDP's buckets one by one at "
+                "--gpu-pflops)")
 
 
 def add_flags(p, number) -> None:
@@ -107,12 +112,17 @@ def parse_layout(text: str) -> dict:
 def named_layout(args, m, gpus: int, server, batch: float) -> Layout:
     """--layout on the plan's GPUs, its batch the nearest whole number of
     micro-batches to `batch` tokens (as the search's), or PlanError."""
-    f = dict(args.named)
+    return _layout(dict(args.named), m, gpus, server, batch, "--layout")
+
+
+def _layout(f: dict, m, gpus: int, server, batch: float, flag: str) -> Layout:
+    """The layout of fields `f` on `gpus` GPUs with its batch fitted, or
+    PlanError naming `flag`."""
     rest = f.get("tp", 1) * f.get("pp", 1) * f.get("cp", 1)
     f.setdefault("dp", max(1, gpus // rest))
     lay = Layout(**f)
     if lay.gpus != gpus:
-        raise PlanError(f"--layout: TP{lay.tp} x PP{lay.pp} x DP{lay.dp} x CP{lay.cp} is "
+        raise PlanError(f"{flag}: TP{lay.tp} x PP{lay.pp} x DP{lay.dp} x CP{lay.cp} is "
                         f"{lay.gpus:,} GPUs; the plan has {gpus:,}")
     seqs = max(1, round(batch / m.seq))
     per = lay.dp * lay.micro_batch
@@ -124,7 +134,7 @@ def named_layout(args, m, gpus: int, server, batch: float) -> Layout:
     try:
         check(lay, m, server.gpus)
     except LayoutError as exc:
-        raise PlanError(f"--layout: {exc}") from None
+        raise PlanError(f"{flag}: {exc}") from None
     return lay
 
 
@@ -159,16 +169,26 @@ def layouts(args, result: dict) -> dict:
         shares[(r["design"], r["radix"], r["wiring"])] = r["fabric_share"]
     blocks = []
     named = named_layout(args, m, gpus, server, batch) if args.layout else None
+    ddp = _pure_dp(m, gpus, server, batch)
     for (design, radix, wiring), share in shares.items():
         found = search(m, gpus, server, efficiency, batch, share, keep=KEEP)
         blocks.append({"design": design, "radix": radix, "wiring": wiring, "share": share,
                        "tried": found["tried"], "refused_memory": found["refused_memory"],
                        "smallest_refused": found["smallest_refused"],
                        "best": [_row(f, m, inp) for f in found["best"]],
-                       "named": _named_row(named, m, inp, server, efficiency, share)})
+                       "named": _named_row(named, m, inp, server, efficiency, share),
+                       "pure_dp": _named_row(ddp, m, inp, server, efficiency, share)})
     return {"model": m.name, "params": m.params, "layers": m.layers, "hidden": m.hidden,
             "seq": m.seq, "gpus": gpus, "server": server.name, "gpu": server.gpu.name,
             "efficiency": efficiency, "batch_tokens": batch, "designs": blocks}
+
+
+def _pure_dp(m, gpus: int, server, batch: float):
+    """Pure data parallelism as DDP runs it, or None where it cannot run."""
+    try:
+        return _layout({"dp": gpus, "zero": 0}, m, gpus, server, batch, "pure DP")
+    except PlanError:
+        return None
 
 
 def _named_row(lay, m, inp, server, efficiency, share):
@@ -211,12 +231,13 @@ def format_layouts(t: dict, inp: dict) -> str:
                       f"{b['refused_memory']:,} too large for the GPU's memory",
                   f"#  {'layout':<24} {'batch':>6} {'mb':>2} {'zero':>4} {'recomp':>9} "
                   f"{'step':>8} {'TP':>7} {'PP':>7} {'DP':>7} {'EP':>7} {'CP':>7} "
-                  f"{'bubble':>7} {'GB':>5} {'MFU':>5} {'days':>8}"]
-        named = b.get("named")
-        if named:
-            lines.append(_table_row(named, "*"))
-            if named["does_not_fit"]:
-                lines.append(f"#  * {named['does_not_fit']}: priced as if it did")
+                  f"{'bubble':>7} {'GB':>6} {'MFU':>5} {'days':>8}"]
+        for mark, key in (("=", "pure_dp"), ("*", "named")):
+            row = b.get(key)
+            if row:
+                lines.append(_table_row(row, mark))
+            if row and row["does_not_fit"]:
+                lines.append(f"#  {mark} {row['does_not_fit']}: priced as if it did")
         lines += [_table_row(r) for r in b["best"]]
         if not b["best"]:
             s = b["smallest_refused"]
@@ -230,7 +251,7 @@ def _table_row(r: dict, mark: str = " ") -> str:
     return (f" {mark} {r['layout']:<24} {_tokens(r['batch_tokens']):>6} {r['micro_batch']:>2} "
             f"{r['zero']:>4} {r['recompute']:>9} {r['step_s']:8.3g} {r['tp_s']:7.3g} "
             f"{r['pp_s']:7.3g} {r['dp_s']:7.3g} {r['ep_s']:7.3g} {r['cp_s']:7.3g} "
-            f"{r['bubble_s']:7.3g} {r['memory_gb']:5.1f} {r['mfu']:5.1%} {_days(r['days']):>8}")
+            f"{r['bubble_s']:7.3g} {r['memory_gb']:6.1f} {r['mfu']:5.1%} {_days(r['days']):>8}")
 
 
 def _tokens(n: float) -> str:

@@ -137,7 +137,7 @@ def pure_dp_memory(args, inp: dict, gpus: int) -> dict:
     states, 18 bytes a parameter, as DDP does), its activations and
     workspace by sim/parallel/memory.py, the layout search's own account,
     against the GPU's memory."""
-    gpu = server_of(inp, args.server or DEFAULT_SERVER).gpu
+    gpu = server_of(inp, getattr(args, "server", None) or DEFAULT_SERVER).gpu
     p = args.params
     held = {"weights": 2 * p, "gradients": 4 * p, "optimizer": 12 * p}
     shape = (published_model(args.model) if getattr(args, "model", None) else
@@ -156,7 +156,7 @@ def pure_dp_memory(args, inp: dict, gpus: int) -> dict:
 
 def _memory_line(mem: dict, params: int) -> list:
     """One sentence when pure data parallelism does not fit a GPU."""
-    if mem["fits"]:
+    if not mem or mem["fits"]:
         return []
     parts = ", ".join(f"{k} {v / 1e9:,.1f}" for k, v in mem["bytes"].items())
     return [f"# DOES NOT FIT: pure data parallelism keeps all {params:,} parameters' weights, "
@@ -181,7 +181,7 @@ def format_training(t: dict, inp: dict) -> str:
         f"{_num(inp['gpu_flops'] / 1e15)} PFLOP/s x {inp['utilisation']:g}); "
         f"{inp['total_flops']:.0e} FLOPs = ".replace("e+", "e") + f"{t['steps']:,.0f} steps = "
         f"{_days(t['days_compute_only'])} days on compute alone",
-        *_memory_line(t["memory"], t["params"]),
+        *_memory_line(t.get("memory"), t["params"]),
         f"#  {'design':<8} {'wiring':<16} {'per bucket':>12} {'comm/step':>10} "
         f"{'exposed':>9} {'step':>9} {'hidden':>7} {'days':>9} {'no overlap':>11}"]
     for r in t["rows"]:

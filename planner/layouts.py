@@ -176,8 +176,8 @@ def layouts(args, result: dict) -> dict:
                        "tried": found["tried"], "refused_memory": found["refused_memory"],
                        "smallest_refused": found["smallest_refused"],
                        "best": [_row(f, m, inp) for f in found["best"]],
-                       "named": _named_row(named, m, inp, server, efficiency, share),
-                       "pure_dp": _named_row(ddp, m, inp, server, efficiency, share)})
+                       "named": _named_row(named, m, inp, server, (efficiency, share, batch)),
+                       "pure_dp": _named_row(ddp, m, inp, server, (efficiency, share, batch))})
     return {"model": m.name, "params": m.params, "layers": m.layers, "hidden": m.hidden,
             "seq": m.seq, "gpus": gpus, "server": server.name, "gpu": server.gpu.name,
             "efficiency": efficiency, "batch_tokens": batch, "designs": blocks}
@@ -191,10 +191,14 @@ def _pure_dp(m, gpus: int, server, batch: float):
         return None
 
 
-def _named_row(lay, m, inp, server, efficiency, share):
-    """--layout priced on one design, flagged when it does not fit."""
+def _named_row(lay, m, inp, server, priced):
+    """A layout the search did not choose priced on one design (`priced`:
+    efficiency, NIC share, the batch asked in tokens), flagged when it does
+    not fit or runs another batch than the one asked (the search would
+    keep neither)."""
     if lay is None:
         return None
+    efficiency, share, batch = priced
     found = Found(lay, step_time(m, lay, server, efficiency, share), memory(m, lay))
     row = _row(found, m, inp)
     try:
@@ -202,6 +206,11 @@ def _named_row(lay, m, inp, server, efficiency, share):
         row["does_not_fit"] = ""
     except LayoutError as exc:
         row["does_not_fit"] = str(exc)
+    asked = max(1, round(batch / m.seq)) * m.seq
+    row["other_batch"] = "" if abs(row["batch_tokens"] - asked) <= asked / 2 else (
+        f"{lay.name()} runs {row['batch_tokens']:,} tokens a step, not the {asked:,} asked: "
+        f"its {lay.dp:,} replicas take at least {lay.micro_batch} sequence(s) of "
+        f"{m.seq:,} tokens each")
     return row
 
 
@@ -238,6 +247,8 @@ def format_layouts(t: dict, inp: dict) -> str:
                 lines.append(_table_row(row, mark))
             if row and row["does_not_fit"]:
                 lines.append(f"#  {mark} {row['does_not_fit']}: priced as if it did")
+            if row and row["other_batch"]:
+                lines.append(f"#  {mark} {row['other_batch']}")
         lines += [_table_row(r) for r in b["best"]]
         if not b["best"]:
             s = b["smallest_refused"]

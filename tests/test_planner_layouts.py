@@ -116,7 +116,10 @@ def test_llama3_405b_published_layout_is_priced_within_15_percent_of_its_mfu(cap
         assert r["layout"] == "TP8 PP16x2 DP128" and r["zero"] == 1
         assert r["batch_tokens"] == 2048 * 8192
         assert abs(r["mfu"] / 0.41 - 1) <= 0.15, (b["wiring"], r["mfu"])
-        assert "does not fit" in r["does_not_fit"]
+        assert "does not fit" in r["does_not_fit"] and not r["other_batch"]
+        dp = b["pure_dp"]                  # 16,384 replicas take at least 134M tokens
+        assert dp["batch_tokens"] == 16384 * 8192 and "not the 15,998,976 asked" in \
+            dp["other_batch"]
     best = max(b["named"]["mfu"] for b in t["designs"])
     assert 0.35 <= best <= 0.47
 

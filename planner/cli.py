@@ -355,6 +355,8 @@ def _plan(args, fabric) -> dict:
                   args.link_gbps, args.oversubscription, training=training)
     result["allreduce"] = predict_allreduce(result, parse_bytes(args.gradient_bytes), Links(
         alpha_s=args.alpha_us * 1e-6, intra_gbps=args.intra_gbps))
+    if fabric is not None and fabric.gpus_per_server > 1:
+        result["in_server_gbps"] = args.intra_gbps      # the fabric's own, for NCCL's floor
     result["allreduce"]["nccl"] = unhindered(result, parse_bytes(args.gradient_bytes),
                                              args.server, network(args.networks[0]))
     return result

@@ -118,8 +118,8 @@ def test_a_20_mbit_run_is_priced_at_or_above_the_nics_physical_minimum(tmp_path,
     assert P.main(["--results", str(folder), "--json"]) == 0
     line = json.loads(capsys.readouterr().out)["allreduce"]["nccl"]
     minimum = 2 * 3 / 4 * (1 << 30) * 8 / 20e6                  # 644 s
-    assert line["nic_minimum_s"] == pytest.approx(minimum)
-    assert line["seconds"] >= minimum and line["at_nic_minimum"]
+    assert line["minimum_s"] == pytest.approx(minimum)
+    assert line["seconds"] >= minimum and line["at_minimum"]
     assert line["model_seconds"] < minimum / 10                 # what it said before
     assert P.main(["--results", str(folder)]) == 0
     out = capsys.readouterr().out
@@ -134,5 +134,23 @@ def test_the_floor_leaves_real_clusters_alone(capsys):
     """At 400 Gbit/s NCCL's own figure is above the floor: it stands."""
     data = planned(capsys, "--gpus", "1024", "--sizes", "1M,1G")
     for r in data["nccl"]["rows"]:
-        assert not r["at_nic_minimum"] and r["seconds"] > r["nic_minimum_s"]
-    assert not data["allreduce"]["nccl"]["at_nic_minimum"]
+        assert not r["at_minimum"] and r["seconds"] > r["minimum_s"]
+    assert not data["allreduce"]["nccl"]["at_minimum"]
+
+
+def test_a_fabrics_slow_in_server_links_are_a_floor_too(tmp_path, capsys):
+    """NCCL's model prices the server as sold (NVLink); a fabric's own
+    in-server links slower than that bound each GPU's buffer: multi-gpu's
+    with its NVLink-class links at 1 Mbit/s need 1 GiB x 8 / 1e6 s."""
+    from topologies.fabric import load_fabric
+    spec = load_fabric(Path(__file__).parent.parent / "topologies" / "multi-gpu.yaml").spec
+    spec["links"]["intra_node"]["rate_mbit"] = 1
+    yaml = tmp_path / "slow-inside.yaml"
+    yaml.write_text(json.dumps(spec))                # JSON is YAML
+    assert P.main(["--fabric", str(yaml), "--json"]) == 0
+    line = json.loads(capsys.readouterr().out)["allreduce"]["nccl"]
+    assert line["bound"] == "in-server" and line["at_minimum"]
+    assert line["seconds"] == pytest.approx((1 << 30) * 8 / 1e6)
+    assert P.main(["--fabric", str(yaml)]) == 0
+    assert "the in-server links' physical minimum: each GPU sends its 1 GiB at least once " \
+        "through its 0.001 Gbit/s link" in capsys.readouterr().out

@@ -153,7 +153,16 @@ def _setting(args, result: dict):
 
 
 def check_named(args, result: dict) -> None:
-    """PlanError, before anything is priced, when --layout cannot run here."""
+    """PlanError, before anything is priced, when --layout cannot run here
+    or the search cannot price the plan's fabric at its own rates."""
+    inside = result.get("in_server_gbps")
+    if args.layouts and inside is not None:
+        sold = server_of(result["inputs"], args.server or "hgx-h100")
+        if abs(inside - sold.gpu.nvlink_gbytes * 8) > 1e-6 * inside:
+            raise PlanError(f"--layouts: the layout search prices tensor parallelism on the "
+                            f"{sold.name}'s NVLink as sold ({sold.gpu.nvlink_gbytes:g} GB/s as NCCL counts it), "
+                            f"not on the fabric's {inside:g} Gbit/s in-server links; leave "
+                            "out --fabric or --results to search layouts")
     if args.layout:
         m, gpus, server, batch, _ = _setting(args, result)
         named_layout(args, m, gpus, server, batch)

@@ -2,10 +2,13 @@
 design, its flags refused in one line."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from planner.cli import main
+
+TOPOLOGIES = Path(__file__).parent.parent / "topologies"
 
 
 def run(capsys, *argv):
@@ -141,3 +144,18 @@ def test_a_named_layout_is_priced_beside_the_search(capsys):
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith(" * ")]
     assert rows and all(line.split()[1:4] == ["TP8", "PP2", "DP4"] for line in rows)
+
+
+def test_the_search_refuses_a_fabric_whose_in_server_links_it_cannot_price(capsys):
+    """The search prices TP on the server as sold: on multi-gpu's 100 Mbit/s
+    in-server links it would be NVLink's figure, so it says so instead."""
+    code, out, err = run(capsys, "--fabric", str(TOPOLOGIES / "multi-gpu.yaml"), "--params",
+                         "1e9", "--layouts")
+    assert code == 2 and not out and err.count("\n") == 1
+    assert "not on the fabric's 0.1 Gbit/s in-server links" in err
+    code, out, err = run(capsys, "--fabric", str(TOPOLOGIES / "default.yaml"), "--params",
+                         "1e9", "--layouts", "--json")   # one GPU a server: NICs only, floored
+    assert code == 0, err
+    dp = json.loads(out)["layouts"]["designs"][0]["pure_dp"]
+    gradient = 2 * json.loads(out)["layouts"]["params"]
+    assert dp["dp_s"] >= 2 * 3 / 4 * gradient / (20e6 / 8) * 0.99

@@ -195,6 +195,7 @@ def _main(argv) -> int:
         _check_flags(args)
         fabric, calibration, source = _fabric_inputs(args)
         result = _plan(args, fabric)
+        layouts.check_named(args, result)
         if args.simulate:
             sizes = steptime.bucket_sizes(args, result) if args.params else _sizes(args)
             _check_simulation_size(result, len(sizes), args.seeds, bool(args.params))
@@ -204,7 +205,9 @@ def _main(argv) -> int:
     text = format_plan(result)
     if args.simulate:
         text += _simulate(args, result, sizes)
-    if args.params:
+    if args.params and args.layouts:
+        text += "\n\n" + layouts.PURE_DP_NOTE
+    elif args.params:
         result["training_step"] = steptime.training_with_comm(args, result, result["nccl"],
                                                               "nccl")
         text += "\n\n" + steptime.format_training(result["training_step"], result["inputs"])
@@ -234,7 +237,7 @@ def _simulate(args, result, sizes) -> str:
         side = result["networks"] = networks_side_by_side(result, sizes, techs, args.seeds,
                                                           args.server, progress)
         text += "\n\n" + format_side_by_side(side)
-        if args.params:
+        if args.params and not args.layouts:
             steps = {n: steptime.training_with_comm(args, result, p, "nccl")
                      for n, p in side["plans"].items()}
             side["training_steps"] = steps
@@ -352,6 +355,8 @@ def _plan(args, fabric) -> dict:
                   args.link_gbps, args.oversubscription, training=training)
     result["allreduce"] = predict_allreduce(result, parse_bytes(args.gradient_bytes), Links(
         alpha_s=args.alpha_us * 1e-6, intra_gbps=args.intra_gbps))
+    if fabric is not None and fabric.gpus_per_server > 1:
+        result["in_server_gbps"] = args.intra_gbps      # the fabric's own, for NCCL's floor
     result["allreduce"]["nccl"] = unhindered(result, parse_bytes(args.gradient_bytes),
                                              args.server, network(args.networks[0]))
     return result

@@ -22,6 +22,7 @@ from sim import nccl
 from sim.clos import ClosNetwork
 from topologies.hardware import SERVERS, Server
 from sim.nccl import rails
+from sim.nccl.minimum import nic_minimum_s
 from sim.nccl.rails import connections_per_nic
 
 DEFAULT_SERVER = "hgx-h100"
@@ -63,7 +64,8 @@ def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
             extra = rails.ring_path_us(ClosNetwork(shape), shape.n, shape.gpus) - \
                 REFERENCE_SWITCHES * REFERENCE_SWITCH_US
             for size in sizes:
-                rows.append(_row(hw, servers, (design, radix, wiring), size, share, tech, extra))
+                rows.append(_row(hw, servers, (design, radix, wiring), size, share, tech, extra,
+                                 result.get("in_server_gbps")))
             done = getattr(progress, "done", None)     # how far, for the time left
             if done:
                 done((k * len(wirings) + j + 1) / (len(designs) * len(wirings)))
@@ -72,36 +74,59 @@ def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
             "network_title": tech.title, "routing": tech.routing}
 
 
-def _row(hw, servers, where_in_plan, size, share, tech, extra) -> dict:
+def floor_s(where, size: float, in_server_gbps=None):
+    """The least an AllReduce of `size` takes on `where`, and what bounds
+    it: the bytes between servers at the NICs' rate (sim/nccl/minimum.py),
+    or, where the plan has its fabric's own in-server rate (`in_server_gbps`,
+    which NCCL's model, pricing the server as sold, does not see), each
+    GPU's buffer sent at least once through its in-server link."""
+    nic = nic_minimum_s(where, "allreduce", size)
+    inside = (size * 8 / (in_server_gbps * 1e9)
+              if in_server_gbps and where.topo.ppn > 1 else 0.0)
+    return (inside, "in-server") if inside > nic else (nic, "nic")
+
+
+def _row(hw, servers, where_in_plan, size, share, tech, extra,
+         in_server_gbps=None) -> dict:
     """One size on one design and wiring; `fabric x` against the same
-    cluster and technology where nothing collides."""
+    cluster and technology where nothing collides. Never faster than the
+    bytes can move (floor_s)."""
     design, radix, wiring = where_in_plan
     where = nccl.cluster(hw, servers, fabric_share=share, network=tech, net_extra_us=extra)
     choice = nccl.predict(where, "allreduce", size)
-    ideal = nccl.predict(nccl.cluster(hw, servers, network=tech, net_extra_us=extra),
-                         "allreduce", size).chosen
+    ideal_where = nccl.cluster(hw, servers, network=tech, net_extra_us=extra)
+    ideal = max(nccl.predict(ideal_where, "allreduce", size).chosen.time_us * 1e-6,
+                floor_s(ideal_where, size, in_server_gbps)[0])
     e, n = choice.chosen, where.topo.ranks
-    seconds = e.time_us * 1e-6
+    floor = floor_s(where, size, in_server_gbps)[0]
+    seconds = max(e.time_us * 1e-6, floor)
     algbw = size / seconds / 1e9 if seconds > 0 else 0.0
     return {"design": design, "radix": radix, "wiring": wiring, "size_bytes": size,
             "algorithm": "nccl", "ran": e.name, "channels": e.channels,
             "seconds": seconds, "latency_s": e.latency_us * 1e-6,
+            "minimum_s": floor, "at_minimum": floor > e.time_us * 1e-6,
             "algbw_gbytes": algbw, "busbw_gbytes": algbw * 2 * (n - 1) / n,
-            "fabric_share": share, "network_us": extra, "ideal_seconds": ideal.time_us * 1e-6,
-            "fabric_factor": e.time_us / ideal.time_us if ideal.time_us > 0 else 1.0}
+            "fabric_share": share, "network_us": extra, "ideal_seconds": ideal,
+            "fabric_factor": seconds / ideal if ideal > 0 else 1.0}
 
 
 def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER,
                tech: Technology = None) -> dict:
     """What NCCL would run for an AllReduce of `size` on the plan's servers
-    where nothing collides: the plan's own line (--simulate adds the fabric)."""
+    where nothing collides: the plan's own line (--simulate adds the fabric),
+    never faster than its bytes can move (floor_s)."""
     inp = result["inputs"]
     hw = server_of(inp, server)
     ppn = min(hw.gpus, inp["gpus"])
     tech = tech or network(DEFAULT)
-    e = nccl.predict(nccl.cluster(hw, result["servers"], ppn, network=tech), "allreduce",
-                     size).chosen
-    return {"server": server, "network": tech.title, "ran": e.name, "seconds": e.time_us * 1e-6,
+    where = nccl.cluster(hw, result["servers"], ppn, network=tech)
+    e = nccl.predict(where, "allreduce", size).chosen
+    floor, bound = floor_s(where, size, result.get("in_server_gbps"))
+    return {"server": server, "network": tech.title, "ran": e.name,
+            "seconds": max(e.time_us * 1e-6, floor), "model_seconds": e.time_us * 1e-6,
+            "minimum_s": floor, "at_minimum": floor > e.time_us * 1e-6, "bound": bound,
+            "in_server_gbps": result.get("in_server_gbps"), "size_bytes": size,
+            "nics": hw.nics, "nic_gbps": hw.nic_gbps, "servers": result["servers"],
             "channels": e.channels}
 
 

@@ -139,12 +139,25 @@ def _allreduce_lines(ar) -> list:
 
 
 def _nccl_line(nccl) -> list:
-    """What NCCL would run, where the plan has it (planner/nccl_plan.py)."""
+    """What NCCL would run, where the plan has it (planner/nccl_plan.py);
+    held to the least time its bytes can move where NCCL's model is faster."""
     if not nccl:
         return []
-    return [f"  as NCCL runs it ({nccl['server']} servers, {nccl.get('network', 'RoCEv2')}, "
-            "nothing colliding): "
-            f"{_duration(nccl['seconds'])}, {nccl['ran']} on {nccl['channels']} channels "
+    head = (f"  as NCCL runs it ({nccl['server']} servers, {nccl.get('network', 'RoCEv2')}, "
+            "nothing colliding): ")
+    said = (f"says {_duration(nccl.get('model_seconds', 0))} for {nccl['ran']})")
+    if nccl.get("at_minimum") and nccl.get("bound") == "in-server":
+        return [head + f"{_duration(nccl['seconds'])}, the in-server links' physical minimum: "
+                f"each GPU sends its {_bytes(nccl['size_bytes'])} at least once through its "
+                f"{_num(nccl['in_server_gbps'])} Gbit/s link (NCCL's own model, pricing the "
+                f"{nccl['server']}'s NVLink, " + said]
+    if nccl.get("at_minimum"):
+        m = nccl["servers"]
+        return [head + f"{_duration(nccl['seconds'])}, the NICs' physical minimum: each of "
+                f"{_count(m)} servers sends 2({m:,}-1)/{m:,} of the bytes through "
+                f"{nccl['nics']} NIC(s) of {_num(nccl['nic_gbps'])} Gbit/s (NCCL's own model, "
+                "whose slowest channel is 0.12 GB/s, " + said]
+    return [head + f"{_duration(nccl['seconds'])}, {nccl['ran']} on {nccl['channels']} channels "
             "(the lines above are alpha-beta closed forms; --simulate adds the fabric)"]
 
 

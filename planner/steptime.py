@@ -17,9 +17,12 @@ does; tensor and pipeline parallelism are not modelled.
 from __future__ import annotations
 
 from planner.inputs import PlanError, parse_bytes
+from planner.nccl_plan import DEFAULT_SERVER, server_of
 from planner.report import _count, _num
 from planner.simulate import WIRING_NAMES
 from sim import training_step
+from sim.parallel import Layout, from_params, memory, model as published_model
+from sim.parallel.memory import WORKSPACE_GB
 
 DEFAULT_LAYERS, DEFAULT_TOKENS, DEFAULT_BUCKET = 80, 4096, "25M"
 MAX_LAYERS = training_step.MAX_LAYERS
@@ -124,7 +127,43 @@ def training_with_comm(args, result: dict, sim: dict, algorithm: str = None) -> 
             "bucket_bytes": args.bucket, "buckets": len(plan.buckets),
             "gradient_bytes": plan.gradient_bytes, "gpus": gpus,
             "compute_s": plan.compute_s, "steps": steps,
-            "days_compute_only": steps * plan.compute_s / 86400, "rows": rows}
+            "days_compute_only": steps * plan.compute_s / 86400, "rows": rows,
+            "memory": pure_dp_memory(args, inp, gpus)}
+
+
+def pure_dp_memory(args, inp: dict, gpus: int) -> dict:
+    """What a GPU holds for pure data parallelism (no ZeRO: every GPU keeps
+    the whole model's 16-bit weights, 32-bit gradients and Adam's 32-bit
+    states, 18 bytes a parameter, as DDP does), its activations and
+    workspace by sim/parallel/memory.py, the layout search's own account,
+    against the GPU's memory."""
+    gpu = server_of(inp, getattr(args, "server", None) or DEFAULT_SERVER).gpu
+    p = args.params
+    held = {"weights": 2 * p, "gradients": 4 * p, "optimizer": 12 * p}
+    shape = (published_model(args.model) if getattr(args, "model", None) else
+             from_params(p, layers=args.layers) if p >= 1e6 else None)
+    if shape is None:           # too small to shape: its states and the workspace
+        held["workspace"] = WORKSPACE_GB * 1e9
+    else:
+        lay = Layout(tp=1, pp=1, dp=gpus, zero=0,
+                     micro_batch=max(1, round(args.tokens_per_gpu / shape.seq)))
+        whole = memory(shape, lay)
+        held.update(activations=whole["activations"], workspace=whole["workspace"])
+    total, limit = sum(held.values()), gpu.memory_gbytes * 1e9
+    return {"gpu": gpu.name, "gpu_bytes": limit, "bytes": held, "total": total,
+            "fits": total <= limit}
+
+
+def _memory_line(mem: dict, params: int) -> list:
+    """One sentence when pure data parallelism does not fit a GPU."""
+    if not mem or mem["fits"]:
+        return []
+    parts = ", ".join(f"{k} {v / 1e9:,.1f}" for k, v in mem["bytes"].items())
+    return [f"# DOES NOT FIT: pure data parallelism keeps all {params:,} parameters' weights, "
+            f"gradients and optimizer states on every GPU, {mem['total'] / 1e9:,.0f} GB "
+            f"({parts}) against the {mem['gpu']}'s {mem['gpu_bytes'] / 1e9:g} GB, so the "
+            "rows below price a step no GPU can hold (--layouts searches the layouts "
+            "that fit)"]
 
 
 def plan_params(plan: training_step.Plan) -> int:
@@ -142,6 +181,7 @@ def format_training(t: dict, inp: dict) -> str:
         f"{_num(inp['gpu_flops'] / 1e15)} PFLOP/s x {inp['utilisation']:g}); "
         f"{inp['total_flops']:.0e} FLOPs = ".replace("e+", "e") + f"{t['steps']:,.0f} steps = "
         f"{_days(t['days_compute_only'])} days on compute alone",
+        *_memory_line(t.get("memory"), t["params"]),
         f"#  {'design':<8} {'wiring':<16} {'per bucket':>12} {'comm/step':>10} "
         f"{'exposed':>9} {'step':>9} {'hidden':>7} {'days':>9} {'no overlap':>11}"]
     for r in t["rows"]:

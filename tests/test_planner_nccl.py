@@ -3,6 +3,7 @@ design, wiring and size, the tuner's algorithm and protocol, its channels
 and time, with each NIC's rate as the fabric delivers it."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,70 @@ def test_the_plan_says_what_nccl_would_run_beside_the_textbook_lines(capsys):
     data = planned(capsys, "--gpus", "4", "--sizes", "8", "--server", "dgx-a100")
     # 4 GPUs: one server with 4 of its 8 GPUs: a ring over NVLink, no NVLS on A100
     assert data["allreduce"]["nccl"]["ran"].startswith(("Ring", "Tree"))
+
+
+# --- on the lab's slow links: never faster than the NIC ---------------------------
+
+_DEFAULT = Path(__file__).parent.parent / "topologies" / "default.yaml"
+
+
+def _lab_results(folder, sizes=(1 << 20, 4 << 20, 16 << 20)):
+    """A results folder of a run on the 20 Mbit/s default fabric (4 servers,
+    1 GPU each), its times the ring's bytes at 80% of the link's rate."""
+    from topologies.fabric import load_fabric
+    fabric = load_fabric(_DEFAULT)
+    runs = []
+    for size in sizes:
+        m = P.fabric_model(fabric, "ring", size)
+        runs.append({"collective": "allreduce", "algorithm": "ring", "size_bytes": size,
+                     "ranks": 4, "time_s": 0.002 * m["steps"] + 1.25 * m["bandwidth_s"]})
+    folder.mkdir()
+    (folder / "fabric.json").write_text(json.dumps(fabric.spec))
+    (folder / "summary.json").write_text(json.dumps(
+        {"source": str(_DEFAULT), "collectives": {"runs": runs}}))
+    return folder
+
+
+def test_a_20_mbit_run_is_priced_at_or_above_the_nics_physical_minimum(tmp_path, capsys):
+    """NCCL's search has no channel slower than 0.12 GB/s: on 20 Mbit/s NICs
+    its tuner alone said 13.4 s for 1 GiB, where the ring's bytes need 644 s."""
+    folder = _lab_results(tmp_path / "run")
+    assert P.main(["--results", str(folder), "--json"]) == 0
+    line = json.loads(capsys.readouterr().out)["allreduce"]["nccl"]
+    minimum = 2 * 3 / 4 * (1 << 30) * 8 / 20e6                  # 644 s
+    assert line["minimum_s"] == pytest.approx(minimum)
+    assert line["seconds"] >= minimum and line["at_minimum"]
+    assert line["model_seconds"] < minimum / 10                 # what it said before
+    assert P.main(["--results", str(folder)]) == 0
+    out = capsys.readouterr().out
+    nccl_line = next(l for l in out.splitlines() if "as NCCL runs it" in l)
+    assert "10.7 minutes, the NICs' physical minimum" in nccl_line
+    assert P.main(["--results", str(folder), "--simulate", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["nccl"]["rows"]
+    assert rows and all(r["seconds"] >= minimum * (1 - 1e-9) for r in rows)
+
+
+def test_the_floor_leaves_real_clusters_alone(capsys):
+    """At 400 Gbit/s NCCL's own figure is above the floor: it stands."""
+    data = planned(capsys, "--gpus", "1024", "--sizes", "1M,1G")
+    for r in data["nccl"]["rows"]:
+        assert not r["at_minimum"] and r["seconds"] > r["minimum_s"]
+    assert not data["allreduce"]["nccl"]["at_minimum"]
+
+
+def test_a_fabrics_slow_in_server_links_are_a_floor_too(tmp_path, capsys):
+    """NCCL's model prices the server as sold (NVLink); a fabric's own
+    in-server links slower than that bound each GPU's buffer: multi-gpu's
+    with its NVLink-class links at 1 Mbit/s need 1 GiB x 8 / 1e6 s."""
+    from topologies.fabric import load_fabric
+    spec = load_fabric(Path(__file__).parent.parent / "topologies" / "multi-gpu.yaml").spec
+    spec["links"]["intra_node"]["rate_mbit"] = 1
+    yaml = tmp_path / "slow-inside.yaml"
+    yaml.write_text(json.dumps(spec))                # JSON is YAML
+    assert P.main(["--fabric", str(yaml), "--json"]) == 0
+    line = json.loads(capsys.readouterr().out)["allreduce"]["nccl"]
+    assert line["bound"] == "in-server" and line["at_minimum"]
+    assert line["seconds"] == pytest.approx((1 << 30) * 8 / 1e6)
+    assert P.main(["--fabric", str(yaml)]) == 0
+    assert "the in-server links' physical minimum: each GPU sends its 1 GiB at least once " \
+        "through its 0.001 Gbit/s link" in capsys.readouterr().out

@@ -10,7 +10,9 @@ as they are sold (topologies/hardware.py).
 - overrides.py: NCCL_ALGO / NCCL_PROTO strings;
 - rails.py: the share of a NIC's rate a Clos delivers to the rail rings,
   once its routing has placed their flows (the flow-level simulator's figure);
-- alltoall.py: AllToAll, NCCL's point-to-point path (no tuner entry).
+- alltoall.py: AllToAll, NCCL's point-to-point path (no tuner entry);
+- minimum.py: the least time the bytes between servers take at the NICs'
+  rate, the floor a price on links slower than NCCL's tables is held to.
 
 `predict` is the one call the planner and the benchmarks make.
 """

@@ -43,6 +43,7 @@ from functools import lru_cache
 from typing import Dict
 
 from sim import nccl
+from sim.nccl.minimum import nic_minimum_s
 from sim.parallel.layout import Layout, check, stage_layers
 from sim.parallel.memory import params_per_gpu
 from sim.parallel.model import BYTES, Model
@@ -57,14 +58,16 @@ def collective_seconds(server: Server, collective: str, nbytes: float, ranks: in
                        stride: int, share: float = 1.0) -> float:
     """`collective` of `nbytes` over `ranks` GPUs whose neighbours are
     `stride` GPUs apart (Megatron's rank order): as many share a server as
-    fit, each group with its share of the server's NICs."""
+    fit, each group with its share of the server's NICs; never faster than
+    those NICs carry the bytes between servers (sim/nccl/minimum.py)."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
     here = max(1, min(ranks, server.gpus // stride)) if stride < server.gpus else 1
     nodes = ranks // here
     sub = replace(server, gpus=here, nics=max(1, server.nics * here // server.gpus))
     where = nccl.cluster(sub, nodes, here, fabric_share=share)
-    return nccl.predict(where, collective, nbytes).chosen.time_us * 1e-6
+    return max(nccl.predict(where, collective, nbytes).chosen.time_us * 1e-6,
+               nic_minimum_s(where, collective, nbytes))
 
 
 def alltoall_seconds(server: Server, nbytes: float, ranks: int, stride: int,

@@ -285,7 +285,8 @@ def _run(fabric, exp, args, cluster=None) -> int:
     else:
         lab = Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose)
     with lab:
-        _measure(lab, exp, args, run_dir, summary, say)
+        # --cli: the prompt once the checks are done, in place of the experiment
+        _measure(lab, None if args.cli else exp, args, run_dir, summary, say)
         if args.cli:
             _mininet_cli(lab)
     summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)

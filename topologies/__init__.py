@@ -7,6 +7,11 @@ and tells cluster mode, the planner and the Clos model), and the model
 derived from it (fabric.py: switches, endpoints, links, names,
 DPIDs, ports and addresses; placement.py: which machine each node runs on
 when a fabric is spread over several). The bottom layer: nothing here
-touches the system or imports another package of the project; the lab, the
+touches the system or imports another package of the project (handover.py
+aside: `python -m topologies.jsonschema` runs in .venv); the lab, the
 controller, the simulator and the planner all read the fabric from here.
 """
+
+from handover import hand_over_module
+
+hand_over_module(__name__)  # `python -m topologies...` outside .venv runs in .venv

@@ -7,6 +7,6 @@ clean-up after a lab that died), and the checks made on a live lab (all-pairs
 reachability). The fabric itself comes from `topologies`, as plain data.
 """
 
-from handover import hand_over_module
+from topologies.handover import hand_over_module
 
 hand_over_module(__name__)  # `python -m lab...` outside .venv runs in .venv

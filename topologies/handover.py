@@ -1,10 +1,13 @@
 """The project's commands run in the project's Python: `python run_topology.py`,
 `python -m planner`, `python -m ncclperf.NAME`, `python -m report.compare`,
-`python -m lab.NAME` and `python -m bench.NAME`, started by a Python that is
+`python -m lab.NAME`, `python -m bench.NAME` and `python -m
+topologies.jsonschema`, started by a Python that is
 not the repository's `.venv` (which scripts/setup.sh builds: os-ken, numpy,
 matplotlib, ...), hand themselves over to it: the same command, the same
 arguments, the same folder. Standard library only, so that it runs before
-anything that needs the environment is imported."""
+anything that needs the environment is imported; here in the bottom
+package, which every layer may import and every install of the project,
+however old, knows (setup.cfg's packages)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv"
 
 

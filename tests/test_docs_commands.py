@@ -41,7 +41,8 @@ NOT_HERE = {
     "scripts/lab setup": "installs packages and starts Open vSwitch (run by .ci/run)",
     "scripts/lab test": "the suite itself",
     "scripts/lab run": "set-up then a lab (the privileged suite runs labs)",
-    "scripts/lab bench": "benchmarks build labs for minutes (docs/benchmarks.md)",
+    "scripts/lab bench": "set-up (packages, Open vSwitch) first, then a benchmark: 35 s to many "
+                         "minutes, most of them building labs (docs/benchmarks.md)",
     "scripts/lab testbed": "containers for cluster mode (tests/privileged/test_cluster_lab.py)",
     "scripts/lab vm-test": "a VM boot (tests/privileged/test_vm.py)",
     "scripts/lab up": "a lab kept up (tests/privileged/test_lab_up.py)",
@@ -49,8 +50,9 @@ NOT_HERE = {
     "scripts/lab inspect": "a lab kept up (tests/privileged/test_lab_up.py)",
     "scripts/lab exec": "a lab kept up (tests/privileged/test_lab_up.py)",
     "python -m lab.cluster_preflight": "ssh to the cluster's machines",
-    "python -m bench.": "benchmarks (docs/benchmarks.md)",
-    ".venv/bin/python -m bench.": "benchmarks (docs/benchmarks.md)",
+    "python -m bench.": "a benchmark: 35 s to many minutes, most build labs (docs/benchmarks.md)",
+    ".venv/bin/python -m bench.": "a benchmark: 35 s to many minutes, most build labs "
+                                  "(docs/benchmarks.md)",
 }
 LAB_ONLY = ("--cleanup", "--cli", "--calibrate")      # no --check form: their tests run them
 OUTPUTS = ("-J", "--csv", "--json-out", "--out")      # flags whose file a run writes

@@ -33,16 +33,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent
-VENV = REPO / ".venv"
-
-
-def _reexec_into_venv() -> None:
-    """`sudo python run_topology.py` starts the system Python: hand over to the
-    project's environment, which scripts/setup.sh builds."""
-    if Path(sys.prefix).resolve() != VENV.resolve() and (VENV / "bin" / "python").exists() \
-            and "FABRIC_LAB_NO_REEXEC" not in os.environ:
-        os.execv(str(VENV / "bin" / "python"),
-                 [str(VENV / "bin" / "python"), __file__, *sys.argv[1:]])
 
 
 def _interrupted_early(signum, _frame):
@@ -54,7 +44,9 @@ def _interrupted_early(signum, _frame):
 
 
 if __name__ == "__main__":
-    _reexec_into_venv()
+    # `sudo python run_topology.py` starts the system Python: hand over to .venv
+    from topologies.handover import hand_over_script
+    hand_over_script(__file__)
     for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(_sig, _interrupted_early)
 
@@ -310,7 +302,8 @@ def _run(fabric, exp, args, cluster=None) -> int:
     else:
         lab = Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose)
     with lab:
-        _measure(lab, exp, args, run_dir, summary, say)
+        # --cli: the prompt once the checks are done, in place of the experiment
+        _measure(lab, None if args.cli else exp, args, run_dir, summary, say)
         if args.cli:
             _mininet_cli(lab)
     summary["timings"]["teardown_s"] = round(lab.timings["teardown_s"], 2)

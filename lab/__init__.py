@@ -6,3 +6,7 @@ shaping), the host operations (preflight, the record of what a lab owns, the
 clean-up after a lab that died), and the checks made on a live lab (all-pairs
 reachability). The fabric itself comes from `topologies`, as plain data.
 """
+
+from topologies.handover import hand_over_module
+
+hand_over_module(__name__)  # `python -m lab...` outside .venv runs in .venv

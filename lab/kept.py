@@ -15,13 +15,16 @@ meeting. `select` says which one the calls below mean.
 The protocol is JSON lines: the client sends one request,
 
     {"op": "inspect"}
-    {"op": "exec", "node": "h1", "argv": ["ping", "-c1", "10.0.0.4"]}
+    {"op": "exec", "node": "h1", "argv": ["ping", "-c1", "h4"]}     then {"op": "stdin", ...}
     {"op": "run", "argv": ["-b", "32K"], "cwd": "/home/me"}     then perhaps {"op": "cancel"}
     {"op": "down"}
 
 and the keeper answers with messages: {"out": text} and {"err": text} as the
 work prints, then one last message, {"exit": status} (and for inspect
-{"inspect": {...}}), or {"error": sentence} when it refuses.
+{"inspect": {...}}), or {"error": sentence} when it refuses. While an
+exec runs, the client sends what it reads on its stdin, {"op": "stdin",
+"data": base64}, then {"op": "stdin", "eof": true}; the command's stdin
+closes there.
 """
 
 from __future__ import annotations

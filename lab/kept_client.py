@@ -6,17 +6,24 @@ run_topology.py --up and --lab use): it talks to the keeper on its socket
     python -m lab.kept_client exec NODE -- CMD ...
     python -m lab.kept_client down
 
-Each exits with the status of what it asked for: the command's in exec,
-1 when the keeper refuses or there is no lab (one sentence, `error: ...`).
+Each exits with the status of what it asked for: the command's in exec
+(127, with one sentence, when the node has no such command), 1 when the
+keeper refuses or there is no lab (one sentence, `error: ...`). exec
+passes its stdin to the command, and the lab's server names resolve in it
+(runs/keeper.py: a hosts file of the lab's, in the command's own mount
+namespace).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -26,13 +33,17 @@ from lab import kept
 from lab.kept import KeptError
 
 
-def ask(request: dict) -> Iterable[dict]:
-    """The keeper's messages in answer to `request`. Ctrl-C sends a cancel
-    (the keeper stops the work, and its last messages still come); a second
-    one leaves."""
+def ask(request: dict, stdin: bool = False) -> Iterable[dict]:
+    """The keeper's messages in answer to `request` (with `stdin`, what this
+    process reads on its stdin goes to the keeper meanwhile). Ctrl-C sends a
+    cancel (the keeper stops the work, and its last messages still come); a
+    second one leaves."""
     conn = kept.connect()
+    lock = threading.Lock()
     try:
         kept.send(conn, **request)
+        if stdin:
+            threading.Thread(target=send_stdin, args=(conn, lock), daemon=True).start()
         reader = kept.Reader(conn)
         cancelled = False
         while True:
@@ -42,7 +53,8 @@ def ask(request: dict) -> Iterable[dict]:
                 if cancelled:
                     raise
                 cancelled = True
-                kept.send(conn, op="cancel")
+                with lock:
+                    kept.send(conn, op="cancel")
                 continue
             if message is None:
                 return
@@ -53,16 +65,42 @@ def ask(request: dict) -> Iterable[dict]:
         conn.close()
 
 
-def relay(request: dict) -> int:
+def send_stdin(conn, lock: threading.Lock) -> None:
+    """What this process reads on its stdin, to an exec's command, then its
+    end; a stdin closed or unreadable is an empty one."""
+    with contextlib.suppress(OSError):
+        while True:
+            try:
+                data = os.read(0, 65536)
+            except OSError:
+                data = b""
+            with lock:
+                if not data:
+                    kept.send(conn, op="stdin", eof=True)
+                    return
+                kept.send(conn, op="stdin", data=base64.b64encode(data).decode())
+
+
+class ReaderGone(Exception):
+    """Where the output goes was closed (`scripts/lab exec ... | head`)."""
+
+
+def show(stream, text: str) -> None:
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        raise ReaderGone() from None
+
+
+def relay(request: dict, stdin: bool = False) -> int:
     """Print the keeper's output as it comes; its exit status."""
     try:
-        for message in ask(request):
+        for message in ask(request, stdin):
             if "out" in message:
-                sys.stdout.write(message["out"])
-                sys.stdout.flush()
+                show(sys.stdout, message["out"])
             if "err" in message:
-                sys.stderr.write(message["err"])
-                sys.stderr.flush()
+                show(sys.stderr, message["err"])
             if "error" in message:
                 print(f"error: {message['error']}", file=sys.stderr)
                 return 1
@@ -87,7 +125,7 @@ def run(argv: List[str], cwd: str) -> int:
 
 
 def execute(node: str, argv: List[str]) -> int:
-    return relay({"op": "exec", "node": node, "argv": argv})
+    return relay({"op": "exec", "node": node, "argv": argv}, stdin=True)
 
 
 def inspect() -> dict:
@@ -201,6 +239,20 @@ USAGE = ("usage: scripts/lab inspect [--json] | exec NODE -- CMD ... | down, eac
 
 
 def main(argv: List[str]) -> int:
+    """The command; a reader that stops reading (`inspect --json | head`)
+    ends it quietly, with the status a shell gives a command SIGPIPE stopped."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except (BrokenPipeError, ReaderGone):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())          # the exit's own flush finds nowhere to fail
+        os.close(null)
+        return 141
+
+
+def _main(argv: List[str]) -> int:
     if not argv or argv[0] not in ("inspect", "exec", "down"):
         print(USAGE, file=sys.stderr)
         return 2

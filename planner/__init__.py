@@ -24,6 +24,10 @@ The modules, each with one job:
 - cli: the command line (``python -m planner``).
 """
 
+from topologies.handover import hand_over_module
+
+hand_over_module(__name__)  # `python -m planner...` outside .venv runs in .venv
+
 from planner.calibration import (calibrate_from_run, fabric_model, fabric_predictions,
                                  fit_alpha_beta)
 from planner.cli import main

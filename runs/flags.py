@@ -317,10 +317,11 @@ def _run_flags(p) -> None:
                    help="measure which link rates this host can emulate for this fabric "
                         "(ring AllReduce at rising rates) and recommend one")
     p.add_argument("--cli", action="store_true",
-                   help="open the Mininet CLI once the checks are done; tear down when it exits")
+                   help="open the Mininet CLI once the checks are done, in place of the "
+                        "experiment; tear down when it exits")
     p.add_argument("--results", type=Path,
                    help="folder for this run's folder: summary.json, controller log "
-                        "(default ./results)")
+                        "(default: results/ in the repository)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text; "
                    "with --check, what it found")
     p.add_argument("--version", action=_Version, help="print the version and commit, then exit")

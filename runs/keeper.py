@@ -19,8 +19,10 @@ them too.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
+import shutil
 import queue
 import select
 import signal
@@ -31,6 +33,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, List, Optional
 
 from lab import host, kept, records
@@ -104,6 +107,7 @@ class Keeper:
         self.nodes: dict = {}
         self.since = time.time()
         self.reach, self.reach_ok = "", True
+        self.hosts_file = Path(self.folder) / "hosts"
 
     # --- life ------------------------------------------------------------------------
 
@@ -118,6 +122,7 @@ class Keeper:
             with self.lab:
                 self.reach, self.reach_ok = self.ready(self.lab)
                 self.nodes = {n.name: n.pid for n in self.lab.net.hosts + self.lab.net.switches}
+                self._write_hosts()
                 listener = self._listen()
                 try:
                     down = self._serve()
@@ -237,14 +242,15 @@ class Keeper:
     def _answer(self, conn) -> None:
         handed_over = False
         try:
-            request = next(kept.messages(conn), {})
+            reader = kept.Reader(conn)          # exec's stdin may follow at once
+            request = reader.next() or {}
             op = request.get("op")
             if self.going_down:
                 send(conn, error="the lab is going down")
             elif op == "inspect":
                 send(conn, inspect=self.inspect())
             elif op == "exec":
-                self._exec(conn, request)
+                self._exec(conn, request, reader)
             elif op in ("run", "down"):
                 handed_over = self._hand_over(Job(op, conn, request))
             else:
@@ -282,7 +288,7 @@ class Keeper:
         if not job.done:
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
-    def _exec(self, conn, request) -> None:
+    def _exec(self, conn, request, reader) -> None:
         node, argv = request.get("node"), request.get("argv") or []
         if node not in self.nodes:
             names = sorted(self.nodes, key=node_order)
@@ -292,9 +298,14 @@ class Keeper:
         if not argv:
             send(conn, error="nothing to run: scripts/lab exec NODE -- CMD ...")
             return
+        if not shutil.which(argv[0]):
+            send(conn, err=f"error: {node} has no command {argv[0]!r} (not found on PATH)\n")
+            send(conn, exit=127)
+            return
         try:
-            proc = subprocess.Popen(["mnexec", "-a", str(self.nodes[node]), *argv],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(["mnexec", "-a", str(self.nodes[node]), *with_hosts(
+                                        self.hosts_file, argv)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             send(conn, error=f"cannot run {argv[0]}: {exc.strerror}")
@@ -305,13 +316,24 @@ class Keeper:
             with contextlib.suppress(OSError):
                 records.registered_dir(self.lab.tag).mkdir(exist_ok=True)
                 records.register(self.lab.tag, proc.pid)
-            send(conn, exit=forward(proc, conn))
+            send(conn, exit=forward(proc, conn, reader))
         finally:
             stop_process_group(proc)
             for stream in (proc.stdout, proc.stderr):
                 stream.close()
             with self.lock:
                 self.execs.remove(proc)
+
+    def _write_hosts(self) -> None:
+        """The lab's servers by name, for exec (with_hosts): the machine's
+        own /etc/hosts, then each server's address."""
+        try:
+            own = Path("/etc/hosts").read_text()
+        except OSError:
+            own = "127.0.0.1\tlocalhost\n"
+        lines = [f"{h.ip}\t{h.name}" for h in self.lab.fabric.endpoints]
+        self.hosts_file.write_text(own.rstrip("\n") + "\n# the kept lab's servers "
+                                   f"({self.lab.fabric.name})\n" + "\n".join(lines) + "\n")
 
     # --- inspect ---------------------------------------------------------------------
 
@@ -352,22 +374,74 @@ def claim(folder: str, fabric: str) -> None:
                                             log=f"{folder}/keeper.log"))
 
 
-def forward(proc: subprocess.Popen, conn: socket.socket) -> int:
-    """Send what `proc` prints to `conn` until it exits; the client gone or
-    cancelling stops it. Its exit status (130 when stopped)."""
+def with_hosts(hosts_file: Path, argv: List[str]) -> List[str]:
+    """`argv` in a mount namespace of its own where /etc/hosts is the lab's
+    (the machine's own file is not touched): node names resolve in exec."""
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+            'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts_file), *argv]
+
+
+def forward(proc: subprocess.Popen, conn: socket.socket, reader: "kept.Reader") -> int:
+    """Send what `proc` prints to `conn` until it exits, and what the
+    client sends ({"op": "stdin", "data": base64} ..., then {"op": "stdin",
+    "eof": true}) to its stdin; the client gone or cancelling stops it. Its
+    exit status (130 when stopped). `reader`: the connection's, which
+    may hold the first of them already."""
     streams = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
+    feed = _StdinFeed(proc)
     while streams:
-        ready, _, _ = select.select([*streams, conn], [], [])
-        if conn in ready:                         # a cancel, or the client went away
-            stop_process_group(proc)
+        # what the reader holds already first: select sees only what is yet to come
+        ready = [conn] if reader.lines else select.select([*streams, conn], [], [])[0]
+        if conn in ready and not _from_client(reader, feed):
+            stop_process_group(proc)             # a cancel, or the client went away
             return 130
         for fd in ready:
+            if fd is conn:
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 del streams[fd]
                 continue
             send(conn, **{streams[fd]: chunk.decode(errors="replace")})
+    feed.close()
     return proc.wait()
+
+
+def _from_client(reader: "kept.Reader", feed: "_StdinFeed") -> bool:
+    """The messages the client sent to a running exec, to its stdin; False
+    on a cancel or the connection closed."""
+    while True:
+        message = reader.next()
+        if message is None or message.get("op") != "stdin":
+            return False
+        feed.put(None if message.get("eof") else base64.b64decode(message.get("data", "")))
+        if not reader.lines:
+            return True
+
+
+class _StdinFeed:
+    """What the client sends to an exec's stdin, written by a thread of its
+    own: a command that does not read its stdin never holds up its output."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.queue = proc, queue.Queue()
+        threading.Thread(target=self._write, daemon=True).start()
+
+    def put(self, data: Optional[bytes]) -> None:
+        self.queue.put(data)
+
+    def close(self) -> None:
+        self.queue.put(None)
+
+    def _write(self) -> None:
+        if self.proc.stdin is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            while (data := self.queue.get()) is not None:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
 
 
 def resync(nodes) -> None:

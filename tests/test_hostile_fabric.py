@@ -320,7 +320,10 @@ YAML_1_1 = [
                           "links: {server_leaf: {rate_mbit: 10}}\n", "fabric.servers",
      ["expected a whole number from 1 to 200000, got the text '4'; write it without quotes"]),
     ("an exponent in quotes", SMALL.replace("10}", '"1e9"}'),
-     "links.server_leaf.rate_mbit", ["to 1e+08 (Mbit/s), got '1e9'"]),
+     "links.server_leaf.rate_mbit", ["to 1e+08 (Mbit/s), got the text '1e9'; write it without "
+                                     "quotes"]),
+    ("a rate in quotes", SMALL.replace("10}", '"20"}'), "links.server_leaf.rate_mbit",
+     ["to 1e+08 (Mbit/s), got the text '20'; write it without quotes"]),
     ("a NaN rate", SMALL.replace("10}", ".nan}"), "links.server_leaf.rate_mbit",
      ["got nan, which is not a finite number"]),
     ("an infinite rate", SMALL.replace("10}", ".inf}"), "links.server_leaf.rate_mbit",

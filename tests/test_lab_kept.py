@@ -2,14 +2,18 @@
 (lab/kept_client.py), without a lab: JSON lines over a socket pair; and the
 flags run_topology.py refuses with --up and --lab, in one sentence."""
 
+import base64
+import os
 import socket
 import threading
+from types import SimpleNamespace
 
 import pytest
 
+from harness import REPO
 from harness.commands import run
 from lab import kept, kept_client
-from runs.keeper import Experiment, forward, node_order, removed_text
+from runs.keeper import Experiment, Keeper, forward, node_order, removed_text, with_hosts
 
 
 def test_messages_cross_a_socket_whole_however_they_are_cut():
@@ -88,9 +92,9 @@ def test_exec_forwards_output_and_exit_status():
     a, b = socket.socketpair()
     with a, b:
         proc = subprocess.Popen(["sh", "-c", "echo out; echo err >&2; exit 4"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-        assert forward(proc, a) == 4
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        assert forward(proc, a, kept.Reader(a)) == 4
         a.shutdown(socket.SHUT_WR)
         got = list(kept.messages(b))
     assert {"out": "out\n"} in got and {"err": "err\n"} in got
@@ -207,3 +211,85 @@ def test_the_kept_client_refuses_a_bad_name_in_one_sentence(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: a kept lab's name is 1 to 32") and err.count("\n") == 1
     assert kept.SELECTED == kept.DEFAULT_NAME
+
+
+def _stdin_messages(data: bytes) -> bytes:
+    """What the client sends to an exec's stdin: `data` in pieces, then its end."""
+    pieces = [data[i:i + 65536] for i in range(0, len(data), 65536)]
+    return b"".join(kept.encode({"op": "stdin", "data": base64.b64encode(p).decode()})
+                    for p in pieces) + kept.encode({"op": "stdin", "eof": True})
+
+
+@pytest.mark.parametrize("command,data,out,status", [
+    ("cat", b"hi\nthere\n", "hi\nthere\n", 0),
+    ("wc -c", b"x" * 300_000, "300000\n", 0),
+    ("echo done; exit 3", b"y" * 1_000_000, "done\n", 3),     # reads none of it
+])
+def test_exec_passes_the_clients_stdin_to_the_command(command, data, out, status):
+    """The request and the stdin behind it may come in one read: the
+    reader that read the request hands the rest to forward."""
+    import subprocess
+    a, b = socket.socketpair()
+    with a, b:
+        feeder = threading.Thread(target=b.sendall, args=(
+            kept.encode({"op": "exec"}) + _stdin_messages(data),), daemon=True)
+        feeder.start()
+        reader = kept.Reader(a)
+        assert reader.next() == {"op": "exec"}
+        proc = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        code = forward(proc, a, reader)
+        a.shutdown(socket.SHUT_WR)
+        got = "".join(m.get("out", "") for m in kept.messages(b))
+    assert (code, got) == (status, out)
+
+
+def test_exec_of_a_missing_command_is_127_and_one_sentence(tmp_path, monkeypatch, capsys):
+    keeper = Keeper(lab=None, ready=None, experiment=None, folder=str(tmp_path))
+    keeper.nodes = {"h1": 1}
+    a, b = socket.socketpair()
+    with a, b:
+        keeper._exec(a, {"node": "h1", "argv": ["no-such-command", "-x"]}, kept.Reader(a))
+        a.shutdown(socket.SHUT_WR)
+        replies = list(kept.messages(b))
+    assert replies == [{"err": "error: h1 has no command 'no-such-command' (not found on "
+                               "PATH)\n"}, {"exit": 127}]
+    c, d = socket.socketpair()
+    d.sendall(b"".join(kept.encode(r) for r in replies))
+    monkeypatch.setattr(kept, "connect", lambda: c)
+    assert kept_client.execute("h1", ["no-such-command"]) == 127
+    assert capsys.readouterr().err == replies[0]["err"]
+    d.close()
+
+
+def test_exec_sees_the_labs_server_names_in_a_hosts_file_of_its_own(tmp_path):
+    class Fabric:
+        name = "leaf-spine-2x2"
+        endpoints = [SimpleNamespace(name="h1", ip="10.0.1.1"),
+                     SimpleNamespace(name="h4", ip="10.0.2.2")]
+    keeper = Keeper(lab=SimpleNamespace(fabric=Fabric), ready=None, experiment=None,
+                    folder=str(tmp_path))
+    keeper._write_hosts()
+    text = (tmp_path / "hosts").read_text()
+    assert text.startswith(open("/etc/hosts").read().rstrip("\n"))
+    assert text.endswith("10.0.1.1\th1\n10.0.2.2\th4\n")
+    argv = with_hosts(tmp_path / "hosts", ["ping", "-c1", "h4"])
+    assert argv[:2] == ["unshare", "--mount"] and argv[-4:] == [str(tmp_path / "hosts"),
+                                                                 "ping", "-c1", "h4"]
+
+
+def test_inspect_into_a_closed_pipe_exits_141_without_a_traceback():
+    import subprocess
+    import sys
+    script = ("import os, sys; from lab import kept_client; os.geteuid = lambda: 0; "
+              "kept_client.inspect = lambda: {'servers': ['h'] * 100000}; "
+              "sys.exit(kept_client.main(['inspect', '--json']))")
+    read, write = os.pipe()
+    os.close(read)                                  # the reader is gone before it starts
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], stdout=write,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=60)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, "")

@@ -9,4 +9,10 @@ DPIDs, ports and addresses; placement.py: which machine each node runs on
 when a fabric is spread over several). The bottom layer: nothing here
 touches the system or imports another package of the project; the lab, the
 controller, the simulator and the planner all read the fabric from here.
+Besides, handover.py: every command's hand-over to the project's .venv
+(standard library only, so that any layer may call it first).
 """
+
+from topologies.handover import hand_over_module
+
+hand_over_module(__name__)  # `python -m topologies...` outside .venv runs in .venv

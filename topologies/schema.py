@@ -233,9 +233,12 @@ def size(lo: int, hi: int) -> Callable:
 
 
 def rate(lo: float, hi: float) -> Callable:
-    """A link rate in Mbit/s: a number, or with its unit (400G, 400Gbit/s,
-    900GB/s: topologies/units.py)."""
+    """A link rate in Mbit/s: a number, or a text with its unit (400G,
+    400Gbit/s, 900GB/s: topologies/units.py); a number in quotes ("20") is
+    refused, as every number in a fabric file is."""
     def check(v, fail):
+        if isinstance(v, str) and looks_numeric(v.strip()):    # "20": a number in quotes
+            fail(f"expected a number from {lo:g} to {hi:g} (Mbit/s), got {_got(v)}")
         mbit = parse_rate_mbit(v)
         if mbit is None or not lo <= mbit <= hi:
             unread = " (or a rate with its unit, such as 400G or 900GB/s)" if mbit is None \

@@ -35,7 +35,8 @@ BINARY = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40}
 _COUNT = re.compile(rf"\s*{_NUMBER}\s*(?P<unit>[KMGT]i|[kKMGBTP])?\s*")
 _RATE = re.compile(rf"\s*{_NUMBER}\s*(?P<prefix>[kKMGT])?(?P<per>bit/s|bps|b/s|B/s|Bps)?\s*")
 _RATIO = re.compile(rf"\s*{_NUMBER}\s*:\s*(?P<den>{_DIGITS})\s*")
-RATE_PATTERN = r"^\s*[0-9][0-9.,_eE+-]*\s*[kKMGT]?(bit/s|bps|b/s|B/s|Bps)?\s*$"
+RATE_PATTERN = (r"^\s*[0-9][0-9.,_eE+-]*\s*([kKMGT](bit/s|bps|b/s|B/s|Bps)?|bit/s|bps|b/s|B/s"
+                r"|Bps)\s*$")                # a text has its unit: a plain number is unquoted
 MBIT = {"": None, "k": 1e-3, "K": 1e-3, "M": 1.0, "G": 1e3, "T": 1e6}
 
 

@@ -42,3 +42,13 @@ def test_mininet_cli_commands_work_on_the_lab(tmp_path, clean_host):
     assert "no such host: nobody" in out
     assert "leaf1-eth3:spine1-eth1" in out                          # net
     assert "teardown" in out and "Traceback" not in out
+
+
+def test_the_prompt_opens_once_checked_and_no_sweep_runs(tmp_path, clean_host):
+    """--cli opens the prompt after the checks, in place of the experiment
+    (docs/running.md): nothing of a sweep before it, nor after `exit`."""
+    proc = run("--cli", "--results", str(tmp_path), input="exit\n", timeout=240)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert "12/12 server pairs reach each other" in out and "teardown" in out
+    assert "# Collective test" not in out and "Avg bus bandwidth" not in out

@@ -1,10 +1,11 @@
-"""A lab that stays up (scripts/lab up): up on the default fabric, inspect,
-exec in a server's namespace, experiments one after another in their own
-folders after one that Ctrl-C stopped (and not the lab), a second up
-refused, down leaving nothing; SIGTERM to the keeper doing the same; and
-a keeper killed with SIGKILL, then --cleanup or down, leaving nothing
-either. The tests run in this file's order, on one kept lab (the last
-three bring up their own)."""
+"""A lab that stays up (scripts/lab up): up on the default fabric, inspect
+(also into a reader that stops reading), exec in a server's namespace (its
+stdin passed, the lab's names resolved, a missing command 127),
+experiments one after another in their own folders after one that Ctrl-C
+stopped (and not the lab), a second up refused, down leaving nothing;
+SIGTERM to the keeper doing the same; and a keeper killed with SIGKILL,
+then --cleanup or down, leaving nothing either. The tests run in this
+file's order, on one kept lab (the last three bring up their own)."""
 
 import json
 import os
@@ -110,6 +111,48 @@ def test_exec_runs_in_a_servers_namespace(up):
     assert unknown.stderr.startswith("error: no node 'h99' in this lab: its nodes are h1, h2")
     assert unknown.stderr.count("\n") == 1
 
+
+
+def exec_with(stdin, *argv) -> subprocess.CompletedProcess:
+    """scripts/lab exec of this file's kept lab, `stdin` piped into it."""
+    return subprocess.run([str(LAB), "exec", "--name", NAME, *argv], capture_output=True,
+                          text=True, timeout=120, env=ENV, input=stdin)
+
+
+def test_exec_passes_its_stdin_to_the_command(up):
+    proc = exec_with("hi\nthere\n", "h1", "--", "cat")
+    assert proc.returncode == 0 and proc.stdout == "hi\nthere\n", proc.stdout + proc.stderr
+    counted = exec_with("x" * 1_000_000, "h2", "--", "wc", "-c")
+    assert counted.stdout.strip() == "1000000", counted.stdout + counted.stderr
+    # a command that reads none of it: its output and status come all the same
+    ignored = exec_with("y" * 1_000_000, "h3", "--", "sh", "-c", "echo done; exit 3")
+    assert ignored.returncode == 3 and ignored.stdout == "done\n", ignored.stderr
+
+
+def test_exec_resolves_the_labs_server_names_without_touching_etc_hosts(up):
+    machine = open("/etc/hosts").read()
+    info = json.loads(lab("inspect", "--json").stdout)
+    h4 = next(h["ip"] for h in info["servers"] if h["name"] == "h4")
+    looked_up = lab("exec", "h1", "--", "getent", "hosts", "h4")
+    assert looked_up.returncode == 0 and looked_up.stdout.split() == [h4, "h4"], looked_up
+    proc = lab("exec", "h1", "--", "ping", "-c1", "-W5", "h4")        # as docs/running.md shows
+    assert proc.returncode == 0 and "1 received" in proc.stdout and h4 in proc.stdout, proc
+    assert open("/etc/hosts").read() == machine
+    assert subprocess.run(["getent", "hosts", "h4"], capture_output=True).stdout.split()[:1] \
+        != [h4]
+
+
+def test_exec_of_a_command_the_node_lacks_exits_127_in_one_sentence(up):
+    proc = lab("exec", "h1", "--", "no-such-command", "-x")
+    assert proc.returncode == 127 and proc.stdout == ""
+    assert proc.stderr == "error: h1 has no command 'no-such-command' (not found on PATH)\n"
+
+
+def test_inspect_into_a_reader_that_stops_reading_prints_no_traceback(up):
+    for _ in range(5):
+        proc = subprocess.run(f"{LAB} inspect --name {NAME} --json | head -c 10", shell=True,
+                              capture_output=True, text=True, timeout=120, env=ENV)
+        assert proc.stdout == '{\n "fabric' and proc.stderr == "", proc.stderr
 
 def test_ctrl_c_stops_the_experiment_not_the_lab(up):
     proc = subprocess.Popen(RUN_TOPOLOGY + ["--lab", "--name", NAME, "-b", "4M", "-e", "4M",

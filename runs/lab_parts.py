@@ -40,7 +40,8 @@ from runs.sweep import Model, Size
 from traffic.measure import background
 from traffic.measure.failures import Failures
 from traffic.measure.failures import parse as parse_failures
-from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved
+from traffic.measure.fidelity import (calibrated_rate, fidelity, mark_host_bound,
+                                      mark_rate_to_try, mark_unresolved)
 from traffic.measure.monitor import Monitor
 
 # the one-way latency the model assumes when no part measured it
@@ -115,6 +116,8 @@ class Links(Part):
         verdict = mark_host_bound(fidelity(self.windows, fabric), runs,
                                   sim_faithful=policy(fabric.policy).sim_faithful)
         verdict = mark_unresolved(verdict, runs, self.run.model.rate, fabric.mtu)
+        verdict = mark_rate_to_try(verdict, runs, self.run.model.rate, calibrated_rate(
+            Path(self.run.results).parent, fabric.name) if verdict.get("host_bound") else None)
         whole = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])["links"]
         return {"fidelity": verdict,
                 "uplink_tx_bytes": {leaf.name: {l.a_intf: whole[l.a_intf]["tx_bytes"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from report.canvas import finite, new_figure, number, plain, save
+from report.canvas import finite, new_figure, number, plain, save, wrapped
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 FLAG_COLOUR = "#d62728"
@@ -239,7 +239,7 @@ def busbw_figure(curves, title: str = "", link_gbps=None, flagged=None,
     ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
     ax.legend(loc="best" if total <= 500 else "lower right", fontsize=8)
     if title:
-        ax.set_title(plain(title))
+        ax.set_title(wrapped(title, fig))
     return fig
 
 

@@ -13,7 +13,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from report.canvas import darker, finite, new_figure, plain, save
+from report.canvas import darker, finite, new_figure, plain, save, wrapped
 
 KIND_COLOURS = {"send": "#1f77b4", "recv": "#ff7f0e", "reduce": "#d62728", "copy": "#2ca02c"}
 SPARE_COLOURS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
@@ -295,7 +295,7 @@ def timeline_figure(events, title: str = "") -> Figure:
         _draw_phase_band(band, ax, plan)
         _phase_legend(fig, plan)
     if title:
-        (band if band is not None else ax).set_title(plain(title))
+        (band if band is not None else ax).set_title(wrapped(title, fig, share=0.75))
     return fig
 
 

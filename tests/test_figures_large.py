@@ -117,7 +117,7 @@ def test_a_measured_runs_busbw_has_the_simulated_curve_beside_and_every_flag_mar
     heads = titles(figs)
     assert sum("measured" in t for t in heads) == 3
     (ax,) = figs["busbw.png"].axes
-    assert ax.get_title() == ("allreduce, measured, the simulator's dashed beside: "
+    assert ax.get_title().replace("\n", " ") == ("allreduce, measured, the simulator's dashed beside: "
                               "bus bandwidth by message size (RoCEv2)")
     name = f"{fabric.name} allreduce (ring)"
     assert legend(ax) == [f"{name}, measured", f"{name}, simulated",

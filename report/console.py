@@ -45,12 +45,12 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
     if exp is None:
         lines.append("  experiment: none (one server has no peer to exchange with)")
     elif exp.step is not None:
-        plan = exp.plan()
-        lines.append(f"  experiment: a training step, {len(plan.layers)} layers, "
-                     f"{sum(l.params for l in plan.layers):,} parameters, "
-                     f"{plan.gradient_bytes:,} B of {plan.dtype} gradients in "
-                     f"{len(plan.buckets)} bucket(s), {plan.mode}, overlap "
-                     f"{'on' if plan.overlap else 'off'}, {plan.compute_s:.3f} s of compute; "
+        step = exp.plan()
+        lines.append(f"  experiment: a training step, {len(step.layers)} layers, "
+                     f"{sum(l.params for l in step.layers):,} parameters, "
+                     f"{step.gradient_bytes:,} B of {step.dtype} gradients in "
+                     f"{len(step.buckets)} bucket(s), {step.mode}, overlap "
+                     f"{'on' if step.overlap else 'off'}, {step.compute_s:.3f} s of compute; "
                      f"engine {exp.engine}, {exp.iters} steps after {exp.warmup} warm-up")
     else:
         lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
@@ -90,12 +90,16 @@ def check_record(fabric, exp, compare: Sequence[str] = (), incast=None,
 
 def _expected_line(parts: dict, exp) -> str:
     n, sizes = parts["sweeps"], parts["sizes"]
-    what = (f"{n} sweep{'s' if n > 1 else ''} of the sizes, {sizes} sizes in all" if exp.step is None
-            else f"{n} run{'s' if n > 1 else ''} of the step")
-    return (f"  expected: about {_duration(parts['seconds'])} in all: {what}, "
-            f"{_duration(parts['wire_s'])} of them nccl-tests' bus bytes at the NIC rate; "
-            f"besides, {LAB_SECONDS:g} s to build, probe and tear down, {exp.idle_seconds:g} s "
-            f"of idle latency a sweep, {SIZE_SECONDS:g} s a size")
+    head = f"  expected: about {_duration(parts['seconds'])} in all: "
+    if exp.step is not None:
+        return (head + f"{_duration(parts['wire_s'])} of steps (compute, and the gradients at "
+                f"the NIC rate); besides, {LAB_SECONDS:g} s to build, probe and tear down, "
+                f"{exp.idle_seconds:g} s of idle latency")
+    return (head + f"{n} sweep{'s' if n > 1 else ''} of the sizes, {sizes} "
+            f"size{'s' if sizes > 1 else ''} in all, {_duration(parts['wire_s'])} of them "
+            f"nccl-tests' bus bytes at the NIC rate; besides, {LAB_SECONDS:g} s to build, "
+            f"probe and tear down, {exp.idle_seconds:g} s of idle latency a sweep, "
+            f"{SIZE_SECONDS:g} s a size")
 
 
 def _duration(seconds: float) -> str:

@@ -508,7 +508,7 @@ def expected(fabric, exp: Experiment, runs: int = 1,
         return None
     plan = plan if plan is not None else [exp] * runs
     wire = sum(_wire_seconds(fabric, e) for e in plan)
-    sizes = sum(1 if e.step is not None else len(e.sizes()) for e in plan)
+    sizes = sum(0 if e.step is not None else len(e.sizes()) for e in plan)
     seconds = LAB_SECONDS + wire + sum(e.idle_seconds for e in plan) + SIZE_SECONDS * sizes
     return {"seconds": seconds, "wire_s": wire, "sweeps": len(plan), "sizes": sizes}
 

@@ -116,14 +116,22 @@ class Links(Part):
         verdict = mark_host_bound(fidelity(self.windows, fabric), runs,
                                   sim_faithful=policy(fabric.policy).sim_faithful)
         verdict = mark_unresolved(verdict, runs, self.run.model.rate, fabric.mtu)
-        verdict = mark_rate_to_try(verdict, runs, self.run.model.rate, calibrated_rate(
-            Path(self.run.results).parent, fabric.name) if verdict.get("host_bound") else None)
+        verdict = mark_rate_to_try(verdict, runs, self.run.model.rate,
+                                   self._calibrated() if verdict.get("host_bound") else None)
         whole = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])["links"]
         return {"fidelity": verdict,
                 "uplink_tx_bytes": {leaf.name: {l.a_intf: whole[l.a_intf]["tx_bytes"]
                                                 for l in fabric.uplinks(leaf.name)}
                                     for leaf in fabric.leaves},
                 "tiers": metrics.tier_report(fabric, whole)}
+
+    def _calibrated(self):
+        """The ceiling `--calibrate` found for this fabric, from the results
+        folder this run's folder is in (a further nccl-tests sweep's folder
+        is two deeper)."""
+        folders = list(Path(self.run.results).parents)[:3]
+        return next(filter(None, (calibrated_rate(f, self.run.fabric.name) for f in folders)),
+                    None)
 
     def close(self):
         if self.monitor is not None:

@@ -128,3 +128,24 @@ def test_links_past_what_this_host_forwards_are_warned_of_by_the_ceiling_or_the_
     # what --check prints, and not for the simulator
     out = run("--check", str(TOPOLOGIES / "default.yaml"), "--results", "/nonexistent")
     assert "is past" not in out.stdout
+
+
+def test_check_warns_of_links_past_the_host_and_the_simulator_is_not_warned(tmp_path):
+    """What `scripts/lab check` (run_topology.py --check) prints for the
+    default fabric at 1 Gbit/s: the warning; with --engine sim nothing is
+    emulated, so no warning; a calibration record of this fabric rules."""
+    fast = tmp_path / "fast.yaml"
+    fast.write_text((TOPOLOGIES / "default.yaml").read_text().replace("rate_mbit: 20 ",
+                                                                       "rate_mbit: 1000 "))
+    empty = tmp_path / "results"
+    out = run("--check", str(fast), "--results", str(empty))
+    assert out.returncode == 0 and (
+        "  warning: links.server_leaf.rate_mbit: 1000 Mbit/s is past about 160 Mbit/s"
+        in out.stdout), out.stdout
+    assert "is past" not in run("--check", str(fast), "--engine", "sim", "--results",
+                                str(empty)).stdout
+    calibrated = empty / "20261203-100000-leaf-spine-2x2-calibration"
+    calibrated.mkdir(parents=True)
+    (calibrated / "calibration.json").write_text('[{"rate_mbit": 80, "kept_up": true}]')
+    out = run("--check", str(fast), "--results", str(empty))
+    assert "1000 Mbit/s is past the 80 Mbit/s `--calibrate` found" in out.stdout, out.stdout

@@ -178,8 +178,13 @@ def _new_timeline_figure(plan: _Plan) -> tuple:
 # --- drawing ------------------------------------------------------------------
 
 def _draw_bars(ax, plan: _Plan) -> None:
-    """The events' bars, one collection per kind: fast however many events there are."""
-    for kind in plan.kinds:
+    """The events' bars, one collection per kind: fast however many events there are;
+    the kinds of longer bars first, so that a short bar (a reduce) is drawn over
+    a long one of its half-lane (the recv it belongs to), not hidden under it."""
+    def mean_ms(kind):
+        mine = [e["end"] - e["start"] for e in plan.evs if e["kind"] == kind]
+        return sum(mine) / len(mine)
+    for z, kind in enumerate(sorted(plan.kinds, key=mean_ms, reverse=True)):
         bar_top, bar_bottom = plan.extent(kind)
         verts = []
         for e in plan.evs:
@@ -188,7 +193,7 @@ def _draw_bars(ax, plan: _Plan) -> None:
                 x0, x1 = e["start"] * MS, e["end"] * MS
                 verts.append([(x0, y + bar_top), (x1, y + bar_top),
                               (x1, y + bar_bottom), (x0, y + bar_bottom)])
-        ax.add_collection(PolyCollection(verts, facecolors=plan.colour[kind],
+        ax.add_collection(PolyCollection(verts, facecolors=plan.colour[kind], zorder=2 + z * 0.01,
                                          edgecolors=[darker(plan.colour[kind])], linewidths=0.4))
 
 

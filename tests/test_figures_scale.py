@@ -16,10 +16,12 @@ import re
 from pathlib import Path
 
 import pytest
+from matplotlib.colors import to_hex
 from matplotlib.text import Text
 
 from report import figures, tables
 from report.step_report import step_figure, step_text
+from report.timeline_plot import KIND_COLOURS
 from runs.experiment import Experiment, experiment_from
 from runs.record import ABSENT
 from runs.simulated import simulate_experiment
@@ -194,16 +196,15 @@ def test_a_ring_step_is_drawn_as_a_send_and_a_receive_at_once(small):
     record.timeline = {"size_bytes": 1 << 20, "events": ring_events(4)}
     fig = drawn(fabric, record)["timeline.png"]
     lanes = fig.axes[1]
-    tops = {}
+    bars = {}                     # kind (by its colour): (left, top, bottom) of each bar
     for coll in lanes.collections:
-        for path in coll.get_paths():
-            ys = path.vertices[:, 1]
-            xs = path.vertices[:, 0]
-            tops.setdefault(coll.get_facecolor()[0][:3].round(3).tobytes(), []).append(
-                (xs.min(), ys.min(), ys.max()))
-    send, *others = tops.values()
+        colour = to_hex(coll.get_facecolor()[0])
+        bars[colour] = [(p.vertices[:, 0].min(), p.vertices[:, 1].min(), p.vertices[:, 1].max())
+                        for p in coll.get_paths()]
+    send = bars[to_hex(KIND_COLOURS["send"])]
+    recv = bars[to_hex(KIND_COLOURS["reduce"])]
     # a send and the receive of the same step start together, one above the other
-    (sx, _, sy1), (rx, ry0, _) = send[0], others[0][0]
+    (sx, _, sy1), (rx, ry0, _) = send[0], recv[0]
     assert sx == pytest.approx(rx) and sy1 <= ry0
     assert "at once" in fig.legends[0].get_title().get_text()
 

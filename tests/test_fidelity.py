@@ -291,6 +291,8 @@ def test_a_busy_host_bound_run_says_host_bound_once_with_a_rate_from_its_best_si
     assert len(lines[0]) < 120 and all(len(l) <= 100 for l in lines[1:])
     assert " ".join(lines).count("links kept their rates") == 0
     assert _said_once(lines) and "the CPU was 99% busy" in " ".join(lines)
+    assert " ".join(lines).count("set the pace") == 1
+    assert lines[-1].endswith("a size took 2.5x the alpha-beta time while the CPU was 99% busy")
 
 
 def test_a_calibration_below_the_run_rate_is_the_rate_to_try(tmp_path):
@@ -317,6 +319,8 @@ def test_each_headline_is_short_and_the_flagged_one_says_where_to_quote_from():
     flagged = mark_unresolved({"trustworthy": True, "host_kept_up": True}, runs, 20, 9000)
     # 32768 B x 0.004 s / (0.2 x 0.0131 s) = 50,027 B = 48.9 KB, about 49
     assert headline(flagged, 20) == "links kept their rates; quote sizes from about 49 KB up."
+    text = " ".join(l.lstrip("#").strip() for l in verdict_lines(flagged, 20))
+    assert text.count("49 KB") == 1 and text.endswith("a smaller MTU resolves smaller sizes")
     short = fidelity([window([("a-eth1", 0.5)])], FABRIC)
     assert headline(short, 8) == "UNTRUSTWORTHY: links fell below their rate; try links of 3.2 Mbit/s or less."
     clean = fidelity([window()], FABRIC)

@@ -37,6 +37,9 @@ UNPAID_SHARE = 0.2      # at most this share of a size's serialisation may go un
 SLOWER = "slower-than-simulated"   # a size's flag: far behind the simulator, CPU not saturated
 TRY_SHARE = 0.8         # a rate to try: this share of what the host sustained (or was owed)
 HEADLINE_CHARS = 120    # the verdict's first sentence stays within this
+PACE = ("the rank processes, not the links, set the pace; lower link rates or fewer ranks "
+        "measure the fabric instead")
+QUOTE_FROM = "; quote sizes from about {kb:.0f} KB up, or lower the MTU"
 
 
 def fidelity(summaries: List[dict], fabric) -> dict:
@@ -87,8 +90,7 @@ def mark_host_bound(verdict: dict, runs: List[dict], sim_faithful: bool = True) 
     if why:
         verdict["host_bound"] = True
         verdict["advice"] = "; ".join(filter(None, [verdict.get("advice"), (
-            f"{why}: the rank processes, not the links, set the pace; lower link rates or "
-            "fewer ranks measure the fabric instead")]))
+            f"{why}: {PACE}")]))
     return verdict
 
 
@@ -146,8 +148,7 @@ def mark_unresolved(verdict: dict, runs: List[dict], rate_mbit: float, mtu: int)
            f"Mbit/s: an idle shaped link lets its first frames out unpaid ({frame_ms:.2g} ms "
            f"per {mtu + 14}-byte frame), which a real link charges"
            + (f"; busbw beat the link rate at {_sizes(over)} B" if over else "")
-           + (f"; quote sizes from about {need / 1024:.0f} KB up, or lower the MTU"
-              if need else ""))
+           + (QUOTE_FROM.format(kb=need / 1024) if need else ""))
     verdict["advice"] = "; ".join(filter(None, [verdict.get("advice"), why]))
     if need:
         verdict["quote_from_bytes"] = int(need)
@@ -208,10 +209,18 @@ def headline(verdict: dict, rate_mbit: float) -> str:
 
 def verdict_lines(verdict: dict, rate_mbit: float, width: int = 100) -> List[str]:
     """The verdict as the fabric table ends: the headline, then its details
-    (the advice, said once) wrapped to `width`."""
+    wrapped to `width`: the advice less what the headline said already (the
+    pace the ranks set, the size to quote from), so that each is said once."""
     lines = [f"# Fidelity: {headline(verdict, rate_mbit)}"]
-    if verdict.get("advice"):
-        lines += textwrap.wrap(verdict["advice"], width, initial_indent="#   ",
+    details = verdict.get("advice", "")
+    if verdict.get("host_bound"):
+        details = details.replace(f": {PACE}", "")
+    if verdict.get("quote_from_bytes") and not verdict.get("host_bound") and \
+            verdict.get("host_kept_up", verdict["trustworthy"]):
+        details = details.replace(QUOTE_FROM.format(kb=verdict["quote_from_bytes"] / 1024),
+                                  "; a smaller MTU resolves smaller sizes")
+    if details:
+        lines += textwrap.wrap(details, width, initial_indent="#   ",
                                subsequent_indent="#   ", break_on_hyphens=False)
     return lines
 

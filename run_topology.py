@@ -456,10 +456,14 @@ def _check(fabric, exp, args) -> int:
     if args.incast:
         from traffic.measure.incast import incast_plan
         incast = (*incast_plan(fabric, args.incast), args.seconds)
+    from traffic.measure.fidelity import calibrated_rate
+    ceiling = calibrated_rate(args.results, fabric.name)
+    plan = args.sweeps.plan(exp) if getattr(args, "sweeps", None) and exp is not None else None
     if args.json:
-        print(json.dumps(console.check_record(fabric, exp, args.compare, incast), indent=1))
+        print(json.dumps(console.check_record(fabric, exp, args.compare, incast, ceiling, plan),
+                         indent=1))
     else:
-        print(console.check_summary(fabric, exp, args.compare, incast))
+        print(console.check_summary(fabric, exp, args.compare, incast, ceiling, plan))
     return 0
 
 

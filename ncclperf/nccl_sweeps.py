@@ -86,6 +86,14 @@ class NcclSweeps:
                        root=root if exp.collective in ROOTED else exp.root,
                        minbytes=lo, maxbytes=hi, stepfactor=factor)
 
+    def plan(self, exp) -> list:
+        """The experiment of each sweep this run makes, in order: per cycle
+        (-N), data type, op and root, each chunk out-of-place then in-place
+        (what `__call__` runs; `--dry-run` times it)."""
+        return [self.experiment(exp, variant, chunk) for _cycle in range(self.opts.cycles)
+                for variant in self.variants(exp) for chunk in self.chunks(exp)
+                for _placement in ("out-of-place", "in-place")]
+
     def check(self, fabric, exp) -> None:
         """Each sweep this run would make, as run_topology checks its own;
         and all of them together within its limits. ValueError: one sentence."""

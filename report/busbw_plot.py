@@ -14,7 +14,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from report.canvas import finite, new_figure, number, plain, save
+from report.canvas import finite, new_figure, number, plain, save, wrapped
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 FLAG_COLOUR = "#d62728"
@@ -148,7 +148,7 @@ def _draw_curves(ax, checked: dict, simulated: dict, link_gbps) -> int:
     return total
 
 
-def _draw_flagged(ax, flagged: list) -> None:
+def _draw_flagged(ax, flagged: list, checked: dict) -> None:
     """A red ring round each flagged point and its flags written above it;
     a flagged NaN (no figure to ring) a red cross on the size axis with its
     flags above that. One legend entry for all of them."""
@@ -162,10 +162,36 @@ def _draw_flagged(ax, flagged: list) -> None:
         ax.plot(blank, [0.0] * len(blank), linestyle="none", marker="X", markersize=9,
                 color=FLAG_COLOUR, clip_on=False, zorder=4,
                 label="_" if shown else FLAGGED_LABEL)
-    for i, (_, size, bw, text) in enumerate(flagged):      # neighbours' texts staggered
-        ax.annotate(plain(text), (size, 0.0 if math.isnan(bw) else bw),
-                    xytext=(0, 9 + 18 * (i % 2)), textcoords="offset points", ha="center",
-                    va="bottom", fontsize=7, color=FLAG_COLOUR, zorder=5)
+    for i, (size, bw, text) in enumerate(_flag_runs(flagged, checked)):     # neighbours' staggered
+        ax.annotate(plain(text), (size, bw), xytext=(0, 9 + 18 * (i % 2)),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                    color=FLAG_COLOUR, zorder=5)
+
+
+def _flag_runs(flagged: list, checked: dict) -> list:
+    """(size, busbw, text) of each label to write: a run of a curve's
+    neighbouring flagged sizes with the same flags is written once, over its
+    middle, with the sizes it spans ("below-resolution: 8..256K"), so an
+    18-size sweep flagged throughout reads one label, not 18."""
+    index = {label: {s: i for i, (s, _) in enumerate(rows)} for label, rows in checked.items()}
+    runs: list = []
+    for label, size, bw, text in flagged:        # by size
+        at = index[label][size]
+        last = next((r for r in reversed(runs) if r[0] == label), None)
+        if last is not None and last[1] == text and last[2] == at - 1:
+            last[2] = at
+            last[3].append((size, bw))
+        else:
+            runs.append([label, text, at, [(size, bw)]])
+    out = []
+    for _, text, _, points in runs:
+        sizes = [p[0] for p in points]
+        bws = [0.0 if math.isnan(b) else b for _, b in points]
+        middle = math.sqrt(sizes[0] * sizes[-1])
+        if len(points) > 1:
+            text = f"{text}: {size_label(sizes[0])}..{size_label(sizes[-1])}"
+        out.append((middle, max(bws), text))
+    return out
 
 
 def _size_axis(ax, checked: dict) -> None:
@@ -204,7 +230,7 @@ def busbw_figure(curves, title: str = "", link_gbps=None, flagged=None,
     fig = new_figure(8.5, 5.0)
     ax = fig.add_subplot()
     total = _draw_curves(ax, checked, beside, link_gbps)
-    _draw_flagged(ax, marks)
+    _draw_flagged(ax, marks, checked)
     every = {**checked, **{simulated_label(k): v for k, v in beside.items()}}
     _size_axis(ax, every)
     _bandwidth_axis(ax, every, link_gbps, bool(marks))
@@ -213,7 +239,7 @@ def busbw_figure(curves, title: str = "", link_gbps=None, flagged=None,
     ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
     ax.legend(loc="best" if total <= 500 else "lower right", fontsize=8)
     if title:
-        ax.set_title(plain(title))
+        ax.set_title(wrapped(title, fig))
     return fig
 
 

@@ -8,6 +8,7 @@ import math
 import numbers
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -27,6 +28,15 @@ MAX_HEIGHT_IN = 40.0
 def plain(text) -> str:
     """Text shown as written: a '$' would otherwise start matplotlib's mathtext."""
     return str(text).replace("$", r"\$")
+
+
+def wrapped(text, fig: Figure, fontsize: float = 12.0, share: float = 0.95) -> str:
+    """`text` shown as written (`plain`), each line wrapped at the words to
+    fit `share` of the figure's width at `fontsize` (a character about 0.6
+    of it wide), so that a long title is not cut off at the PNG's edges."""
+    chars = max(20, int(fig.get_figwidth() * 72 * share / (fontsize * 0.6)))
+    return "\n".join(part for line in plain(text).split("\n")
+                     for part in (textwrap.wrap(line, chars, break_on_hyphens=False) or [""]))
 
 
 def number(value, what: str) -> float:

@@ -5,19 +5,31 @@ iperf3 check and the cross traffic. Each function returns text."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from topologies.fabric import describe_links
+from topologies.fabric import describe_links, emulation_warning
 from collectives.metrics import imbalance
-from collectives.registry import REDUCING
-from runs.experiment import expected_seconds
+from collectives.registry import ENGINES, REDUCING
+from runs.experiment import LAB_SECONDS, SIZE_SECONDS, expected
 from runs.record import RunRecord
 
 
-def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None) -> str:
+def warnings_of(fabric, exp, incast=None, calibrated: Optional[float] = None) -> List[str]:
+    """Fabric.warnings, and where a lab is to be built (an experiment of an
+    engine that needs one, or an incast), whether its links are past what
+    this host can emulate (`calibrated`: the ceiling `--calibrate` found)."""
+    builds = incast or (exp is not None and ENGINES[exp.engine].needs_lab)
+    host = emulation_warning(fabric, calibrated) if builds else None
+    return list(fabric.warnings) + ([host] if host else [])
+
+
+def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
+                  calibrated: Optional[float] = None, plan=None) -> str:
     """What `run_topology.py --check` prints for a valid fabric, ending with
-    what is unwise in it (Fabric.warnings), one `warning:` line each;
-    `incast` (receiver, senders, seconds): the incast that replaces the sweep."""
+    what is unwise in it (`warnings_of`), one `warning:` line each;
+    `incast` (receiver, senders, seconds): the incast that replaces the sweep;
+    `plan`: each sweep's experiment where the run makes more than `exp` and
+    `compare` say (nccl-tests' types, ops, roots, cycles and in-place)."""
     lines = [f"{fabric.source}: valid", f"  {fabric.shape()}"]
     for kind, text in describe_links(fabric).items():
         lines.append(f"  {kind.replace('_', '-')} links: {text}")
@@ -28,17 +40,17 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None) -> str:
         lines.append(f"  experiment: an incast with real TCP (Reno), {len(senders)} senders "
                      f"({senders[0]} .. {senders[-1]}) into {receiver} for {seconds} s, beside "
                      "the packet engine's")
-        lines += [f"  warning: {w}" for w in fabric.warnings]
+        lines += [f"  warning: {w}" for w in warnings_of(fabric, None, incast, calibrated)]
         return "\n".join(lines)
     if exp is None:
         lines.append("  experiment: none (one server has no peer to exchange with)")
     elif exp.step is not None:
-        plan = exp.plan()
-        lines.append(f"  experiment: a training step, {len(plan.layers)} layers, "
-                     f"{sum(l.params for l in plan.layers):,} parameters, "
-                     f"{plan.gradient_bytes:,} B of {plan.dtype} gradients in "
-                     f"{len(plan.buckets)} bucket(s), {plan.mode}, overlap "
-                     f"{'on' if plan.overlap else 'off'}, {plan.compute_s:.3f} s of compute; "
+        step = exp.plan()
+        lines.append(f"  experiment: a training step, {len(step.layers)} layers, "
+                     f"{sum(l.params for l in step.layers):,} parameters, "
+                     f"{step.gradient_bytes:,} B of {step.dtype} gradients in "
+                     f"{len(step.buckets)} bucket(s), {step.mode}, overlap "
+                     f"{'on' if step.overlap else 'off'}, {step.compute_s:.3f} s of compute; "
                      f"engine {exp.engine}, {exp.iters} steps after {exp.warmup} warm-up")
     else:
         lines.append(f"  experiment: {exp.collective} ({exp.algorithm}), engine {exp.engine}, "
@@ -52,26 +64,42 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None) -> str:
         if exp.fail:
             lines.append(f"  failures: {', '.join(exp.fail)} (LINK@SECONDS+DURATION into the "
                          "sweep)")
-    seconds = expected_seconds(fabric, exp, 1 + len(compare))
-    if seconds is not None:
-        lines.append(f"  expected: about {_duration(seconds)} of collectives (nccl-tests' bus "
-                     "bytes at the NIC rate), plus a few seconds to build, probe and tear down")
-    lines += [f"  warning: {w}" for w in fabric.warnings]
+    parts = expected(fabric, exp, 1 + len(compare), plan)
+    if parts is not None:
+        lines.append(_expected_line(parts, exp))
+    lines += [f"  warning: {w}" for w in warnings_of(fabric, exp, None, calibrated)]
     return "\n".join(lines)
 
 
-def check_record(fabric, exp, compare: Sequence[str] = (), incast=None) -> dict:
+def check_record(fabric, exp, compare: Sequence[str] = (), incast=None,
+                 calibrated: Optional[float] = None, plan=None) -> dict:
     """What `--check --json` prints: the check_summary's facts as data."""
     if incast:
         receiver, senders, seconds = incast
         return {**check_record(fabric, None), "experiment": None, "expected_seconds": seconds,
+                "warnings": warnings_of(fabric, None, incast, calibrated),
                 "incast": {"receiver": receiver, "senders": senders, "seconds": seconds}}
     return {"source": str(fabric.source), "valid": True, "fabric": fabric.name,
             "shape": fabric.shape(), "links": describe_links(fabric), "policy": fabric.policy,
             "servers": [h.ip for h in fabric.endpoints[:1] + fabric.endpoints[-1:]],
             "experiment": None if exp is None else asdict(exp), "compare": list(compare),
-            "expected_seconds": expected_seconds(fabric, exp, 1 + len(compare)),
-            "warnings": list(fabric.warnings)}
+            "expected_seconds": (expected(fabric, exp, 1 + len(compare), plan) or {}).get(
+                "seconds"),
+            "warnings": warnings_of(fabric, exp, None, calibrated)}
+
+
+def _expected_line(parts: dict, exp) -> str:
+    n, sizes = parts["sweeps"], parts["sizes"]
+    head = f"  expected: about {_duration(parts['seconds'])} in all: "
+    if exp.step is not None:
+        return (head + f"{_duration(parts['wire_s'])} of steps (compute, and the gradients at "
+                f"the NIC rate); besides, {LAB_SECONDS:g} s to build, probe and tear down, "
+                f"{exp.idle_seconds:g} s of idle latency")
+    return (head + f"{n} sweep{'s' if n > 1 else ''} of the sizes, {sizes} "
+            f"size{'s' if sizes > 1 else ''} in all, {_duration(parts['wire_s'])} of them "
+            f"nccl-tests' bus bytes at the NIC rate; besides, {LAB_SECONDS:g} s to build, "
+            f"probe and tear down, {exp.idle_seconds:g} s of idle latency a sweep, "
+            f"{SIZE_SECONDS:g} s a size")
 
 
 def _duration(seconds: float) -> str:

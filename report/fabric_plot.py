@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
-from report.canvas import MAX_WIDTH_IN, new_figure, number, plain, save
+from report.canvas import MAX_WIDTH_IN, new_figure, number, plain, save, wrapped
 from topologies.roles import tier_names
 
 LABEL_ALL_UP_TO = 32         # a tier with more nodes labels only its first and last
@@ -338,7 +338,7 @@ def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation",
         _no_data_legend(ax)
 
     if title:
-        fig.suptitle(plain(title))
+        fig.suptitle(wrapped(title, fig))
     ax.set_title(_summary(len(tiers), len(links), missing, measured, scale, marks),
                  fontsize=9, loc="left")
     return fig

@@ -9,6 +9,7 @@ a bounded number of elements that shows where the spread is uneven."""
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from report.canvas import new_figure, plain, save
+from report.canvas import new_figure, plain, save, wrapped
 from report.fabric_plot import (NO_DATA_COLOUR, NO_DATA_DASHES, TIER_COLOURS, _check_edges,
                                 _check_marks, _check_nodes, _draw_marks)
 from topologies.roles import tier_names
@@ -85,8 +86,16 @@ def fold(tiers: dict, groups=None) -> dict:
 
 
 def _run_name(run: list) -> str:
-    """'first..last' of a run of groups (its node count added by the drawing)."""
-    return run[0] if len(run) == 1 else f"{run[0]}..{run[-1]}"
+    """'first..last' of a run of groups (its node count added by the drawing),
+    the words they share said once: 'GPUs on leaf1..leaf16'."""
+    if len(run) == 1:
+        return run[0]
+    first, last = str(run[0]), str(run[-1])
+    shared = len(first[:len(first) - len(first.lstrip())])
+    while shared < min(len(first), len(last)) and first[shared] == last[shared]:
+        shared += 1
+    cut = first.rfind(" ", 0, shared + 1) + 1          # at a word's start
+    return f"{first}..{last[cut:]}"
 
 
 def bundles(links: list, group: dict) -> tuple:
@@ -151,8 +160,12 @@ def _draw_groups(ax, levels: list, members: dict, pos: dict, count: dict) -> Non
                    color=TIER_COLOURS.get(tier, "#666666"), edgecolors="black",
                    linewidths=0.4, zorder=3)
         turn = len(members[tier]) > 8
+        # characters a label may take across its share of the axes (7 pt: ~4.3 px a character)
+        room = max(8, int(ax.figure.get_figwidth() * 100 * 0.8 / len(members[tier]) / 5.2))
         for g in members[tier]:
             text = g if count[g] == 1 else f"{g} ({count[g]})"
+            if not turn and len(text) > room:
+                text = "\n".join(textwrap.wrap(text, room, break_on_hyphens=False))
             ax.annotate(plain(text), pos[g], xytext=(0, -9), textcoords="offset points",
                         ha="right" if turn else "center", va="top", fontsize=7,
                         rotation=30 if turn else 0, rotation_mode="anchor", zorder=4,
@@ -230,7 +243,7 @@ def fabric_tiers_figure(nodes, edges, title: str = "", groups=None, marks=None) 
     _axes(ax, levels, members, count)
     _legend_and_bar(fig, ax, found, norm, cmap)
     if title:
-        fig.suptitle(plain(title))
+        fig.suptitle(wrapped(title, fig))
     ax.set_title(_summary(len(tiers), len(links), found, len(pos), inside), fontsize=9,
                  loc="left")
     return fig

@@ -15,6 +15,7 @@ from runs.experiment import size_text
 from report.canvas import new_figure, save
 
 LABELS_UP_TO = 400          # events; more: no bucket numbers in the bars
+RANKS_SHOWN = 16            # ranks drawn at most: more, and an evenly spaced few of them
 HOST_BUSY_PCT = 90          # above this, the host's CPU may have bent the times
 
 
@@ -141,8 +142,10 @@ def step_figure(result: dict) -> Figure:
     """The figure plot_step writes, for reading what it shows: the last step,
     per rank, compute on the upper lane, collectives below (a tick where
     each was launched, its bar from start to finish)."""
-    events = result["timeline"]
-    ranks = sorted({e["rank"] for e in events})
+    every = sorted({e["rank"] for e in result["timeline"]})
+    ranks = shown_ranks(every)
+    keep = set(ranks)
+    events = [e for e in result["timeline"] if e["rank"] in keep]
     end = max((e["end"] for e in events), default=0.0) or 1.0
     fig = new_figure(12, 1.2 + 0.7 * len(ranks))
     ax = fig.add_subplot()
@@ -169,14 +172,23 @@ def step_figure(result: dict) -> Figure:
             f"{st['parallel']['micro_batches']} micro-batches in 1F1B" if st["mode"] == "parallel"
             else f"{len(st['buckets'])} buckets, {st['mode']}, overlap "
                  f"{'on' if st['overlap'] else 'off'}")
+    some = f"; {len(ranks)} of its {len(every):,} ranks" if len(ranks) < len(every) else ""
     ax.set_title(f"One training step: {st['layers']} layers, {what} ({result['engine']}; "
-                 "compute is timed, not computed)", fontsize=9)
+                 f"compute is timed, not computed{some})", fontsize=9)
     order = list(COLOURS)               # known kinds in COLOURS' order, others after by name
     kinds = sorted({e["kind"] for e in events},
                    key=lambda k: (order.index(k) if k in COLOURS else len(order), k))
     ax.legend(handles=[Patch(color=COLOURS.get(k, OTHER_COLOUR), label=k) for k in kinds],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     return fig
+
+
+def shown_ranks(ranks: list) -> list:
+    """`ranks`, or RANKS_SHOWN of them evenly spaced, the first and last among them."""
+    if len(ranks) <= RANKS_SHOWN:
+        return list(ranks)
+    picks = {round(i * (len(ranks) - 1) / (RANKS_SHOWN - 1)) for i in range(RANKS_SHOWN)}
+    return [ranks[i] for i in sorted(picks)]
 
 
 def plot_step(result: dict, path: Path) -> Path:

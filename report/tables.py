@@ -7,6 +7,7 @@ import io
 import math
 
 from runs.record import RunRecord
+from traffic.measure.fidelity import verdict_lines
 
 NAN = float("nan")
 
@@ -98,7 +99,7 @@ def fabric_table(result: RunRecord, link_rate_mbit: float) -> str:
                      f"{_num(lat['p50_us'], '7.0f')}  {_num(lat['p99_us'], '7.0f')}  "
                      f"{_num(lat['max_us'], '7.0f')}  {r['cpu_busy_pct']:3.0f}%  "
                      f"{_note(r.get('flags', []))}".rstrip())
-    lines.append(_verdict_line(result.fidelity))
+    lines += verdict_lines(result.fidelity, link_rate_mbit)
     return "\n".join(lines)
 
 
@@ -108,19 +109,6 @@ NOTES = {"over-rate": "faster than its link!", "below-resolution": "too small at
 
 def _note(flags) -> str:
     return "; ".join(NOTES[f] for f in flags)
-
-
-def _verdict_line(verdict: dict) -> str:
-    """The fidelity verdict in one line: the host's, then the sizes'."""
-    if verdict.get("host_bound"):
-        return f"# Fidelity: HOST-BOUND - links kept their rates, but {verdict['advice']}"
-    if not verdict.get("host_kept_up", verdict["trustworthy"]):
-        return f"# Fidelity: UNTRUSTWORTHY - {verdict['advice']}"
-    if verdict.get("flagged_sizes"):
-        return ("# Fidelity: links kept their rates, but NOT every size is a figure to quote: "
-                + verdict["advice"])
-    return ("# Fidelity: trustworthy - every saturated link ran at its configured rate"
-            + (f"; {verdict['advice']}" if verdict.get("advice") else ""))
 
 
 CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count", "type", "redop",

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from report.canvas import new_figure, plain, save
+from report.canvas import new_figure, plain, save, wrapped
 from report.timeline_plot import MS, _check_events
 
 MAX_LANES = 64               # more servers than this: runs of ranks instead
@@ -143,7 +143,7 @@ def timeline_busy_figure(events, title: str = "", lane_of=None) -> Figure:
     _draw_lanes(fig, ax, data)
     ax.set_xlim(data.edges[0], data.edges[-1])
     if title:
-        top.set_title(plain(title))
+        top.set_title(wrapped(title, fig))
     return fig
 
 

@@ -13,7 +13,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from report.canvas import darker, finite, new_figure, plain, save
+from report.canvas import darker, finite, new_figure, plain, save, wrapped
 
 KIND_COLOURS = {"send": "#1f77b4", "recv": "#ff7f0e", "reduce": "#d62728", "copy": "#2ca02c"}
 SPARE_COLOURS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
@@ -22,6 +22,7 @@ MS = 1e3                     # seconds to the axis' milliseconds
 LABELS_UP_TO = 500           # more events than this: no text inside the bars
 LANES_WIDTH_IN = 8.3         # about, the lanes' width in an 11 in figure less ticks and legends
 CHAR_WIDTH = 0.62            # a character's width, as a share of the font size (about)
+SENDS = ("send",)            # kinds drawn in a lane's upper half when they overlap the others
 
 
 def text_ms(text: str, fontsize: float, span_ms: float) -> float:
@@ -51,6 +52,7 @@ class _Plan:
     xlim: tuple
     phase_spans: list
     phase_rows: list
+    split: bool = False       # sends and receives overlap in a lane: each its half of it
 
     @property
     def n_phase_rows(self) -> int:
@@ -60,6 +62,16 @@ class _Plan:
     def bar_extent(self) -> tuple:
         """(top, bottom) of a bar relative to its lane; shorter above phase strips."""
         return (-0.38, 0.22) if self.phases else (-0.38, 0.38)
+
+    def extent(self, kind: str) -> tuple:
+        """(top, bottom) of an event's bar: the lane's, or where sends and
+        receives overlap (a ring step does both at once), sends in its upper
+        half and everything else in its lower half, side by side in time."""
+        top, bottom = self.bar_extent
+        if not self.split:
+            return top, bottom
+        mid = (top + bottom) / 2
+        return (top, mid - 0.02) if kind in SENDS else (mid + 0.02, bottom)
 
 
 # --- input --------------------------------------------------------------------
@@ -119,6 +131,19 @@ def _phase_spans(evs: list, phases: list) -> list:
     return spans
 
 
+def _overlapping(evs: list) -> bool:
+    """Whether, in some lane, a send overlaps in time an event of another kind."""
+    by_rank: dict = {}
+    for e in evs:
+        by_rank.setdefault(e["rank"], []).append(e)
+    for mine in by_rank.values():
+        sends = [e for e in mine if e["kind"] in SENDS]
+        others = [e for e in mine if e["kind"] not in SENDS]
+        if any(a["start"] < b["end"] and b["start"] < a["end"] for a in sends for b in others):
+            return True
+    return False
+
+
 def _plan(evs: list) -> _Plan:
     ranks = sorted({e["rank"] for e in evs})
     kinds = list(dict.fromkeys(e["kind"] for e in evs))
@@ -134,7 +159,7 @@ def _plan(evs: list) -> _Plan:
         phases=phases,
         phase_colour={p: PHASE_COLOURS[i % len(PHASE_COLOURS)] for i, p in enumerate(phases)},
         span=span, xlim=(t0, t1 + 0.02 * span), phase_spans=phase_spans,
-        phase_rows=_rows_for([(s, e) for s, e, _ in phase_spans]))
+        phase_rows=_rows_for([(s, e) for s, e, _ in phase_spans]), split=_overlapping(evs))
 
 
 def _new_timeline_figure(plan: _Plan) -> tuple:
@@ -153,9 +178,14 @@ def _new_timeline_figure(plan: _Plan) -> tuple:
 # --- drawing ------------------------------------------------------------------
 
 def _draw_bars(ax, plan: _Plan) -> None:
-    """The events' bars, one collection per kind: fast however many events there are."""
-    bar_top, bar_bottom = plan.bar_extent
-    for kind in plan.kinds:
+    """The events' bars, one collection per kind: fast however many events there are;
+    the kinds of longer bars first, so that a short bar (a reduce) is drawn over
+    a long one of its half-lane (the recv it belongs to), not hidden under it."""
+    def mean_ms(kind):
+        mine = [e["end"] - e["start"] for e in plan.evs if e["kind"] == kind]
+        return sum(mine) / len(mine)
+    for z, kind in enumerate(sorted(plan.kinds, key=mean_ms, reverse=True)):
+        bar_top, bar_bottom = plan.extent(kind)
         verts = []
         for e in plan.evs:
             if e["kind"] == kind:
@@ -163,7 +193,7 @@ def _draw_bars(ax, plan: _Plan) -> None:
                 x0, x1 = e["start"] * MS, e["end"] * MS
                 verts.append([(x0, y + bar_top), (x1, y + bar_top),
                               (x1, y + bar_bottom), (x0, y + bar_bottom)])
-        ax.add_collection(PolyCollection(verts, facecolors=plan.colour[kind],
+        ax.add_collection(PolyCollection(verts, facecolors=plan.colour[kind], zorder=2 + z * 0.01,
                                          edgecolors=[darker(plan.colour[kind])], linewidths=0.4))
 
 
@@ -189,15 +219,15 @@ def _label_bars(ax, plan: _Plan) -> None:
     reduce), and only while there are few events."""
     if len(plan.evs) > LABELS_UP_TO:
         return
-    bar_top, bar_bottom = plan.bar_extent
     span = plan.xlim[1] - plan.xlim[0]
     placed: dict = {}
     for e in plan.evs:
         text = e["label"] or (f"s{e['step']}" if e["step"] is not None else None)
         if not text or not fits(text, 6, (e["end"] - e["start"]) * MS, span):
             continue
+        bar_top, bar_bottom = plan.extent(e["kind"])
         mid, half = (e["start"] + e["end"]) / 2 * MS, text_ms(text, 6, span) / 2
-        taken = placed.setdefault(e["rank"], [])
+        taken = placed.setdefault((e["rank"], bar_top), [])
         if any(mid - half < b and a < mid + half for a, b in taken):
             continue
         taken.append((mid - half, mid + half))
@@ -222,7 +252,8 @@ def _lane_axes(ax, plan: _Plan) -> None:
 def _kind_legend(fig, plan: _Plan) -> None:
     handles = [Patch(facecolor=plan.colour[k], edgecolor=darker(plan.colour[k]), label=plain(k))
                for k in plan.kinds]
-    fig.legend(handles=handles, title="kind", loc="outside right upper", fontsize=8)
+    fig.legend(handles=handles, title="kind (send above,\nreceive below: at once)" if plan.split
+               else "kind", loc="outside right upper", fontsize=8, title_fontsize=8)
 
 
 def _draw_phase_band(band, ax, plan: _Plan) -> None:
@@ -269,7 +300,7 @@ def timeline_figure(events, title: str = "") -> Figure:
         _draw_phase_band(band, ax, plan)
         _phase_legend(fig, plan)
     if title:
-        (band if band is not None else ax).set_title(plain(title))
+        (band if band is not None else ax).set_title(wrapped(title, fig, share=0.75))
     return fig
 
 

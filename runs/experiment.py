@@ -479,14 +479,42 @@ def _check_duration(fabric, exp: Experiment, runs: int) -> None:
         raise ExperimentError(None, detail, detail)
 
 
-def expected_seconds(fabric, exp: Experiment, runs: int = 1) -> Optional[float]:
-    """About how long a lab's collectives take: each iteration of each size
-    moving nccl-tests' bus bytes at the NIC rate (what busbw/link 1 means;
-    all of a server's NICs at once for the algorithms laid out by server),
-    a step's compute and its gradients likewise; None for the simulator,
-    whose time is the host's computing, not the links'."""
+# What a lab run costs besides its collectives' bytes (measured on this 2-core host with
+# all_reduce_perf on the default fabric, docs/nccl-tests.md "How long a run takes"):
+LAB_SECONDS = 5.0       # start, build, reach, figures, tear down: once a run
+SIZE_SECONDS = 0.8      # each size of each sweep: the agents' set-up, the monitor's window,
+                        # the simulator beside it
+
+
+def expected_seconds(fabric, exp: Experiment, runs: int = 1,
+                     plan: Optional[List[Experiment]] = None) -> Optional[float]:
+    """About how long a lab run takes (`expected`'s seconds); None for the
+    simulator, whose time is the host's computing, not the links'."""
+    parts = expected(fabric, exp, runs, plan)
+    return None if parts is None else parts["seconds"]
+
+
+def expected(fabric, exp: Experiment, runs: int = 1,
+             plan: Optional[List[Experiment]] = None) -> Optional[dict]:
+    """About how long a lab run takes, from the sweeps it makes (`plan`:
+    each sweep's experiment, by default `exp` `runs` times): each
+    iteration of each size moving nccl-tests' bus bytes at the NIC rate
+    (what busbw/link 1 means; all of a server's NICs at once for the
+    algorithms laid out by server), a step's compute and its gradients
+    likewise; plus LAB_SECONDS once, each sweep's idle-latency probe and
+    SIZE_SECONDS a size. {"seconds", "wire_s", "sweeps", "sizes"}; None
+    for the simulator."""
     if exp is None or not ENGINES[exp.engine].needs_lab:
         return None
+    plan = plan if plan is not None else [exp] * runs
+    wire = sum(_wire_seconds(fabric, e) for e in plan)
+    sizes = sum(0 if e.step is not None else len(e.sizes()) for e in plan)
+    seconds = LAB_SECONDS + wire + sum(e.idle_seconds for e in plan) + SIZE_SECONDS * sizes
+    return {"seconds": seconds, "wire_s": wire, "sweeps": len(plan), "sizes": sizes}
+
+
+def _wire_seconds(fabric, exp: Experiment) -> float:
+    """One sweep's (or a step's) iterations at the NIC rate."""
     nic_bps = fabric.spec["links"]["server_leaf"]["rate_mbit"] * 1e6
     n = len(exp.ranks or fabric.endpoints)
     if exp.algorithm in BY_SERVER + (AUTO,) and fabric.gpus_per_server > 1:
@@ -496,7 +524,7 @@ def expected_seconds(fabric, exp: Experiment, runs: int = 1) -> Optional[float]:
         wire = bus_factor("allreduce", n) * plan.gradient_bytes * 8 / nic_bps
         return (exp.iters + exp.warmup) * (plan.compute_s + wire)
     per_pass = sum(bus_factor(exp.collective, n) * s * 8 / nic_bps for s in exp.sizes())
-    return runs * (exp.iters + exp.warmup) * per_pass
+    return (exp.iters + exp.warmup) * per_pass
 
 
 def _namer(flags, section) -> Namer:

@@ -40,7 +40,8 @@ from runs.sweep import Model, Size
 from traffic.measure import background
 from traffic.measure.failures import Failures
 from traffic.measure.failures import parse as parse_failures
-from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved
+from traffic.measure.fidelity import (calibrated_rate, fidelity, mark_host_bound,
+                                      mark_rate_to_try, mark_unresolved)
 from traffic.measure.monitor import Monitor
 
 # the one-way latency the model assumes when no part measured it
@@ -115,12 +116,22 @@ class Links(Part):
         verdict = mark_host_bound(fidelity(self.windows, fabric), runs,
                                   sim_faithful=policy(fabric.policy).sim_faithful)
         verdict = mark_unresolved(verdict, runs, self.run.model.rate, fabric.mtu)
+        verdict = mark_rate_to_try(verdict, runs, self.run.model.rate,
+                                   self._calibrated() if verdict.get("host_bound") else None)
         whole = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])["links"]
         return {"fidelity": verdict,
                 "uplink_tx_bytes": {leaf.name: {l.a_intf: whole[l.a_intf]["tx_bytes"]
                                                 for l in fabric.uplinks(leaf.name)}
                                     for leaf in fabric.leaves},
                 "tiers": metrics.tier_report(fabric, whole)}
+
+    def _calibrated(self):
+        """The ceiling `--calibrate` found for this fabric, from the results
+        folder this run's folder is in (a further nccl-tests sweep's folder
+        is two deeper)."""
+        folders = list(Path(self.run.results).parents)[:3]
+        return next(filter(None, (calibrated_rate(f, self.run.fabric.name) for f in folders)),
+                    None)
 
     def close(self):
         if self.monitor is not None:

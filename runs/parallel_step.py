@@ -35,8 +35,9 @@ def plan_of(exp: Experiment, model: Model) -> hybrid_step.HybridPlan:
                                    datatype(exp.datatype).size)
 
 
-def predict(fabric, exp: Experiment, ranks: List[str], plan: hybrid_step.HybridPlan) -> dict:
-    """The simulator's step: each wave's collectives replayed together."""
+def predict(fabric, exp: Experiment, ranks: List[str], plan: hybrid_step.HybridPlan) -> tuple:
+    """The simulator's step, each wave's collectives replayed together, and
+    its timeline (`_lanes`)."""
     engine = make_engine("sim", fabric, ranks)
     piece = max(1, exp.piece_for(fabric.policy) // datatype(exp.datatype).size)
     shapes: Dict[tuple, float] = {}
@@ -55,7 +56,23 @@ def predict(fabric, exp: Experiment, ranks: List[str], plan: hybrid_step.HybridP
     per_kind = {k: sum(shapes[shape_of[c["wave"]]] for c in plan.collectives
                        if c["kind"] == k and c["members"][0] == 0) for k in ("tp", "pp", "dp")}
     return {"step_s": t["step_s"], "compute_s": t["compute_s"], "exposed_s": t["exposed_s"],
-            "rank0_comm_by_kind_s": per_kind, "waves_replayed": len(shapes)}
+            "rank0_comm_by_kind_s": per_kind, "waves_replayed": len(shapes)}, _lanes(plan, t)
+
+
+def _lanes(plan: hybrid_step.HybridPlan, t: dict) -> List[dict]:
+    """The simulated step as the figure draws a measured one (runs/step_lanes.py):
+    per rank its compute spans, and each collective from its launch there, its
+    start when its last member launched it, to its finish."""
+    events = [{"rank": s["rank"], "lane": "compute", "kind": s["kind"],
+               "label": str(s["layer"]), "start": s["start"], "end": s["end"]}
+              for s in t["compute"]]
+    for c in plan.collectives:
+        launched = t["launched"][c["id"]]
+        start = max(launched.values())
+        events += [{"rank": r, "lane": "comm", "kind": c["kind"], "label": "",
+                    "launch": at, "start": start, "end": t["finish"][c["id"]]}
+                   for r, at in launched.items()]
+    return events
 
 
 def description(exp: Experiment, plan: hybrid_step.HybridPlan) -> dict:
@@ -109,7 +126,7 @@ def run_parallel_step(lab, exp: Experiment, progress: Callable[[str], None]) -> 
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     plan = plan_of(exp, Model.of(fabric, ranks))
     progress("simulating the step")
-    predicted = predict(fabric, exp, ranks, plan)
+    predicted, _ = predict(fabric, exp, ranks, plan)
     message = {"collectives": [{"id": c["id"], "collective": c["collective"],
                                 "algorithm": c["algorithm"], "count": c["count"],
                                 "piece": max(1, exp.piece_for(fabric.policy)
@@ -159,8 +176,8 @@ def simulate_parallel_step(fabric, exp: Experiment) -> dict:
     """The hybrid step in the simulator alone: its prediction is the result."""
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     plan = plan_of(exp, Model.of(fabric, ranks))
-    p = predict(fabric, exp, ranks, plan)
+    p, timeline = predict(fabric, exp, ranks, plan)
     step = {"step_s": p["step_s"], "compute_s": p["compute_s"], "comm_s": p["exposed_s"],
             "exposed_s": p["exposed_s"], "overlap_efficiency": 0.0, "wrong": None,
-            "bad_chunk_elements": None, "collectives": [], "timeline": []}
+            "bad_chunk_elements": None, "collectives": [], "timeline": timeline}
     return record(fabric, exp, plan, ranks, [step], p, None, SUMMARY_KEYS)

@@ -196,6 +196,7 @@ def timeline(p: HybridPlan, seconds: Callable[[tuple], float]) -> dict:
         for cid in cids:
             launched[cid][r] = 0.0
     compute = {r: 0.0 for r in p.tasks}
+    spans: List[dict] = []
     while True:
         moved = False
         for r, tasks in p.tasks.items():
@@ -204,6 +205,9 @@ def timeline(p: HybridPlan, seconds: Callable[[tuple], float]) -> dict:
                 start = max([clock[r]] + [finish[n] for n in task["needs"]])
                 clock[r] = start + task["seconds"]
                 compute[r] += task["seconds"]
+                if task["seconds"] > 0:
+                    spans.append({"rank": r, "kind": task["kind"], "layer": task["layer"],
+                                  "start": start, "end": clock[r]})
                 for cid in task["releases"]:
                     launched[cid][r] = clock[r]
                 k[r] += 1
@@ -219,4 +223,5 @@ def timeline(p: HybridPlan, seconds: Callable[[tuple], float]) -> dict:
         raise HybridError("the plan deadlocks: a rank waits for a collective that never starts")
     step = max(list(finish.values()) + list(clock.values()))
     return {"step_s": step, "compute_s": max(compute.values()),
-            "exposed_s": step - max(compute.values()), "finish": finish}
+            "exposed_s": step - max(compute.values()), "finish": finish,
+            "compute": spans, "launched": launched}

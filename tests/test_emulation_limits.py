@@ -107,3 +107,45 @@ def test_run_topology_refuses_to_emulate_before_building_and_simulates(tmp_path)
            "emulate" in run(str(fast), "--engine", "agents").stderr
     ok = run("--check", str(path), "--engine", "sim")
     assert ok.returncode == 0 and "= 1024 GPUs" in ok.stdout, ok.stderr
+
+
+def test_links_past_what_this_host_forwards_are_warned_of_by_the_ceiling_or_the_estimate():
+    """By hand: 4 servers' links of 9014-byte frames carry 9,000 frames a
+    second at 9,000 x 9014 x 8 / 4 = 162 Mbit/s each (the default fabric's
+    --calibrate ceiling was 160)."""
+    from topologies.fabric import emulation_warning
+    from topologies.sanity import host_ceiling
+    default = load_fabric(TOPOLOGIES / "default.yaml")
+    assert host_ceiling(default) == pytest.approx(9000 * 9014 * 8 / 4 / 1e6)
+    assert emulation_warning(default) is None                       # 20 Mbit/s
+    fast = parse_fabric(NIC_400G.replace("400000", "1000").replace("800000", "1000"), "t.yaml")
+    said = emulation_warning(fast)
+    assert said.startswith("links.server_leaf.rate_mbit: 1000 Mbit/s is past about 160 Mbit/s")
+    assert "about 80 Mbit/s" not in said
+    assert emulation_warning(fast, calibrated=80).startswith(
+        "links.server_leaf.rate_mbit: 1000 Mbit/s is past the 80 Mbit/s `--calibrate` found")
+    assert emulation_warning(default, calibrated=10) is not None     # the record rules
+    # what --check prints, and not for the simulator
+    out = run("--check", str(TOPOLOGIES / "default.yaml"), "--results", "/nonexistent")
+    assert "is past" not in out.stdout
+
+
+def test_check_warns_of_links_past_the_host_and_the_simulator_is_not_warned(tmp_path):
+    """What `scripts/lab check` (run_topology.py --check) prints for the
+    default fabric at 1 Gbit/s: the warning; with --engine sim nothing is
+    emulated, so no warning; a calibration record of this fabric rules."""
+    fast = tmp_path / "fast.yaml"
+    fast.write_text((TOPOLOGIES / "default.yaml").read_text().replace("rate_mbit: 20 ",
+                                                                       "rate_mbit: 1000 "))
+    empty = tmp_path / "results"
+    out = run("--check", str(fast), "--results", str(empty))
+    assert out.returncode == 0 and (
+        "  warning: links.server_leaf.rate_mbit: 1000 Mbit/s is past about 160 Mbit/s"
+        in out.stdout), out.stdout
+    assert "is past" not in run("--check", str(fast), "--engine", "sim", "--results",
+                                str(empty)).stdout
+    calibrated = empty / "20261203-100000-leaf-spine-2x2-calibration"
+    calibrated.mkdir(parents=True)
+    (calibrated / "calibration.json").write_text('[{"rate_mbit": 80, "kept_up": true}]')
+    out = run("--check", str(fast), "--results", str(empty))
+    assert "1000 Mbit/s is past the 80 Mbit/s `--calibrate` found" in out.stdout, out.stdout

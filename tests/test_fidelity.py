@@ -6,11 +6,13 @@ is a literal worked out by hand, never computed with the module's constants."""
 import pytest
 
 from harness.fabrics import leaf_spine
-from traffic.measure.fidelity import fidelity, mark_host_bound, mark_unresolved, size_flags
+from traffic.measure.fidelity import (calibrated_rate, fidelity, headline, mark_host_bound,
+                                      mark_rate_to_try, mark_unresolved, size_flags,
+                                      verdict_lines)
 
 FABRIC = leaf_spine(2, 2, 1, rate=8)          # every link 8 Mbit/s
 
-CPU_BUSY_ADVICE = ("links kept their rates, but the CPU was {cpu}% busy and ovs-vswitchd used "
+CPU_BUSY_ADVICE = ("the CPU was {cpu}% busy and ovs-vswitchd used "
                    "{ovs}% of its core: when forwarding is the bottleneck, packets wait before "
                    "the link queues, where this check cannot see them; lower rates would be safer")
 PACE = ("the rank processes, not the links, set the pace; lower link rates or fewer ranks "
@@ -264,3 +266,65 @@ def test_a_size_only_slower_than_simulated_is_listed_but_adds_no_resolution_advi
 def test_no_flagged_size_keeps_the_verdict_trustworthy():
     verdict = mark_unresolved({"trustworthy": True}, [small(1 << 20, [], 0.002, 0.5)], 20, 9000)
     assert verdict == {"trustworthy": True, "flagged_sizes": []}
+
+
+# --- the verdict as the table prints it: a short headline, the details once ----------
+
+def _said_once(lines):
+    """No clause of the verdict appears twice across its lines."""
+    text = " ".join(l.lstrip("#").strip() for l in lines)
+    clauses = [c.strip() for part in text.split(";") for c in part.split(": ") if len(c) > 20]
+    return len(clauses) == len(set(clauses))
+
+
+def test_a_busy_host_bound_run_says_host_bound_once_with_a_rate_from_its_best_size():
+    # 1 Gbit/s links, the CPU busy: the best size moved 0.1 of the link rate = 100 Mbit/s
+    verdict = fidelity([window(cpu=99.0, ovs=97.0)], FABRIC)
+    runs = [timed(1 << 20, 2.46, None, cpu_busy_pct=99.0),
+            {**timed(4 << 20, 1.2, None, cpu_busy_pct=99.0), "busbw_over_link": 0.1}]
+    verdict = mark_unresolved(mark_host_bound(verdict, runs), [dict(r, flags=[]) for r in runs],
+                              1000, 9000)
+    verdict = mark_rate_to_try(verdict, runs, 1000)
+    assert verdict["try_rate_mbit"] == 80 and verdict["try_rate_from"] == "this run"
+    lines = verdict_lines(verdict, 1000)
+    assert lines[0] == "# Fidelity: HOST-BOUND: the ranks, not the links, set the pace; try links of 80 Mbit/s."
+    assert len(lines[0]) < 120 and all(len(l) <= 100 for l in lines[1:])
+    assert " ".join(lines).count("links kept their rates") == 0
+    assert _said_once(lines) and "the CPU was 99% busy" in " ".join(lines)
+    assert " ".join(lines).count("set the pace") == 1
+    assert lines[-1].endswith("a size took 2.5x the alpha-beta time while the CPU was 99% busy")
+
+
+def test_a_calibration_below_the_run_rate_is_the_rate_to_try(tmp_path):
+    old = tmp_path / "20261201-100000-leaf-spine-2x2-calibration"
+    new = tmp_path / "20261203-100000-leaf-spine-2x2-calibration"
+    for folder, rows in ((old, [(5, True), (10, True)]),
+                         (new, [(5, True), (40, True), (80, True), (160, False)])):
+        folder.mkdir()
+        (folder / "calibration.json").write_text(
+            __import__("json").dumps([{"rate_mbit": r, "kept_up": k} for r, k in rows]))
+    assert calibrated_rate(tmp_path, "leaf-spine-2x2") == 80
+    assert calibrated_rate(tmp_path, "other") is None
+    verdict = mark_rate_to_try({"trustworthy": True, "host_bound": True, "advice": "x"},
+                               [timed(1 << 20, 3.0, None)], 1000, 80)
+    assert headline(verdict, 1000) == ("HOST-BOUND: the ranks, not the links, set the pace; "
+                                       "try links of 80 Mbit/s (--calibrate's ceiling).")
+    # a ceiling above the run's rate is no advice: the run's own figures give one
+    assert mark_rate_to_try({"host_bound": True}, [], 20, 80)["try_rate_from"] == "this run"
+
+
+def test_each_headline_is_short_and_the_flagged_one_says_where_to_quote_from():
+    runs = [small(32768, ["below-resolution"], 0.004, 0.0131),
+            small(1 << 20, [], 0.004, 0.42)]
+    flagged = mark_unresolved({"trustworthy": True, "host_kept_up": True}, runs, 20, 9000)
+    # 32768 B x 0.004 s / (0.2 x 0.0131 s) = 50,027 B = 48.9 KB, about 49
+    assert headline(flagged, 20) == "links kept their rates; quote sizes from about 49 KB up."
+    text = " ".join(l.lstrip("#").strip() for l in verdict_lines(flagged, 20))
+    assert text.count("49 KB") == 1 and text.endswith("a smaller MTU resolves smaller sizes")
+    short = fidelity([window([("a-eth1", 0.5)])], FABRIC)
+    assert headline(short, 8) == "UNTRUSTWORTHY: links fell below their rate; try links of 3.2 Mbit/s or less."
+    clean = fidelity([window()], FABRIC)
+    assert verdict_lines(clean, 8) == [
+        "# Fidelity: trustworthy: every saturated link ran at its configured rate."]
+    for v in (flagged, short, clean):
+        assert len(verdict_lines(v, 20)[0]) < 120

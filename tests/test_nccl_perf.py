@@ -253,3 +253,30 @@ def test_scripts_lab_dispatches_to_the_programs(tmp_path):
     bad = subprocess.run([str(REPO / "scripts" / "lab"), "nccl", "gather_perf"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "all_reduce_perf" in bad.stderr
+
+
+def test_the_dry_run_estimate_counts_every_sweep_the_run_makes():
+    """-N 2 cycles x 5 types x 5 ops x (out-of-place + in-place) = 100 sweeps
+    of 32K and 64K: by hand, 5 s once, then per sweep 1.5 s of idle latency,
+    0.8 s a size and 4 iterations of 1.5 x (32768 + 65536) B at 20 Mbit/s."""
+    import io
+    from dataclasses import replace
+    from ncclperf.nccl_sweeps import NcclSweeps
+    from runs.experiment import expected, experiment_from
+    from topologies.fabric import load_fabric
+    fabric = load_fabric(REPO / "topologies" / "default.yaml")
+    exp = replace(experiment_from(fabric), minbytes=32768, maxbytes=65536, stepfactor=2.0,
+                  iters=3, warmup=1)
+    opts = parse("all_reduce_perf", ["-d", "all", "-o", "all", "-N", "2"])
+    plan = NcclSweeps(opts, io.StringIO()).plan(exp)
+    assert len(plan) == 100
+    assert {(e.datatype, e.op) for e in plan} == {(t, o) for t in ("int8", "int32", "half",
+                                                  "float", "bfloat16")
+                                                  for o in ("sum", "prod", "max", "min", "avg")}
+    wire = 4 * 1.5 * (32768 + 65536) * 8 / 20e6
+    assert expected(fabric, exp, plan=plan) == {
+        "seconds": pytest.approx(5 + 100 * (1.5 + 2 * 0.8 + wire)),
+        "wire_s": pytest.approx(100 * wire), "sweeps": 100, "sizes": 200}
+    # what --dry-run prints: the same plan, the rooted collectives' every root (-r -1)
+    proc = perf("broadcast_perf", "--dry-run", "-b", "32K", "-e", "32K", "-r", "-1")
+    assert "8 sweeps of the sizes, 8 sizes in all" in proc.stdout, proc.stdout

@@ -54,12 +54,14 @@ def test_check_json_is_what_check_says_with_the_expected_duration():
     assert got["valid"] and got["shape"].startswith("2 spines x 2 leaves")
     assert got["experiment"]["algorithm"] == "auto" and got["compare"] == []
     # by hand: 32K + 128K + 512K + 2M bytes, 6 iterations each, 2(n-1)/n = 1.5 of them
-    # over a 20 Mbit/s NIC: 2,785,280 x 6 x 1.5 x 8 / 20e6 s
-    assert got["expected_seconds"] == pytest.approx(2_785_280 * 6 * 1.5 * 8 / 20e6)
+    # over a 20 Mbit/s NIC: 2,785,280 x 6 x 1.5 x 8 / 20e6 s; then 5 s to build and tear
+    # down, 1.5 s of idle latency and 0.8 s for each of the 4 sizes
+    wire = 2_785_280 * 6 * 1.5 * 8 / 20e6
+    assert got["expected_seconds"] == pytest.approx(5 + wire + 1.5 + 4 * 0.8)
     text = run("--check").stdout
-    assert "  expected: about 10 s of collectives" in text
+    assert "  expected: about 20 s in all: 1 sweep of the sizes, 4 sizes in all, 10 s" in text
     twice = json.loads(run("--check", "--json", "--compare", "ring").stdout)
-    assert twice["expected_seconds"] == pytest.approx(2 * got["expected_seconds"])
+    assert twice["expected_seconds"] == pytest.approx(5 + 2 * (wire + 1.5 + 4 * 0.8))
 
 
 def test_a_simulation_has_no_expected_link_time():
@@ -73,7 +75,8 @@ def test_servers_of_several_nics_are_expected_to_use_them_all():
     NICs of 1 Mbit/s each carry an eighth. By hand: 2 iterations of 16 MiB,
     2(255)/256 of them, over 8 x 1 Mbit/s."""
     got = json.loads(run("--check", "--json", str(TOPOLOGIES / "superpod-su.yaml")).stdout)
-    assert got["expected_seconds"] == pytest.approx(2 * 2 * 255 / 256 * (16 << 20) * 8 / 8e6)
+    wire = 2 * 2 * 255 / 256 * (16 << 20) * 8 / 8e6
+    assert got["expected_seconds"] == pytest.approx(5 + wire + 1.5 + 0.8)   # one size
     flat = json.loads(run("--check", "--json", str(TOPOLOGIES / "superpod-su.yaml"), "-a",
                           "ring", "--scale-up", "packets").stdout)
-    assert flat["expected_seconds"] == pytest.approx(8 * got["expected_seconds"])
+    assert flat["expected_seconds"] == pytest.approx(5 + 8 * wire + 1.5 + 0.8)

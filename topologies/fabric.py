@@ -66,7 +66,7 @@ import networks
 from topologies import hardware, kinds
 from topologies.roles import network_roles, role
 from topologies.sanity import (check_emulation, check_physics, check_policy,  # noqa: F401
-                               check_size, check_whole, fabric_warnings)
+                               check_size, check_whole, emulation_warning, fabric_warnings)
 from topologies.schema import (FabricError, interconnect, load_yaml, multi_gpu,  # noqa: F401
                                name_from_file, normalise_fabric, nvlink_domain, read_text)
 

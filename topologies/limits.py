@@ -26,3 +26,11 @@ EMULATED_LINKS = 2048           # each a veth pair with a qdisc tree per end; th
 EMULATED_RATE_MBIT = 100_000    # HTB on veth pairs: 100 Gbit/s
 EMULATED_QUEUE_BYTES = 2 << 30  # all queues together (each link has one per direction)
 EMULATED_GPUS = 16              # GPUs per server: an NVSwitch node with a port per GPU
+
+# --- what this host forwards: a warning, not a refusal --------------------------------
+# One ovs-vswitchd thread forwards every frame (docs/limits.md); the default fabric's
+# `--calibrate` ceiling on this 2-core host was 160 Mbit/s a link (docs/benchmarks.md):
+# its 4 servers' links at 160 Mbit/s carry 8,875 9014-byte frames a second. A fabric
+# whose server links at their rate would carry more frames than about this is past
+# what the host can emulate (topologies/sanity.py `emulation_warning`).
+HOST_FRAMES_PER_S = 9_000

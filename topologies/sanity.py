@@ -18,14 +18,14 @@ real rates at real scale, up to the model's limits.
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from topologies.errors import FabricError, shown
 from topologies.kinds import link_class
 from topologies.roles import role
 from topologies.limits import (EMULATED_ENDPOINTS, EMULATED_GPUS, EMULATED_LINKS,
                                EMULATED_QUEUE_BYTES, EMULATED_RATE_MBIT, EMULATED_SWITCHES,
-                               MAX_ENDPOINTS, MAX_LINKS, MAX_RACK_GPUS, MAX_RATE_MBIT,
+                               HOST_FRAMES_PER_S, MAX_ENDPOINTS, MAX_LINKS, MAX_RACK_GPUS, MAX_RATE_MBIT,
                                MAX_SWITCHES)
 from topologies.schema import IFNAME_MAX, MAX_PER_LEAF, MIN_RATE_MBIT, multi_gpu
 from topologies.yaml_loader import quantity
@@ -178,6 +178,39 @@ def check_physics(fabric) -> None:
 def fabric_warnings(fabric) -> Tuple[str, ...]:
     """What is merely unwise in the fabric: one 'key.path: sentence' each."""
     return tuple(f"{path}: {sentence}" for path, sentence in findings(fabric)[1])
+
+
+def host_ceiling(fabric) -> float:
+    """About the highest server-link rate (Mbit/s) this host can emulate the
+    fabric at: HOST_FRAMES_PER_S over the frames a second its server links
+    (what the servers put into the network) carry at their rates, as a share
+    of their rate."""
+    frame = fabric.spec["fabric"]["mtu"] + ETHERNET_HEADER
+    nics = [l for l in fabric.links if link_class(l.kind) == "server_leaf"]
+    frames = sum(l.spec.rate_mbit for l in nics) * 1e6 / (8 * frame)
+    rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+    return rate * HOST_FRAMES_PER_S / frames if frames else rate
+
+
+def emulation_warning(fabric, calibrated: Optional[float] = None) -> Optional[str]:
+    """'links.server_leaf.rate_mbit: sentence' when the server links' rate
+    is past what this host can emulate for this fabric: the ceiling
+    `--calibrate` found for it (`calibrated`), else `host_ceiling`'s
+    estimate; None within it."""
+    rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+    if calibrated:
+        if rate <= calibrated:
+            return None
+        why = f"the {calibrated:g} Mbit/s `--calibrate` found this host keeps up with"
+    else:
+        ceiling = host_ceiling(fabric)
+        if rate <= ceiling:
+            return None
+        why = (f"about {float(f'{ceiling:.2g}'):g} Mbit/s, what this host can emulate for this "
+               f"fabric (about {HOST_FRAMES_PER_S:,} frames a second out of all its servers; "
+               "`--calibrate` measures it)")
+    return (f"links.server_leaf.rate_mbit: {rate:g} Mbit/s is past {why}: a run may be "
+            "HOST-BOUND or UNTRUSTWORTHY; lower the rates (every class in proportion)")
 
 
 def findings(fabric) -> Tuple[List[Finding], List[Finding]]:

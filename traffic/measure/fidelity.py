@@ -22,7 +22,10 @@ run's verdict say which sizes to read.
 
 from __future__ import annotations
 
-from typing import List
+import json
+import textwrap
+from pathlib import Path
+from typing import List, Optional
 
 from lab.shaping import unpaid_bytes
 
@@ -32,6 +35,11 @@ HOST_BOUND_RATIO, HOST_BOUND_CPU = 2.0, 80.0   # slower than the model, with the
 SIM_HOST_BOUND = 1.25   # measured/simulated past the simulator's worst on trusted sizes (0.21)
 UNPAID_SHARE = 0.2      # at most this share of a size's serialisation may go unpaid
 SLOWER = "slower-than-simulated"   # a size's flag: far behind the simulator, CPU not saturated
+TRY_SHARE = 0.8         # a rate to try: this share of what the host sustained (or was owed)
+HEADLINE_CHARS = 120    # the verdict's first sentence stays within this
+PACE = ("the rank processes, not the links, set the pace; lower link rates or fewer ranks "
+        "measure the fabric instead")
+QUOTE_FROM = "; quote sizes from about {kb:.0f} KB up, or lower the MTU"
 
 
 def fidelity(summaries: List[dict], fabric) -> dict:
@@ -51,7 +59,7 @@ def fidelity(summaries: List[dict], fabric) -> dict:
                              f"core): try link rates of {max(rate * worst * 0.8, 0.1):.3g} "
                              f"Mbit/s or less, or `run_topology.py --calibrate`")
     elif cpu > CPU_BUSY_WARN or ovs > OVS_BUSY:
-        verdict["advice"] = (f"links kept their rates, but the CPU was {cpu:.0f}% busy and "
+        verdict["advice"] = (f"the CPU was {cpu:.0f}% busy and "
                              f"ovs-vswitchd used {ovs:.0f}% of its core: when forwarding is "
                              "the bottleneck, packets wait before the link queues, where this "
                              "check cannot see them; lower rates would be safer")
@@ -82,8 +90,7 @@ def mark_host_bound(verdict: dict, runs: List[dict], sim_faithful: bool = True) 
     if why:
         verdict["host_bound"] = True
         verdict["advice"] = "; ".join(filter(None, [verdict.get("advice"), (
-            f"{why}: the rank processes, not the links, set the pace; lower link rates or "
-            "fewer ranks measure the fabric instead")]))
+            f"{why}: {PACE}")]))
     return verdict
 
 
@@ -141,10 +148,81 @@ def mark_unresolved(verdict: dict, runs: List[dict], rate_mbit: float, mtu: int)
            f"Mbit/s: an idle shaped link lets its first frames out unpaid ({frame_ms:.2g} ms "
            f"per {mtu + 14}-byte frame), which a real link charges"
            + (f"; busbw beat the link rate at {_sizes(over)} B" if over else "")
-           + (f"; quote sizes from about {need / 1024:.0f} KB up, or lower the MTU"
-              if need else ""))
+           + (QUOTE_FROM.format(kb=need / 1024) if need else ""))
     verdict["advice"] = "; ".join(filter(None, [verdict.get("advice"), why]))
+    if need:
+        verdict["quote_from_bytes"] = int(need)
     return verdict
+
+
+def calibrated_rate(results: Path, fabric_name: str) -> Optional[float]:
+    """The ceiling the newest `--calibrate` of this fabric found (its
+    `<time>-<name>-calibration/calibration.json` under `results`): the
+    highest rate the host kept up with; None without such a record."""
+    for folder in sorted(Path(results).glob(f"*-{fabric_name}-calibration"), reverse=True):
+        try:
+            rows = json.loads((folder / "calibration.json").read_text())
+        except (OSError, ValueError):
+            continue
+        kept = [r["rate_mbit"] for r in rows if isinstance(r, dict) and r.get("kept_up")]
+        if kept:
+            return max(kept)
+    return None
+
+
+def mark_rate_to_try(verdict: dict, runs: List[dict], rate_mbit: float,
+                     calibrated: Optional[float] = None) -> dict:
+    """A HOST-BOUND verdict's rate to try: the ceiling `--calibrate` found
+    for this fabric where it is below the run's rate, else TRY_SHARE of the
+    most per link the host sustained in this run (the best size's busbw/link
+    times the link rate: the host moved that much while it set the pace)."""
+    if not verdict.get("host_bound"):
+        return verdict
+    if calibrated and calibrated < rate_mbit:
+        verdict["try_rate_mbit"], verdict["try_rate_from"] = calibrated, "--calibrate"
+        return verdict
+    best = max((r.get("busbw_over_link") or 0 for r in runs), default=0) * rate_mbit
+    verdict["try_rate_mbit"] = float(f"{max(min(best, rate_mbit) * TRY_SHARE, 0.1):.2g}")
+    verdict["try_rate_from"] = "this run"
+    return verdict
+
+
+def headline(verdict: dict, rate_mbit: float) -> str:
+    """The verdict's first sentence, short (HEADLINE_CHARS at most): what
+    to do, with the rate to try where the host held the figures back."""
+    if verdict.get("host_bound"):
+        rate = verdict.get("try_rate_mbit")
+        where = {"--calibrate": " (--calibrate's ceiling)"}.get(verdict.get("try_rate_from"), "")
+        return ("HOST-BOUND: the ranks, not the links, set the pace"
+                + (f"; try links of {rate:g} Mbit/s{where}." if rate else "."))
+    if not verdict.get("host_kept_up", verdict["trustworthy"]):
+        worst = min((w[1] for w in verdict.get("worst", [])), default=0.5)
+        return (f"UNTRUSTWORTHY: links fell below their rate; try links of "
+                f"{max(rate_mbit * worst * TRY_SHARE, 0.1):.3g} Mbit/s or less.")
+    if verdict.get("flagged_sizes"):
+        start = verdict.get("quote_from_bytes")
+        return ("links kept their rates; quote "
+                + (f"sizes from about {start / 1024:.0f} KB up." if start else
+                   "only the sizes with no note."))
+    return "trustworthy: every saturated link ran at its configured rate."
+
+
+def verdict_lines(verdict: dict, rate_mbit: float, width: int = 100) -> List[str]:
+    """The verdict as the fabric table ends: the headline, then its details
+    wrapped to `width`: the advice less what the headline said already (the
+    pace the ranks set, the size to quote from), so that each is said once."""
+    lines = [f"# Fidelity: {headline(verdict, rate_mbit)}"]
+    details = verdict.get("advice", "")
+    if verdict.get("host_bound"):
+        details = details.replace(f": {PACE}", "")
+    if verdict.get("quote_from_bytes") and not verdict.get("host_bound") and \
+            verdict.get("host_kept_up", verdict["trustworthy"]):
+        details = details.replace(QUOTE_FROM.format(kb=verdict["quote_from_bytes"] / 1024),
+                                  "; a smaller MTU resolves smaller sizes")
+    if details:
+        lines += textwrap.wrap(details, width, initial_indent="#   ",
+                               subsequent_indent="#   ", break_on_hyphens=False)
+    return lines
 
 
 def _sizes(sizes: List[int]) -> str:

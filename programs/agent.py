@@ -74,6 +74,15 @@ HELLO = struct.Struct("!II")             # rank, channel
 CONNECT_WAIT_S = 600
 BACKLOG = 1024
 READS_PER_TURN = 8      # reads of one connection before the event loop serves the others
+# A connection's source port: `--source-ports BASE` + its place among every
+# (rank, peer, channel), below Linux's ephemeral range (32768 up), so the
+# same connection leaves from the same port in every experiment of a lab
+# and ECMP hashes it onto the same path, as nccl-tests' in-place columns
+# reuse the out-of-place columns' connections. Closed with RST (linger 0),
+# they leave no TIME_WAIT to stop the next experiment's connection.
+SOURCE_PORTS_END = 32000
+CHANNELS_MAX = 16
+NO_LINGER = struct.pack("ii", 1, 0)
 # when a read's bytes reached this host: SO_TIMESTAMPNS (Python names it not;
 # 35 in asm-generic/socket.h where time_t is 64-bit: x86-64, arm64), a timespec
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
@@ -246,16 +255,22 @@ class Rank:
             conn.sock.close()
             return
         conn.peer = peer
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, NO_LINGER)
         tune(conn.sock, self.loop.window_of(self.rank, peer))
         conn.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.incoming.add((peer, channel))
 
     def connect(self, peer: int, channel: int) -> None:
         deadline = time.monotonic() + CONNECT_WAIT_S
+        source = self.loop.source(self.rank, peer, channel)
         while True:
             try:
                 with netns.inside(self.ns):
                     sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, NO_LINGER)
+                if source:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind(source)
                 sock.settimeout(5)
                 sock.connect((self.loop.address(self.rank, peer), self.loop.port))
                 sock.sendall(HELLO.pack(self.rank, channel))
@@ -264,6 +279,9 @@ class Rank:
                 sock.close()
                 if time.monotonic() > deadline:
                     raise
+                # the port taken (another rank of this namespace drew it):
+                # the kernel's choice, then
+                source = None
                 time.sleep(0.05)
         self.senders[(peer, channel)] = Conn(self.loop, tune(sock), self, peer)
 
@@ -379,8 +397,8 @@ class Transport:
 
 class Agents:
     def __init__(self, ranks, namespaces, addresses, port: int, nvlink=(), servers=(),
-                 windows=(0, 0)):
-        self.port, self.n = port, len(addresses)
+                 windows=(0, 0), source_ports: int = 0):
+        self.port, self.n, self.source_ports = port, len(addresses), source_ports
         self.ips, self.nvlink, self.servers, self.windows = addresses, nvlink, servers, windows
         self.sel = selectors.DefaultSelector()
         self.channels, self.scale_up = 1, None
@@ -408,6 +426,15 @@ class Agents:
         """A peer in the same server is reached over NVLink, as NCCL would."""
         nv = self.nvlink[peer] if self.nvlink else ""
         return nv if nv and self.same_server(rank, peer) else self.ips[peer]
+
+    def source(self, rank: int, peer: int, channel: int):
+        """(address, port) a connection from `rank` to `peer` leaves from, the
+        same in every experiment of the lab; None for the kernel's choice."""
+        if not self.source_ports:
+            return None
+        place = (rank * self.n + peer) * CHANNELS_MAX + channel
+        port = self.source_ports + place % (SOURCE_PORTS_END - self.source_ports)
+        return self.address(peer, rank), port
 
     def at(self, when: float, callback) -> None:
         """Call `callback` once the monotonic clock reaches `when`."""
@@ -514,6 +541,10 @@ def main(argv=None) -> int:
                         "the process's own)")
     p.add_argument("--addresses", required=True, help="IP of every rank, in rank order")
     p.add_argument("--port", type=int, default=7000)
+    p.add_argument("--source-ports", type=int, default=0,
+                   help="first source port of the connections, each at a place fixed by "
+                        "(rank, peer, channel), so every experiment draws the same ECMP paths "
+                        "(0: the kernel's ephemeral ports)")
     p.add_argument("--nvlink", default="", help="NVLink address of every rank ('' for none)")
     p.add_argument("--servers", default="", help="the server of every rank")
     p.add_argument("--windows", default="0,0",
@@ -530,7 +561,8 @@ def main(argv=None) -> int:
     namespaces = split(a.netns) or [""] * len(ranks)
     return serve(ranks, lambda: Agents(ranks, namespaces, a.addresses.split(","), a.port,
                                        split(a.nvlink), split(a.servers),
-                                       tuple(int(w) for w in a.windows.split(","))), {
+                                       tuple(int(w) for w in a.windows.split(",")),
+                                       a.source_ports), {
         "setup": lambda agents, m: agents.setup(
             m["collective"], m["algorithm"], m["count"], m["root"], m["piece"], Transport.of(m)),
         "go": lambda agents, m: agents.run(m["iter"], m.get("at", 0.0), m.get("timeline", False)),

@@ -3,9 +3,11 @@ agent program and the lab's JSON-lines driver, over loopback (ranks share the
 test's namespace, each listening on its own 127.0.0.x address), real float32
 data and #wrong as a lab run computes them."""
 
+import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,6 +52,7 @@ class LocalLauncher:
     """Starts the agents as plain local processes: the lab's popen, minus the namespace."""
     def __init__(self):
         self.procs = []
+        self.run_dir = Path(f"/tmp/agents-{os.getpid()}-{id(self)}")   # names the source ports
 
     def netns(self, name):
         return ""                                  # the test's own

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+import zlib
 from typing import List, Sequence
 
 from lab.shaping import connection_windows
@@ -17,6 +18,16 @@ from collectives.metrics import payload_share
 from policies import policy
 
 AGENT_PORT = 7000
+SOURCE_PORTS = (10000, 20000)      # where a lab's first source port falls (programs/agent.py)
+
+
+def source_ports(lab) -> int:
+    """The first source port of the agents' connections on this lab: fixed
+    by the lab's folder, so every experiment on it (a sweep, its in-place
+    columns, the algorithms --compare adds) draws the same ECMP paths for
+    the same connections, and another lab draws anew."""
+    low, high = SOURCE_PORTS
+    return low + zlib.crc32(str(lab.run_dir).encode()) % (high - low)
 
 
 def scale_up_bps(fabric) -> float:
@@ -52,7 +63,8 @@ class RankAgents(AgentProcesses, Engine):
             sys.executable, "-m", "programs.agent",
             "--ranks", ",".join(map(str, group)),
             "--netns", ",".join(namespaces[r] for r in group), "--addresses", ips,
-            "--port", str(port), "--nvlink", nvlink, "--servers", boxes,
+            "--port", str(port), "--source-ports", str(source_ports(lab)),
+            "--nvlink", nvlink, "--servers", boxes,
             "--windows", ",".join(map(str, connection_windows(fabric.links, fabric.mtu)))],
             groups=None if per_rank else by_server(hosts))
 

@@ -149,3 +149,17 @@ def test_check_warns_of_links_past_the_host_and_the_simulator_is_not_warned(tmp_
     (calibrated / "calibration.json").write_text('[{"rate_mbit": 80, "kept_up": true}]')
     out = run("--check", str(fast), "--results", str(empty))
     assert "1000 Mbit/s is past the 80 Mbit/s `--calibrate` found" in out.stdout, out.stdout
+
+
+def test_the_estimate_warns_only_past_twice_itself():
+    """Measured on this host: leaf-spine-4x4 (estimate 14 Mbit/s) ran
+    trustworthy at its 25, leaf-spine-4x8 (estimate 3.4) fell 1.44x behind
+    the simulator at its 10: the first is not warned of, the second is."""
+    from topologies.fabric import emulation_warning
+    from topologies.sanity import host_ceiling
+    ok = load_fabric(TOPOLOGIES / "leaf-spine-4x4.yaml")
+    behind = load_fabric(TOPOLOGIES / "leaf-spine-4x8.yaml")
+    assert host_ceiling(ok) < 25 <= 2 * host_ceiling(ok)
+    assert emulation_warning(ok) is None
+    assert emulation_warning(behind).startswith(
+        "links.server_leaf.rate_mbit: 10 Mbit/s is past about 3.4 Mbit/s")

@@ -25,8 +25,8 @@ from topologies.kinds import link_class
 from topologies.roles import role
 from topologies.limits import (EMULATED_ENDPOINTS, EMULATED_GPUS, EMULATED_LINKS,
                                EMULATED_QUEUE_BYTES, EMULATED_RATE_MBIT, EMULATED_SWITCHES,
-                               HOST_FRAMES_PER_S, MAX_ENDPOINTS, MAX_LINKS, MAX_RACK_GPUS, MAX_RATE_MBIT,
-                               MAX_SWITCHES)
+                               HOST_ESTIMATE_SLACK, HOST_FRAMES_PER_S, MAX_ENDPOINTS,
+                               MAX_LINKS, MAX_RACK_GPUS, MAX_RATE_MBIT, MAX_SWITCHES)
 from topologies.schema import IFNAME_MAX, MAX_PER_LEAF, MIN_RATE_MBIT, multi_gpu
 from topologies.yaml_loader import quantity
 from policies import policy
@@ -195,8 +195,8 @@ def host_ceiling(fabric) -> float:
 def emulation_warning(fabric, calibrated: Optional[float] = None) -> Optional[str]:
     """'links.server_leaf.rate_mbit: sentence' when the server links' rate
     is past what this host can emulate for this fabric: the ceiling
-    `--calibrate` found for it (`calibrated`), else `host_ceiling`'s
-    estimate; None within it."""
+    `--calibrate` found for it (`calibrated`), else past twice
+    `host_ceiling`'s estimate (HOST_ESTIMATE_SLACK); None within it."""
     rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
     if calibrated:
         if rate <= calibrated:
@@ -204,11 +204,11 @@ def emulation_warning(fabric, calibrated: Optional[float] = None) -> Optional[st
         why = f"the {calibrated:g} Mbit/s `--calibrate` found this host keeps up with"
     else:
         ceiling = host_ceiling(fabric)
-        if rate <= ceiling:
+        if rate <= HOST_ESTIMATE_SLACK * ceiling:
             return None
         why = (f"about {float(f'{ceiling:.2g}'):g} Mbit/s, what this host can emulate for this "
-               f"fabric (about {HOST_FRAMES_PER_S:,} frames a second out of all its servers; "
-               "`--calibrate` measures it)")
+               f"fabric (about {HOST_FRAMES_PER_S:,} frames a second out of all its servers, "
+               f"an estimate warned of past {HOST_ESTIMATE_SLACK}x; `--calibrate` measures it)")
     return (f"links.server_leaf.rate_mbit: {rate:g} Mbit/s is past {why}: a run may be "
             "HOST-BOUND or UNTRUSTWORTHY; lower the rates (every class in proportion)")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 from os_ken.base import app_manager
@@ -56,6 +57,7 @@ class FabricController(app_manager.OSKenApp):
         self.core = FabricCore(fabric, log=self.logger)
         self.status_path = Path(os.environ["FABRIC_LAB_STATUS"])
         self.written = None          # the last status written, without its time
+        self.writing = threading.Lock()
         self._write_status()
         self.counted = {}            # dpid -> connections counted so far (a multipart reply)
         if self.core.adaptive:
@@ -138,8 +140,11 @@ class FabricController(app_manager.OSKenApp):
             self._write_status()
 
     def _write_status(self):
-        status = self.core.status()
-        content = {k: v for k, v in status.items() if k != "time"}
-        if content != self.written:
-            write_status(self.status_path, status)
-            self.written = content
+        """Write the status if it changed; one writer at a time, so the last
+        status computed is the last one written."""
+        with self.writing:
+            status = self.core.status()
+            content = {k: v for k, v in status.items() if k != "time"}
+            if content != self.written:
+                write_status(self.status_path, status)
+                self.written = content

@@ -6,6 +6,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -396,6 +397,31 @@ def test_the_status_file_is_replaced_whole(tmp_path):
     write_status(path, {"generation": 1})
     write_status(path, {"generation": 2, "errors": []})
     assert path.read_text() == '{"generation": 2, "errors": []}'
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_writers_at_once_never_leave_a_mixed_status(tmp_path):
+    """Connections refused at once (controller/tls.py) write the status
+    from several threads: each write is whole, none fails, nothing is left."""
+    path = tmp_path / "controller-status.json"
+    failures = []
+
+    def writer(n):
+        for i in range(300):
+            try:
+                write_status(path, {"writer": n, "i": i, "pad": "x" * (n * 37 % 200)})
+            except OSError as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        if path.exists():
+            json.loads(path.read_text())                # whole, or it raises here
+    for t in threads:
+        t.join()
+    assert failures == [] and json.loads(path.read_text())["i"] == 299
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 

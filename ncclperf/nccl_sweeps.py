@@ -1,39 +1,40 @@
-"""An nccl-tests binary on the lab: run_topology.py's run, with the sweeps
-nccl-tests would run and its output.
+"""An nccl-tests binary on the lab: the run orchestrator's run
+(runner/entry.py), with this front planning the sweeps nccl-tests would
+run and printing its output.
 
 `command(collective)` is each program's main: it reads nccl-tests' flags
-(ncclperf/nccl_options.py) and hands the rest to run_topology.main with an
-`NcclSweeps`, which run_topology calls where it would sweep the collective:
-the same lab, set up and torn down by run_topology, the same results folder.
-For each run cycle (-N), data type (-d), op (-o) and root (-r), it runs the
+(ncclperf/nccl_options.py) and hands the rest to runner.entry.main with an
+`NcclSweeps` as the run's front (runner/sweeping.py): the same lab, set up
+and torn down by the orchestrator, the same results folder. For each run
+cycle (-N), data type (-d), op (-o) and root (-r), the plan sweeps the
 sizes out-of-place and then again for the in-place columns: the rank agents
 keep one buffer per rank and have no in-place mode, so in-place is the same
-operation measured again, and a `#` line says so.
+operation measured again, on the same connections, and a `#` line says so.
 
-nccl-tests' output goes to stdout (report/nccl_tests.py); fabric-lab's own
-lines and tables (the lab, reachability, the fabric during each size, the
-fidelity verdict, the teardown) go to stderr. The results folder holds
-nccl-tests.txt and nccl-tests.json besides run_topology's files; -J FILE.json
-writes the JSON there too.
+nccl-tests' output goes to stdout (report/nccl_tests.py), which this front
+owns; fabric-lab's own lines and tables (the lab, reachability, the fabric
+during each size, the fidelity verdict, the teardown) go to stderr, each a
+comment (`Commented`). The results folder holds nccl-tests.txt and
+nccl-tests.json besides the run's files; -J FILE.json writes the JSON there
+too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Optional
 
-import run_topology
 from ncclperf.nccl_options import NcclFlagError, NcclOptions, parse
 from collectives.registry import ENGINES, REDUCING, ROOTED
 from report import nccl_tests
-from report.write import Outputs, sweep_collectives, sweep_text
+from runner import entry
+from runner.sweeping import Sweep
 from runs.experiment import MAX_HOURS, MAX_SIZES, ExperimentError, check_experiment, size_text
 
 IN_PLACE_NOTE = ("note: in-place: the rank agents keep one buffer per rank and have no in-place "
@@ -41,21 +42,33 @@ IN_PLACE_NOTE = ("note: in-place: the rank agents keep one buffer per rank and h
                  "sweep of the sizes after the out-of-place one")
 
 
-class NcclSweeps:
-    """run_topology's sweep, as nccl-tests runs it (see the module)."""
+@dataclass
+class NcclSweep(Sweep):
+    """A sweep of the plan: which placement's columns it fills, and whether
+    it starts or ends the rows of its (type, op, root)."""
+    placement: str = "out-of-place"
+    op: str = "sum"                         # the op as given (sendrecv's rows name it)
+    first_of_group: bool = False
+    last_of_group: bool = False
 
-    def __init__(self, opts: NcclOptions, out, program: Optional[str] = None):
-        self.opts, self.out = opts, out
-        # the command as typed, for the provenance (run_topology reads it)
+
+class NcclSweeps:
+    """The run's front, as nccl-tests runs it (see the module)."""
+    owns_stdout = True
+
+    def __init__(self, opts: NcclOptions, out=None, program: Optional[str] = None):
+        self.opts = opts
+        self.out = out or sys.stdout        # the orchestrator hands over its stdout
+        # the command as typed, for the provenance
         self.typed = (program or opts.program, opts.argv[1:])
         self.rows: List[dict] = []
         self.lines: List[str] = []
         self.started = time.time()
         self.wrong = 0
-        self.count = 1                      # sweeps made
         self._ranks = 0
         self._group: List[dict] = []        # the rows of the (type, op, root) under way
         self._waiting: List[dict] = []      # out-of-place sizes whose in-place is to come
+        self._out_of_place = None           # the record of the last out-of-place sweep
         self._op = None
         self.min_bw: Optional[float] = None
         self.config: Optional[nccl_tests.Config] = None
@@ -86,13 +99,32 @@ class NcclSweeps:
                        root=root if exp.collective in ROOTED else exp.root,
                        minbytes=lo, maxbytes=hi, stepfactor=factor)
 
-    def plan(self, exp) -> list:
-        """The experiment of each sweep this run makes, in order: per cycle
-        (-N), data type, op and root, each chunk out-of-place then in-place
-        (what `__call__` runs; `--dry-run` times it)."""
-        return [self.experiment(exp, variant, chunk) for _cycle in range(self.opts.cycles)
-                for variant in self.variants(exp) for chunk in self.chunks(exp)
-                for _placement in ("out-of-place", "in-place")]
+    def plan(self, exp, compare, run_dir: Path) -> List[NcclSweep]:
+        """Each sweep this run makes, in order: per cycle (-N), data type,
+        op and root, each chunk out-of-place then in-place. The first is the
+        run's own (its folder, results.csv, the figures, summary.json's
+        `collectives`); the others have folders under nccl-tests/."""
+        plan: List[NcclSweep] = []
+        chunks = self.chunks(exp)
+        for _cycle in range(self.opts.cycles):
+            for variant in self.variants(exp):
+                for c, chunk in enumerate(chunks):
+                    e = self.experiment(exp, variant, chunk)
+                    for placement in ("out-of-place", "in-place"):
+                        plan.append(self._sweep(e, placement, len(plan) + 1, run_dir))
+                        plan[-1].op = variant[1]
+                        plan[-1].first_of_group = c == 0 and placement == "out-of-place"
+                        plan[-1].last_of_group = c == len(chunks) - 1 and placement == "in-place"
+        return plan
+
+    @staticmethod
+    def _sweep(e, placement: str, number: int, run_dir: Path) -> NcclSweep:
+        if number == 1:
+            return NcclSweep(e, run_dir, placement=placement)
+        name = f"{number:03d}-{e.datatype}-{e.op}-root{e.root}-{placement}"
+        return NcclSweep(e, run_dir / "nccl-tests" / name, kept=False, placement=placement,
+                         title=f"# nccl-tests sweep {number}: {e.datatype} {e.op} root "
+                               f"{e.root}, {placement}")
 
     def check(self, fabric, exp) -> None:
         """Each sweep this run would make, as run_topology checks its own;
@@ -130,50 +162,43 @@ class NcclSweeps:
                              f"{fastest:g} Mbit/s; at most {MAX_HOURS}: fewer of them, fewer "
                              "iterations or smaller sizes")
 
-    # --- run_topology's sweep ----------------------------------------------------
+    # --- the orchestrator's hooks (runner/sweeping.py Front) ----------------------
 
-    def __call__(self, fabric, exp, compare, replay, out: Outputs):
-        """What run_topology calls in place of sweep_collectives."""
-        self._header(fabric, exp, out.run_dir)
-        first = figures = failed = None
-        for _cycle in range(self.opts.cycles):
-            for variant in self.variants(exp):
-                self._group, self._op = [], variant[1]
-                for chunk in self.chunks(exp):
-                    e = self.experiment(exp, variant, chunk)
-                    if first is None:       # run_topology's own outputs: CSV, figures
-                        results, figures, failed = sweep_collectives(fabric, e, [], replay, out)
-                        oop = first = results[e.algorithm]
-                    else:
-                        oop = self._replay(fabric, e, replay, out, "out-of-place")
-                    self._waiting = list(oop.runs)      # a row each as its in-place size ends
-                    ip = self._replay(fabric, e, replay, out, "in-place")
-                    done, waiting, self._waiting = len(oop.runs) - len(self._waiting), \
-                        self._waiting, []
-                    for a, b in zip(waiting, ip.runs[done:]):   # a display that told nothing
-                        self._row(a, b)
-                for line in nccl_tests.link_lines(self._group, oop.link_rate_mbit):
-                    self._say(line)
-                self.rows += self._group
-        self._footer(out.run_dir)
-        return {exp.algorithm: first}, figures, failed
+    def start(self, fabric, exp, run_dir: Path) -> None:
+        self._header(fabric, exp, run_dir)
+
+    def commented(self, stream):
+        """The stream the run's own lines go to: each a comment."""
+        return Commented(stream)
 
     def size_done(self, record) -> None:
-        """A size of a sweep has ended (run_topology's progress display says
+        """A size of a sweep has ended (the run's progress display says
         so): in an in-place sweep, its row goes out now, as nccl-tests prints
         a row as its size ends, beside the out-of-place sweep's size."""
         if self._waiting:
             self._row(self._waiting.pop(0), record)
 
-    def _replay(self, fabric, e, replay, out: Outputs, placement: str):
-        self.count += 1                     # the first sweep was sweep_collectives'
-        folder = out.run_dir / "nccl-tests" / (f"{self.count:03d}-{e.datatype}-{e.op}-root"
-                                              f"{e.root}-{placement}")
-        out.say(f"# nccl-tests sweep {self.count}: {e.datatype} {e.op} root {e.root}, "
-                f"{placement}")
-        record = replay(e, folder)
-        out.say(sweep_text(fabric, record, out.machines))
-        return record
+    def sweep_done(self, sweep: NcclSweep, record) -> None:
+        """An out-of-place sweep's sizes wait for their in-place columns; an
+        in-place sweep's rows not out yet (a display that told nothing) go
+        out now; a (type, op, root)'s last sweep ends its rows with the
+        busbw per link."""
+        if sweep.first_of_group:
+            self._group, self._op = [], sweep.op
+        if sweep.placement == "out-of-place":
+            self._out_of_place, self._waiting = record, list(record.runs)
+            return
+        done = len(self._out_of_place.runs) - len(self._waiting)
+        waiting, self._waiting = self._waiting, []
+        for a, b in zip(waiting, record.runs[done:]):
+            self._row(a, b)
+        if sweep.last_of_group:
+            for line in nccl_tests.link_lines(self._group, self._out_of_place.link_rate_mbit):
+                self._say(line)
+            self.rows += self._group
+
+    def finish(self, run_dir: Path) -> None:
+        self._footer(run_dir)
 
     def _row(self, a, b) -> None:
         """One size's row: out-of-place (`a`) and in-place (`b`) side by side."""
@@ -317,14 +342,6 @@ def command(program: str):
             return 2
         except SystemExit as exc:           # -h
             return exc.code if isinstance(exc.code, int) else 0
-        if opts.dry_run:
-            return run_topology.main(opts.forward, NcclSweeps(opts, sys.stdout, typed(program)))
-        sweeps = NcclSweeps(opts, run_topology._PipeGuard(sys.stdout), typed(program))
-        # fabric-lab's own lines: on stderr, and comments even there, so that
-        # a reader given both streams (2>&1, a terminal's log) reads nccl-tests'
-        with contextlib.redirect_stderr(Commented(sys.stderr)), \
-                contextlib.redirect_stdout(sys.stderr):
-            code = run_topology.main(opts.forward, sweeps)
-        return 1 if code == 0 and sweeps.failed() else code
+        return entry.main(opts.forward, front=NcclSweeps(opts, program=typed(program)))
     main.__doc__ = f"{program}: nccl-tests' command line on fabric-lab"
     return main

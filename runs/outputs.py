@@ -7,7 +7,9 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+import time
 from pathlib import Path
+from typing import Optional
 
 from topologies.schema import shown
 
@@ -110,3 +112,23 @@ def _unwritable(path: Path, notes, make=None, remove=None):
             return "it is a named pipe that no program reads"
         return f"cannot write in {shown(str(path), PATH_SHOWN)} ({exc.strerror})"
     return None
+
+
+def run_name(fabric, calibrate: bool = False, when: Optional[str] = None) -> str:
+    """The name of a run's folder under --results: when it started, and
+    the fabric's name."""
+    when = when or time.strftime("%Y%m%d-%H%M%S")
+    return f"{when}-{fabric.name}" + ("-calibration" if calibrate else "")
+
+
+def fresh_folder(results: Path, name: str) -> Path:
+    """The run's own folder under `results`, made now: `name`, or `name-2`,
+    `name-3`, ... when runs of the same fabric start within one second."""
+    for number in range(1, 1000):
+        folder = results / (name if number == 1 else f"{name}-{number}")
+        try:
+            folder.mkdir(parents=True)
+            return folder
+        except FileExistsError:
+            continue
+    raise ValueError(f"--results {results}: {name} and 998 more like it exist already")

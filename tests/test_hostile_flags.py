@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import run_topology as RT
+from runner import entry, on_lab
 from planner import main as plan_main
 from harness import REPO
 from harness.commands import ENV
@@ -217,8 +218,8 @@ def nothing_is_built(monkeypatch):
     """run_topology in-process, with building a lab or cleaning up a failure."""
     def built(*_args):
         pytest.fail("a lab would have been built (or cleaned up)")
-    monkeypatch.setattr(RT, "_guarded", built)
-    monkeypatch.setattr(RT, "_cleanup", built)
+    monkeypatch.setattr(on_lab, "guarded", built)
+    monkeypatch.setattr(entry, "cleanup", built)
 
 
 @pytest.mark.parametrize("mode", [[], ["--calibrate"], ["--no-traffic"]],
@@ -343,9 +344,9 @@ def test_a_closed_pipe_mid_run_still_tears_the_lab_down(monkeypatch, tmp_path):
     read, write = os.pipe()
     os.close(read)
     broken = os.fdopen(write, "w")
-    handlers = {sig: signal.getsignal(sig) for sig in RT.STOP_SIGNALS}
-    monkeypatch.setattr(RT, "_run", run)
-    monkeypatch.setattr(RT.os, "geteuid", lambda: 0)      # the real run is root's
+    handlers = {sig: signal.getsignal(sig) for sig in entry.STOP_SIGNALS}
+    monkeypatch.setattr(on_lab, "lab_run", run)
+    monkeypatch.setattr(entry.os, "geteuid", lambda: 0)   # the real run is root's
     monkeypatch.setattr(sys, "stdout", broken)
     try:
         assert RT.main(["--results", str(tmp_path)]) == 141
@@ -443,12 +444,11 @@ def test_an_interruption_python_dropped_is_raised_again_from_ordinary_code():
     import signal
     import time
     from types import SimpleNamespace
-    import run_topology
     from lab.host import Interrupted
-    saved = {sig: signal.getsignal(sig) for sig in run_topology.STOP_SIGNALS}
+    saved = {sig: signal.getsignal(sig) for sig in entry.STOP_SIGNALS}
     try:
         with pytest.raises(Interrupted, match="SIGTERM"):
-            run_topology._unraisable(SimpleNamespace(exc_value=Interrupted("SIGTERM")))
+            entry.unraisable(SimpleNamespace(exc_value=Interrupted("SIGTERM")))
             time.sleep(5)                   # the handler runs long before this ends
     finally:
         for sig, handler in saved.items():
@@ -458,9 +458,8 @@ def test_an_interruption_python_dropped_is_raised_again_from_ordinary_code():
 def test_other_unraisable_exceptions_go_to_pythons_own_hook(monkeypatch):
     import sys
     from types import SimpleNamespace
-    import run_topology
     seen = []
     monkeypatch.setattr(sys, "__unraisablehook__", seen.append)
     args = SimpleNamespace(exc_value=ValueError("x"))
-    run_topology._unraisable(args)
+    entry.unraisable(args)
     assert seen == [args]

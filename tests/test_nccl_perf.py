@@ -268,7 +268,7 @@ def test_the_dry_run_estimate_counts_every_sweep_the_run_makes():
     exp = replace(experiment_from(fabric), minbytes=32768, maxbytes=65536, stepfactor=2.0,
                   iters=3, warmup=1)
     opts = parse("all_reduce_perf", ["-d", "all", "-o", "all", "-N", "2"])
-    plan = NcclSweeps(opts, io.StringIO()).plan(exp)
+    plan = [s.exp for s in NcclSweeps(opts, io.StringIO()).plan(exp, [], REPO / "results")]
     assert len(plan) == 100
     assert {(e.datatype, e.op) for e in plan} == {(t, o) for t in ("int8", "int32", "half",
                                                   "float", "bfloat16")

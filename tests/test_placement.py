@@ -5,6 +5,7 @@ spread over several machines, the cluster: section and --cluster, and what
 import pytest
 
 import run_topology
+from runner import on_lab
 from harness import TOPOLOGIES
 from harness.commands import run
 from topologies.fabric import FabricError, load_fabric, parse_fabric
@@ -221,10 +222,10 @@ def test_check_refuses_a_bad_cluster_in_one_sentence(flags, message):
 ])
 def test_a_cluster_run_refuses_what_it_cannot_do_before_building(tmp_path, monkeypatch, capsys,
                                                                   section, flags, why):
-    """In-process, with the one way to a lab (_guarded) made to fail the test."""
+    """In-process, with the one way to a lab (runner/on_lab.py guarded) made to fail the test."""
     path = tmp_path / "c.yaml"
     path.write_text(f"{BASE}\ncluster: {section}\n")
-    monkeypatch.setattr(run_topology, "_guarded", lambda job: pytest.fail("would build"))
+    monkeypatch.setattr(on_lab, "guarded", lambda job: pytest.fail("would build"))
     assert run_topology.main([str(path), "--results", str(tmp_path), *flags]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}: cluster.machines: a run across machines cannot do "

@@ -64,8 +64,8 @@ def test_the_yaml_experiment_is_checked_and_flags_override_it(tmp_path):
 def test_runs_started_within_one_second_get_folders_of_their_own(tmp_path):
     """The folder is named by the second the run starts: a second run of the
     same fabric in that second gets `-2`, never the first one's folder."""
-    import run_topology
-    first = run_topology._fresh(tmp_path, "20260101-000000-x")
-    second = run_topology._fresh(tmp_path, "20260101-000000-x")
+    from runs.outputs import fresh_folder
+    first = fresh_folder(tmp_path, "20260101-000000-x")
+    second = fresh_folder(tmp_path, "20260101-000000-x")
     assert first.name == "20260101-000000-x" and second.name == "20260101-000000-x-2"
     assert first.is_dir() and second.is_dir()

@@ -19,7 +19,8 @@ def warnings_of(fabric, exp, incast=None, calibrated: Optional[float] = None) ->
     engine that needs one, or an incast), whether its links are past what
     this host can emulate (`calibrated`: the ceiling `--calibrate` found)."""
     builds = incast or (exp is not None and ENGINES[exp.engine].needs_lab)
-    host = emulation_warning(fabric, calibrated) if builds else None
+    in_memory = exp is not None and exp.scale_up == "memory"
+    host = emulation_warning(fabric, calibrated, in_memory) if builds else None
     return list(fabric.warnings) + ([host] if host else [])
 
 

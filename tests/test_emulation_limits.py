@@ -110,13 +110,14 @@ def test_run_topology_refuses_to_emulate_before_building_and_simulates(tmp_path)
 
 
 def test_links_past_what_this_host_forwards_are_warned_of_by_the_ceiling_or_the_estimate():
-    """By hand: 4 servers' links of 9014-byte frames carry 9,000 frames a
-    second at 9,000 x 9014 x 8 / 4 = 162 Mbit/s each (the default fabric's
+    """By hand: 4 servers' links of 9014-byte frames, each through 2 switches
+    on average, put 18,000 frames a second through the switches at
+    18,000 x 9014 x 8 / (4 x 2) = 162 Mbit/s each (the default fabric's
     --calibrate ceiling was 160)."""
     from topologies.fabric import emulation_warning
     from topologies.sanity import host_ceiling
     default = load_fabric(TOPOLOGIES / "default.yaml")
-    assert host_ceiling(default) == pytest.approx(9000 * 9014 * 8 / 4 / 1e6)
+    assert host_ceiling(default) == pytest.approx(18000 * 9014 * 8 / (4 * 2) / 1e6)
     assert emulation_warning(default) is None                       # 20 Mbit/s
     fast = parse_fabric(NIC_400G.replace("400000", "1000").replace("800000", "1000"), "t.yaml")
     said = emulation_warning(fast)
@@ -151,15 +152,47 @@ def test_check_warns_of_links_past_the_host_and_the_simulator_is_not_warned(tmp_
     assert "1000 Mbit/s is past the 80 Mbit/s `--calibrate` found" in out.stdout, out.stdout
 
 
-def test_the_estimate_warns_only_past_twice_itself():
-    """Measured on this host: leaf-spine-4x4 (estimate 14 Mbit/s) ran
-    trustworthy at its 25, leaf-spine-4x8 (estimate 3.4) fell 1.44x behind
-    the simulator at its 10: the first is not warned of, the second is."""
+# Measured on this 2-core host, one AllReduce sweep at the fabric's own rate
+# (`run_topology.py FABRIC -b 1M -e 4M`, 2026-12-05; docs/limits.md): the rate run,
+# whether it kept up, and what the estimate is (Mbit/s). It warns past twice itself.
+MEASURED = [
+    # fabric          rate  kept up  estimate  what the run said
+    ("leaf-spine-4x4",  25, True,    13.6),    # trustworthy
+    ("leaf-spine-4x8",  10, False,   4.54),    # 1.44x behind the simulator, ovs-vswitchd 86%
+    ("single-switch",   10, True,    27.3),    # trustworthy, busbw/link 0.92, meas/sim 1.04
+    ("rail-optimized",   4, True,    2.70),    # links kept their rates, meas/sim 1.03 (sizes
+                                               # below the shaper's resolution at 4 Mbit/s)
+    ("multi-gpu",       10, False,   4.64),    # UNTRUSTWORTHY: a link at 89% of what was owed,
+                                               # CPU 99%; NVLink at 100 Mbit/s is most frames
+]
+# Not judged right: fat-tree-k4 (estimate 5.45) was HOST-BOUND at its 5 (1.35x the
+# simulator, CPU 98%, ovs-vswitchd 59%) and trustworthy at 2.5 (1.13x): a shortfall
+# that frames through the switches do not explain, and the estimate is silent there.
+
+
+@pytest.mark.parametrize("name, rate, kept_up, estimate", MEASURED)
+def test_the_estimate_judges_the_measured_fabrics_warning_only_past_twice_itself(
+        name, rate, kept_up, estimate):
     from topologies.fabric import emulation_warning
+    from topologies.limits import HOST_ESTIMATE_SLACK
     from topologies.sanity import host_ceiling
-    ok = load_fabric(TOPOLOGIES / "leaf-spine-4x4.yaml")
-    behind = load_fabric(TOPOLOGIES / "leaf-spine-4x8.yaml")
-    assert host_ceiling(ok) < 25 <= 2 * host_ceiling(ok)
-    assert emulation_warning(ok) is None
-    assert emulation_warning(behind).startswith(
-        "links.server_leaf.rate_mbit: 10 Mbit/s is past about 3.4 Mbit/s")
+    fabric = load_fabric(TOPOLOGIES / f"{name}.yaml")
+    assert fabric.spec["links"]["server_leaf"]["rate_mbit"] == rate
+    assert host_ceiling(fabric) == pytest.approx(estimate, rel=0.01)
+    said = emulation_warning(fabric)
+    if kept_up:
+        assert rate <= HOST_ESTIMATE_SLACK * estimate and said is None
+    else:
+        assert said.startswith(f"links.server_leaf.rate_mbit: {rate:g} Mbit/s is past about "
+                               f"{float(f'{estimate:.2g}'):g} Mbit/s"), said
+
+
+def test_nvlink_in_memory_is_not_counted_and_the_hops_are_the_rings():
+    """multi-gpu's GPUs send at their 100 Mbit/s NVLink; with scale_up: memory
+    only its 4 NICs at 10 put frames through switches. A ring on one switch
+    crosses 1; the default fabric's, leaf then leaf-spine-leaf, 2 on average."""
+    from topologies.sanity import host_ceiling, ring_switch_hops
+    multi = load_fabric(TOPOLOGIES / "multi-gpu.yaml")
+    assert host_ceiling(multi, in_memory=True) > 10 * host_ceiling(multi)
+    assert ring_switch_hops(load_fabric(TOPOLOGIES / "single-switch.yaml")) == 1
+    assert ring_switch_hops(load_fabric(TOPOLOGIES / "default.yaml")) == 2

@@ -28,14 +28,23 @@ EMULATED_QUEUE_BYTES = 2 << 30  # all queues together (each link has one per dir
 EMULATED_GPUS = 16              # GPUs per server: an NVSwitch node with a port per GPU
 
 # --- what this host forwards: a warning, not a refusal --------------------------------
-# One ovs-vswitchd thread forwards every frame (docs/limits.md); the default fabric's
-# `--calibrate` ceiling on this 2-core host was 160 Mbit/s a link (docs/benchmarks.md):
-# its 4 servers' links at 160 Mbit/s carry 8,875 9014-byte frames a second. A fabric
-# whose server links at their rate would carry more frames than about this is past
-# what the host can emulate (topologies/sanity.py `emulation_warning`).
-HOST_FRAMES_PER_S = 9_000
+# One ovs-vswitchd thread forwards every frame at every switch it crosses
+# (docs/limits.md); the default fabric's `--calibrate` ceiling on this 2-core host was
+# 160 Mbit/s a link (docs/benchmarks.md): its 4 servers' links at 160 Mbit/s carry
+# 8,875 9014-byte frames a second, each through 2 switches on average between ring
+# neighbours (one leaf, or leaf-spine-leaf): 17,750 a second through switches. A
+# fabric whose GPUs at their fastest links' rates would put more frames through its
+# switches than about this is past what the host can emulate (topologies/sanity.py
+# `host_ceiling`, `emulation_warning`).
+HOST_SWITCH_FRAMES_PER_S = 18_000
 # The estimate is good to about a factor of two either way, so it warns only past
-# twice itself: leaf-spine-4x4 (16 servers, estimate 14 Mbit/s) ran trustworthy at
-# its 25; leaf-spine-4x8 (32 servers, estimate 3.4) fell 1.44x behind the simulator
-# at its 10, ovs-vswitchd 86% of a core (2026-12-05, one 1 MiB AllReduce each).
+# twice itself. Measured on this host (a run at the fabric's own rate, one AllReduce
+# sweep; docs/limits.md has the table): leaf-spine-4x4 (estimate 14 Mbit/s) ran
+# trustworthy at its 25, single-switch (27) at its 10, rail-optimized (2.7, its
+# NVLink frames counted) kept its rates at its 4; leaf-spine-4x8 (4.5) fell 1.44x
+# behind the simulator at its 10, multi-gpu (4.6, NVLink at 100 Mbit/s counted; out
+# of its servers alone it was 160) UNTRUSTWORTHY at its 10 (2026-12-05). fat-tree-k4
+# (5.4) was HOST-BOUND at its 5 (1.35x the simulator, ovs-vswitchd at 59% of its
+# core) and trustworthy at 2.5: a shortfall frames do not explain, which this
+# estimate does not warn of.
 HOST_ESTIMATE_SLACK = 2

@@ -25,7 +25,7 @@ from topologies.kinds import link_class
 from topologies.roles import role
 from topologies.limits import (EMULATED_ENDPOINTS, EMULATED_GPUS, EMULATED_LINKS,
                                EMULATED_QUEUE_BYTES, EMULATED_RATE_MBIT, EMULATED_SWITCHES,
-                               HOST_ESTIMATE_SLACK, HOST_FRAMES_PER_S, MAX_ENDPOINTS,
+                               HOST_ESTIMATE_SLACK, HOST_SWITCH_FRAMES_PER_S, MAX_ENDPOINTS,
                                MAX_LINKS, MAX_RACK_GPUS, MAX_RATE_MBIT, MAX_SWITCHES)
 from topologies.schema import IFNAME_MAX, MAX_PER_LEAF, MIN_RATE_MBIT, multi_gpu
 from topologies.yaml_loader import quantity
@@ -180,19 +180,59 @@ def fabric_warnings(fabric) -> Tuple[str, ...]:
     return tuple(f"{path}: {sentence}" for path, sentence in findings(fabric)[1])
 
 
-def host_ceiling(fabric) -> float:
+def host_ceiling(fabric, in_memory: bool = False) -> float:
     """About the highest server-link rate (Mbit/s) this host can emulate the
-    fabric at: HOST_FRAMES_PER_S over the frames a second its server links
-    (what the servers put into the network) carry at their rates, as a share
-    of their rate."""
+    fabric at: HOST_SWITCH_FRAMES_PER_S over the frames a second its switches
+    forward with every GPU sending at its fastest link's rate (an NVLink
+    inside a server is frames too; with `in_memory`, the experiment's
+    `scale_up: memory`, it carries nothing and the servers' NICs are
+    counted instead), each through `ring_switch_hops` switches, as a share of
+    the server links' rate (every class scales with it)."""
     frame = fabric.spec["fabric"]["mtu"] + ETHERNET_HEADER
-    nics = [l for l in fabric.links if link_class(l.kind) == "server_leaf"]
-    frames = sum(l.spec.rate_mbit for l in nics) * 1e6 / (8 * frame)
+    if in_memory:
+        sending = sum(l.spec.rate_mbit for l in fabric.links
+                      if link_class(l.kind) == "server_leaf")
+    else:
+        fastest: Dict[str, float] = {}
+        for end, link in ((end, l) for l in fabric.links for end in (l.a, l.b)):
+            fastest[end] = max(fastest.get(end, 0.0), link.spec.rate_mbit)
+        sending = sum(fastest.get(h.name, 0.0) for h in fabric.endpoints)
+    frames = sending * 1e6 / (8 * frame) * ring_switch_hops(fabric)
     rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
-    return rate * HOST_FRAMES_PER_S / frames if frames else rate
+    return rate * HOST_SWITCH_FRAMES_PER_S / frames if frames else rate
 
 
-def emulation_warning(fabric, calibrated: Optional[float] = None) -> Optional[str]:
+def ring_switch_hops(fabric) -> float:
+    """The switches a frame crosses on average from each endpoint to the next
+    in the fabric's order (a ring AllReduce's, and `--calibrate`'s), the
+    fewest each; 0 for a single endpoint."""
+    order = [h.name for h in fabric.endpoints]
+    if len(order) < 2:
+        return 0.0
+    switches = {s.name for s in fabric.switches}
+    near: Dict[str, List[str]] = {}
+    for link in fabric.links:
+        near.setdefault(link.a, []).append(link.b)
+        near.setdefault(link.b, []).append(link.a)
+    crossed = 0
+    for src, dst in zip(order, order[1:] + order[:1]):
+        seen, level, hops = {src}, [src], 0
+        while level and dst not in seen:
+            hops += 1
+            nxt = []
+            for node in level:
+                for peer in near.get(node, ()):
+                    if peer not in seen:
+                        seen.add(peer)
+                        if peer in switches:
+                            nxt.append(peer)
+            level = nxt
+        crossed += hops - 1 if dst in seen else 0
+    return crossed / len(order)
+
+
+def emulation_warning(fabric, calibrated: Optional[float] = None,
+                      in_memory: bool = False) -> Optional[str]:
     """'links.server_leaf.rate_mbit: sentence' when the server links' rate
     is past what this host can emulate for this fabric: the ceiling
     `--calibrate` found for it (`calibrated`), else past twice
@@ -203,11 +243,11 @@ def emulation_warning(fabric, calibrated: Optional[float] = None) -> Optional[st
             return None
         why = f"the {calibrated:g} Mbit/s `--calibrate` found this host keeps up with"
     else:
-        ceiling = host_ceiling(fabric)
+        ceiling = host_ceiling(fabric, in_memory)
         if rate <= HOST_ESTIMATE_SLACK * ceiling:
             return None
         why = (f"about {float(f'{ceiling:.2g}'):g} Mbit/s, what this host can emulate for this "
-               f"fabric (about {HOST_FRAMES_PER_S:,} frames a second out of all its servers, "
+               f"fabric (about {HOST_SWITCH_FRAMES_PER_S:,} frames a second through its switches, "
                f"an estimate warned of past {HOST_ESTIMATE_SLACK}x; `--calibrate` measures it)")
     return (f"links.server_leaf.rate_mbit: {rate:g} Mbit/s is past {why}: a run may be "
             "HOST-BOUND or UNTRUSTWORTHY; lower the rates (every class in proportion)")

@@ -200,7 +200,7 @@ def on_paper(row: dict, measured_mbit: float) -> dict:
     print(f"   {'fabric, collective':<52} {'machines':>8} {'per Mbit':>8} "
           + " ".join(f"{k:>10}" for k in kinds))
     for name, fabric, exp, machines in PAPER_FABRICS():
-        nic = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        nic = fabric.nic_rate_mbit
         per_nic = demand_mbit(fabric, exp) / nic / machines
         rates = {k: v / per_nic for k, v in kinds.items()}
         out["fabrics"][name] = {"machines": machines, "mbit_per_machine_per_nic_mbit":

@@ -66,7 +66,7 @@ def throughput(fabric, policy, seconds, repeat, workdir):
             used = [sum(1 for v in u if v > 0.05 * max(u)) for u in up]
             # the busiest uplink of each sending leaf, as a share of its rate over
             # the iperf3 window: near 100% means the host kept the bottleneck full
-            rate_bps = fabric.spec["links"]["leaf_spine"]["rate_mbit"] * 1e6
+            rate_bps = fabric.link_classes["leaf_spine"].rate_mbit * 1e6
             busiest = statistics.mean(max(u) * 8 / (rate_bps * seconds) for u in up)
             for flow in result["pairs"]:
                 if "error" in flow:

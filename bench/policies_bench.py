@@ -52,8 +52,7 @@ WARM_S = 2.0
 def streams(lab, pairs, seconds: float) -> dict:
     """The 16 streams once; what leaves 1-4 sent up from WARM_S on."""
     f = lab.fabric
-    routing = f.spec["routing"]
-    k = policies.policy(f.policy).connections_per_peer(1, routing["entropy"])
+    k = policies.policy(f.policy).connections_per_peer(1, f.routing.entropy)
     sinks = [lab.popen(b, flows_command("sink", "--port", "5001", "--connections", str(k),
                                         "--timeout", str(seconds + 60)), text=True)
              for _, b in pairs]
@@ -63,7 +62,7 @@ def streams(lab, pairs, seconds: float) -> dict:
     started = time.monotonic()
     senders = [lab.popen(a, flows_command("stream", "--dst", f.endpoint(b).ip, "--seconds",
                                           str(seconds), "--policy", f.policy,
-                                          "--entropy", str(routing["entropy"])), text=True)
+                                          "--entropy", str(f.routing.entropy)), text=True)
                for a, b in pairs]
     sending = sorted({f.endpoint(a).leaf for a, _ in pairs})
     uplinks = {l.a_intf: leaf for leaf in sending for l in f.uplinks(leaf)}
@@ -83,7 +82,7 @@ def streams(lab, pairs, seconds: float) -> dict:
         out, err = p.communicate(timeout=seconds + 90)
         assert p.returncode == 0, err[-2000:]
     mbit = {i: (after[i] - before[i]) * 8 / window / 1e6 for i in uplinks}
-    rate = f.spec["links"]["leaf_spine"]["rate_mbit"]
+    rate = f.link_classes["leaf_spine"].rate_mbit
     return {"aggregate_mbit": sum(mbit.values()),
             "busiest_share": max(mbit.values()) / rate,
             "uplinks_used": [sum(1 for i, v in mbit.items() if uplinks[i] == leaf and v > 0.1 * rate)

@@ -107,7 +107,7 @@ def part_cost(workdir: Path, out: dict) -> None:
             rows[name] = one_layout(lab, fabric, per_rank, scale_up)
     out["cost"] = rows
     print(f"\n1. what the agents cost on {fabric.shape()}, at its own rates "
-          f"(NIC {fabric.spec['links']['server_leaf']['rate_mbit']:g} Mbit/s)")
+          f"(NIC {fabric.nic_rate_mbit:g} Mbit/s)")
     print(f"   {'layout':<40} {'procs':>5} {'ready':>7} {'setup':>7} {'RSS':>8} {'agent CPU':>9} "
           f"{'64 KiB':>8} {'host CPU':>8} {'#wrong':>6}")
     for name, r in rows.items():
@@ -126,7 +126,7 @@ def rate_verdict(workdir: Path, fabric, scale_up: str, size: int,
     ratio = run.get("measured_over_simulated")
     ok = (verdict["trustworthy"] and not verdict.get("host_bound") and not run["flags"]
           and ratio is not None and abs(ratio - 1) <= MATCH and run["wrong"] == 0)
-    return {"nic_mbit": fabric.spec["links"]["server_leaf"]["rate_mbit"], "passed": ok,
+    return {"nic_mbit": fabric.nic_rate_mbit, "passed": ok,
             "time_s": round(run["time_s"], 2), "measured_over_simulated": ratio and round(ratio, 3),
             "trustworthy": verdict["trustworthy"], "host_bound": bool(verdict.get("host_bound")),
             "flags": run["flags"], "cpu_pct": round(run["cpu_busy_pct"]),
@@ -145,7 +145,7 @@ def parse_choices(text: str, allowed, option: str) -> List[str]:
 
 
 def default_rates() -> List[float]:
-    nic = load_fabric(SUPERPOD).spec["links"]["server_leaf"]["rate_mbit"]
+    nic = load_fabric(SUPERPOD).nic_rate_mbit
     return [nic * f for f in FACTORS]
 
 

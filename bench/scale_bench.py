@@ -118,7 +118,7 @@ def part_rail(workdir, out):
     for spine_share in (1, 4):
         for name in ("rail-optimized", "leaf-spine-4gpu"):
             fabric = load_fabric(TOPOLOGIES / f"{name}.yaml")
-            rate = fabric.spec["links"]["leaf_spine"]["rate_mbit"] / spine_share
+            rate = fabric.link_classes["leaf_spine"].rate_mbit / spine_share
             fabric = fabric.edited(lambda spec: spec["links"]["leaf_spine"].update(rate_mbit=rate))
             tag = f"{name}-{spine_share}to1"
             with Lab(fabric, workdir / tag) as lab:

@@ -61,7 +61,7 @@ class FabricController(app_manager.OSKenApp):
         self._write_status()
         self.counted = {}            # dpid -> connections counted so far (a multipart reply)
         if self.core.adaptive:
-            interval = fabric.spec["routing"]["adaptive_interval_ms"] / 1e3
+            interval = fabric.routing.adaptive_interval_ms / 1e3
             self.ticker = hub.spawn(self._tick, interval)
 
     def _tick(self, interval: float):

@@ -152,7 +152,7 @@ class NcclSweeps:
 
     def _check_hours(self, fabric, exp, sweeps: int) -> None:
         """run_topology's 24-hour bound, over every sweep this run makes."""
-        fastest = max(link["rate_mbit"] for link in fabric.spec["links"].values() if link)
+        fastest = fabric.fastest_rate_mbit
         sizes = [c[0] for c in self.chunks(exp)] if self.opts.stepbytes else exp.sizes()
         iters = 1 if not ENGINES[exp.engine].needs_lab else exp.iters + exp.warmup
         seconds = sweeps * iters * sum(sizes) / 2 * 8 / (fastest * 1e6)
@@ -222,7 +222,7 @@ class NcclSweeps:
     def _header(self, fabric, exp, run_dir: Path) -> None:
         o = self.opts
         ranks = exp.ranks or [h.name for h in fabric.endpoints]
-        rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        rate = fabric.nic_rate_mbit
         devices = [{"rank": i, "group": 0, "pid": os.getpid(),
                     "hostname": fabric.endpoint(name).box or name,
                     "device": fabric.endpoint(name).gpu - 1, "device_hex": "0000:00:00",
@@ -243,7 +243,7 @@ class NcclSweeps:
 
     def _notes(self, fabric, exp, run_dir: Path) -> List[str]:
         engine = ENGINES[exp.engine]
-        rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        rate = fabric.nic_rate_mbit
         notes = [f"fabric-lab: fabric {fabric.name}, engine {exp.engine}, algorithm "
                  f"{exp.algorithm}, {len(exp.ranks or fabric.endpoints)} ranks; results in "
                  f"{run_dir}",

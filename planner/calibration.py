@@ -32,9 +32,9 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     from collectives import schedules
     n, local = len(fabric.endpoints), fabric.gpus_per_server
     count = schedules.round_count("allreduce", n, size_bytes // metrics.TYPE_SIZE)
-    beta = metrics.beta_for_rate(fabric.spec["links"]["server_leaf"]["rate_mbit"], fabric.mtu)
-    intra = fabric.spec["links"].get("intra_node")
-    beta_intra = metrics.beta_for_rate(intra["rate_mbit"], fabric.mtu) if intra else None
+    beta = metrics.beta_for_rate(fabric.nic_rate_mbit, fabric.mtu)
+    intra = fabric.link_classes.get("intra_node")
+    beta_intra = metrics.beta_for_rate(intra.rate_mbit, fabric.mtu) if intra else None
     nic = {rank: (e.leaf, e.port) for rank, e in enumerate(fabric.endpoints)}   # rank -> its NIC
     costs = alphabeta.Costs(0.0, beta, beta_intra, nic.__getitem__)
     seconds = alphabeta.predict("allreduce", algorithm, n, count, costs, 0, local)

@@ -389,11 +389,11 @@ def _fabric_inputs(args):
     if fabric is not None:
         args.networks = args.networks if args.network else [fabric.network.name]
         args.gpus_per_server = fabric.gpus_per_server
-        args.nics_per_server = fabric.spec["server"]["nics"]
-        args.link_gbps = fabric.spec["links"]["server_leaf"]["rate_mbit"] / 1e3
-        intra = fabric.spec["links"].get("intra_node")
+        args.nics_per_server = fabric.nics_per_server
+        args.link_gbps = fabric.nic_rate_mbit / 1e3
+        intra = fabric.link_classes.get("intra_node")
         if intra:
-            args.intra_gbps = intra["rate_mbit"] / 1e3
+            args.intra_gbps = intra.rate_mbit / 1e3
     return fabric, calibration, source
 
 

@@ -165,10 +165,10 @@ def format_fabric(fabric, rows, calibration=None, source="") -> str:
     """The AllReduce predictions on `fabric` (fabric_predictions' rows), with
     the calibration and measured times when there are some."""
     f = fabric
-    intra = f.spec["links"].get("intra_node")
+    intra = f.link_classes.get("intra_node")
     lines = [f"AllReduce on {f.name} ({f.shape()})",
-             f"  NIC links {f.spec['links']['server_leaf']['rate_mbit']:g} Mbit/s"
-             + (f", NVLink-class links {intra['rate_mbit']:g} Mbit/s" if intra else "")
+             f"  NIC links {f.nic_rate_mbit:g} Mbit/s"
+             + (f", NVLink-class links {intra.rate_mbit:g} Mbit/s" if intra else "")
              + f", MTU {f.mtu}"]
     if calibration:
         lines.append(f"  calibrated from {source or 'an emulated run'} over "

@@ -463,7 +463,7 @@ def _check_duration(fabric, exp: Experiment, runs: int) -> None:
     """Refuse a sweep that cannot finish within MAX_HOURS: every iteration
     moves at least half the message through some link, at best the fabric's
     fastest."""
-    fastest = max(link["rate_mbit"] for link in fabric.spec["links"].values() if link)
+    fastest = fabric.fastest_rate_mbit
     if exp.step is not None:
         exp._check_step_duration(exp.plan(), fastest)
         return
@@ -515,10 +515,10 @@ def expected(fabric, exp: Experiment, runs: int = 1,
 
 def _wire_seconds(fabric, exp: Experiment) -> float:
     """One sweep's (or a step's) iterations at the NIC rate."""
-    nic_bps = fabric.spec["links"]["server_leaf"]["rate_mbit"] * 1e6
+    nic_bps = fabric.nic_rate_mbit * 1e6
     n = len(exp.ranks or fabric.endpoints)
     if exp.algorithm in BY_SERVER + (AUTO,) and fabric.gpus_per_server > 1:
-        nic_bps *= fabric.spec["server"]["nics"]    # laid out by server: every NIC at once
+        nic_bps *= fabric.nics_per_server    # laid out by server: every NIC at once
     if exp.step is not None:
         plan = exp.plan()
         wire = bus_factor("allreduce", n) * plan.gradient_bytes * 8 / nic_bps

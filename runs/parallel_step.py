@@ -169,7 +169,7 @@ def record(fabric, exp, plan, ranks, timed, predicted, host, keys) -> dict:
             "predicted": {"parallel": predicted},
             "measured_over_predicted": mid["step_s"] / predicted["step_s"]
             if predicted["step_s"] else None,
-            "link_rate_mbit": fabric.spec["links"]["server_leaf"]["rate_mbit"], "host": host}
+            "link_rate_mbit": fabric.nic_rate_mbit, "host": host}
 
 
 def simulate_parallel_step(fabric, exp: Experiment) -> dict:

@@ -30,7 +30,7 @@ MAX_SIZE = 32 << 20        # bytes per rank: four ranks' buffers stay within hos
 def at_rate(fabric: Fabric, rate: float) -> Fabric:
     """The fabric with its server links at `rate` and every other link class
     scaled by the same factor (an NVLink 8x the NIC stays 8x)."""
-    factor = rate / fabric.spec["links"]["server_leaf"]["rate_mbit"]
+    factor = rate / fabric.nic_rate_mbit
 
     def edit(spec):
         for link in spec["links"].values():

@@ -179,7 +179,7 @@ def result_record(fabric, exp, plan, ranks, timed, predicted, window=None) -> di
         "collectives": last["collectives"], "timeline": last["timeline"],
         "predicted": predicted, "measured_over_predicted": summary["step_s"] / low["step_s"]
         if low["step_s"] else None,
-        "link_rate_mbit": fabric.spec["links"]["server_leaf"]["rate_mbit"],
+        "link_rate_mbit": fabric.nic_rate_mbit,
         "host": host_summary(window) if window else None}
 
 

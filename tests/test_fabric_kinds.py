@@ -18,7 +18,7 @@ from planner.designs import FORMS
 from planner.simulate import WIRING_NAMES
 from sim.clos import ClosShape
 from topologies import kinds
-from topologies.fabric import FabricError, load_fabric, parse_fabric
+from topologies.fabric import FabricError, LinkSpec, Routing, load_fabric, parse_fabric
 from topologies.jsonschema import json_schema
 from topologies.placement import place
 from topologies.schema import current
@@ -270,3 +270,14 @@ def test_without_the_new_kind_the_schema_is_as_before():
     assert "ring" not in kinds.names() and "lanes" not in current()["fabric"][0]
     committed = (REPO / "docs" / "fabric.schema.json").read_text()
     assert '"ring"' not in committed
+
+
+@pytest.mark.parametrize("name", ["default.yaml", "multi-gpu.yaml", "fat-tree-k4.yaml"])
+def test_the_fabric_reads_its_links_and_routing_as_typed_fields(name):
+    f = load_fabric(TOPOLOGIES / name)
+    assert set(f.link_classes) == {k for k, v in f.spec["links"].items() if v}
+    assert all(isinstance(spec, LinkSpec) for spec in f.link_classes.values())
+    assert f.nic_rate_mbit == f.spec["links"]["server_leaf"]["rate_mbit"]
+    assert f.fastest_rate_mbit == max(v["rate_mbit"] for v in f.spec["links"].values() if v)
+    assert f.nics_per_server == f.spec["server"]["nics"]
+    assert f.routing == Routing(**f.spec["routing"]) and f.routing.policy == f.policy

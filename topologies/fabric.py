@@ -88,6 +88,17 @@ class LinkSpec:
 
 
 @dataclass(frozen=True)
+class Routing:
+    """The fabric's `routing:` section (topologies/schema.py has each key's
+    meaning and default)."""
+    policy: str
+    entropy: int
+    flowlet_gap_ms: float
+    adaptive_interval_ms: float
+    bfd_ms: int
+
+
+@dataclass(frozen=True)
 class Switch:
     name: str
     role: str            # topologies/roles.py: "leaf", "spine", "agg", "core", "node" (a
@@ -193,6 +204,31 @@ class Fabric:
     @property
     def mtu(self) -> int:
         return self.spec["fabric"]["mtu"]
+
+    @cached_property
+    def link_classes(self) -> Dict[str, LinkSpec]:
+        """Each link class the fabric has (`links:`; a class it cannot have,
+        such as a single server's `leaf_spine`, is left out)."""
+        return {name: LinkSpec(**value) for name, value in self.spec["links"].items() if value}
+
+    @property
+    def nic_rate_mbit(self) -> float:
+        """The rate of a server's NIC link (`links.server_leaf`)."""
+        return self.link_classes["server_leaf"].rate_mbit
+
+    @property
+    def fastest_rate_mbit(self) -> float:
+        """The fastest link class's rate."""
+        return max(spec.rate_mbit for spec in self.link_classes.values())
+
+    @property
+    def nics_per_server(self) -> int:
+        return self.spec["server"]["nics"]
+
+    @cached_property
+    def routing(self) -> Routing:
+        """How the fabric is routed (`routing:`)."""
+        return Routing(**self.spec["routing"])
 
     @property
     def nv_prefixlen(self) -> int:

@@ -219,7 +219,7 @@ def placement_text(fabric: Fabric, cluster: Cluster, placement: Placement) -> st
              + (f"on {cluster.controller}" if cluster.controller
                 else f"here, on the address facing {cluster.machines[0]}")
              + (", OpenFlow over TLS" if cluster.tls else ", OpenFlow in plain TCP (tls: false)")]
-    multi = fabric.gpus_per_server > 1 or fabric.spec["server"]["nics"] > 1
+    multi = fabric.gpus_per_server > 1 or fabric.nics_per_server > 1
     for m, host in enumerate(cluster.machines):
         c = placement.counts[m]
         network = [s.name for s in fabric.switches

@@ -188,7 +188,7 @@ def host_ceiling(fabric, in_memory: bool = False) -> float:
     `scale_up: memory`, it carries nothing and the servers' NICs are
     counted instead), each through `ring_switch_hops` switches, as a share of
     the server links' rate (every class scales with it)."""
-    frame = fabric.spec["fabric"]["mtu"] + ETHERNET_HEADER
+    frame = fabric.mtu + ETHERNET_HEADER
     if in_memory:
         sending = sum(l.spec.rate_mbit for l in fabric.links
                       if link_class(l.kind) == "server_leaf")
@@ -198,7 +198,7 @@ def host_ceiling(fabric, in_memory: bool = False) -> float:
             fastest[end] = max(fastest.get(end, 0.0), link.spec.rate_mbit)
         sending = sum(fastest.get(h.name, 0.0) for h in fabric.endpoints)
     frames = sending * 1e6 / (8 * frame) * ring_switch_hops(fabric)
-    rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+    rate = fabric.nic_rate_mbit
     return rate * HOST_SWITCH_FRAMES_PER_S / frames if frames else rate
 
 
@@ -237,7 +237,7 @@ def emulation_warning(fabric, calibrated: Optional[float] = None,
     is past what this host can emulate for this fabric: the ceiling
     `--calibrate` found for it (`calibrated`), else past twice
     `host_ceiling`'s estimate (HOST_ESTIMATE_SLACK); None within it."""
-    rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+    rate = fabric.nic_rate_mbit
     if calibrated:
         if rate <= calibrated:
             return None
@@ -258,9 +258,9 @@ def findings(fabric) -> Tuple[List[Finding], List[Finding]]:
     refuse: List[Finding] = []
     warn: List[Finding] = []
     classes = {k: v for k, v in fabric.spec["links"].items() if v is not None}
-    frame = fabric.spec["fabric"]["mtu"] + ETHERNET_HEADER
+    frame = fabric.mtu + ETHERNET_HEADER
     for cls, link in classes.items():
-        _frame_time(cls, link, frame, fabric.spec["fabric"]["mtu"], refuse, warn)
+        _frame_time(cls, link, frame, fabric.mtu, refuse, warn)
         _queue_time(cls, link, frame, warn)
         if link["loss_percent"] > WARN_LOSS_PERCENT:
             warn.append((f"links.{cls}.loss_percent", (

@@ -70,13 +70,13 @@ class RankAgents(AgentProcesses, Engine):
 
     def _transport(self, job: Job) -> dict:
         """How the agents move a job's data: type, op, connections, scale-up."""
-        routing, spreading = self.fabric.spec["routing"], policy(self.fabric.policy)
+        routing, spreading = self.fabric.routing, policy(self.fabric.policy)
         return {"dtype": job.dtype, "op": job.op,
-                "channels": spreading.connections_per_peer(job.channels, routing["entropy"]),
+                "channels": spreading.connections_per_peer(job.channels, routing.entropy),
                 "local": job.local,
                 "scale_up_bps": scale_up_bps(self.fabric) if job.scale_up == "memory" else 0,
                 "spread": self.fabric.policy if spreading.spreads else "",
-                "gap_s": routing["flowlet_gap_ms"] / 1e3}
+                "gap_s": routing.flowlet_gap_ms / 1e3}
 
     def prepare(self, job: Job) -> None:
         self.send({"cmd": "setup", "collective": job.collective, "algorithm": job.algorithm,

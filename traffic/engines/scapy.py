@@ -30,11 +30,10 @@ class RoceAgents(AgentProcesses, Engine):
                                 schedules.Layout(job.root, local=job.local))
         transfers = [(step, src, dst, n * TYPE_SIZE) for step, src, dst, n in schedules.transfers(sched)]
         self.steps = sorted({t[0] for t in transfers})
-        rate = self.fabric.spec["links"]["server_leaf"]["rate_mbit"]
-        routing = self.fabric.spec["routing"]
+        rate = self.fabric.nic_rate_mbit
         self.send({"cmd": "setup", "transfers": transfers, "channels": job.channels,
                    "rate_mbit": rate,
-                   "spray": policy(self.fabric.policy).roce_paths(routing["entropy"])})
+                   "spray": policy(self.fabric.policy).roce_paths(self.fabric.routing.entropy)})
         self.frames = sum(r["frames"] for r in self.collect("setup_done", timeout=600))
 
     def iterate(self, i: int, timeout: float, timeline: bool = False) -> dict:

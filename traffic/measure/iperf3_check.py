@@ -58,7 +58,7 @@ def iperf3_check(lab, pairs: Sequence[Tuple[str, str]], seconds: int = 3,
         stop_process(proc, grace=2, ask=False)
     delta = counter_delta(before, uplink_counters(fabric))
     # what the senders' own links allow: the ceiling when nothing else limits
-    capacity = sum(fabric.spec["links"]["server_leaf"]["rate_mbit"] for _ in pairs)
+    capacity = sum(fabric.nic_rate_mbit for _ in pairs)
     return {"seconds": seconds, "streams_per_pair": streams, "elapsed_s": round(elapsed, 2),
             "pairs": flows, "total_mbit_s": round(sum(f["mbit_s"] for f in flows), 2),
             "server_links_mbit_s": capacity, "uplink_tx_bytes": delta}

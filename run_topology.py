@@ -297,7 +297,7 @@ def _run(fabric, exp, args, cluster=None) -> int:
     say = (lambda *a: None) if args.json else print
     summary = _summary_start(fabric, args, say)
     if cluster:
-        from lab.cluster import ClusterLab
+        from lab.cluster.cluster import ClusterLab
         lab = ClusterLab(fabric, run_dir, *cluster, datapath=args.datapath, verbose=args.verbose)
     else:
         lab = Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose)
@@ -497,7 +497,7 @@ def _kept_flags(args) -> bool:
     problem = _kept_refusal(args) if args.up or args.lab or args.keeper else (
         "--name names a kept lab: use it with --up or --lab" if args.name else None)
     if args.name:
-        from lab import kept
+        from lab.kept import kept
         kept.select(args.name)
     if problem:
         raise ValueError(problem)
@@ -528,8 +528,8 @@ def _kept_refusal(args):
 
 def _on_kept_lab(args) -> int:
     """run_topology.py --lab ...: the experiment, run by the keeper; its output here."""
-    from lab import kept_client
-    from lab import kept
+    from lab.kept import kept_client
+    from lab.kept import kept
     signal.signal(signal.SIGINT, signal.default_int_handler)   # a Ctrl-C cancels it
     for sig in (signal.SIGTERM, signal.SIGHUP):                # and these end this client
         signal.signal(sig, signal.SIG_DFL)
@@ -541,7 +541,7 @@ def _on_kept_lab(args) -> int:
 def _up(fabric, args) -> int:
     """Start the keeper (its own session; its output in the lab's folder),
     wait until its lab is up, then print what inspect prints."""
-    from lab import kept, kept_client
+    from lab.kept import kept, kept_client
     record = kept.read_record()
     if kept.keeper_alive(record):
         print(f"error: a lab is already up: {kept.running_text(record)}; "
@@ -568,7 +568,7 @@ def _up(fabric, args) -> int:
 def _keep(fabric, args) -> int:
     """The keeper: build the lab, keep it, serve requests until down."""
     from lab.lifecycle import Lab
-    from runs.keeper import Keeper
+    from lab.kept.keeper import Keeper
 
     def ready(lab):
         summary = _summary_start(fabric, args, print)

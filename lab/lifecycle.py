@@ -134,8 +134,8 @@ class Lab:
 
     def start(self) -> None:
         """The one start every kind of lab shares, in five steps, each a hook
-        a kind of lab overrides (ClusterLab: lab/cluster.py; the slice of one
-        machine: lab/machine.py): `check` what must hold before anything is
+        a kind of lab overrides (ClusterLab: lab/cluster/cluster.py; the slice of one
+        machine: lab/cluster/machine.py): `check` what must hold before anything is
         made; `claim` its names under the lock, then the record that claims
         them; the controller, when `runs_controller`; `build` the network;
         `settle` until it forwards. Timings of each go in `timings`."""

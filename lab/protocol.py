@@ -1,7 +1,7 @@
 """What a run needs of a running lab, written down once: the engines, the
 monitor, the prober, the failures and run_topology.py use these members and
-nothing else. Lab (lab/lifecycle.py), ClusterLab (lab/cluster.py) and the
-slice a machine builds for a cluster run (lab/machine.py) all provide it, by
+nothing else. Lab (lab/lifecycle.py), ClusterLab (lab/cluster/cluster.py) and the
+slice a machine builds for a cluster run (lab/cluster/machine.py) all provide it, by
 extending Lab's one `start()` through its hooks (check, claim, build,
 settle) instead of copying it.
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from harness.fabrics import leaf_spine
-from lab.cluster import ClusterLab
+from lab.cluster.cluster import ClusterLab
 from lab.lifecycle import Lab
-from lab.machine import SliceLab
+from lab.cluster.machine import SliceLab
 from lab.protocol import RunningLab
 
 REPO = Path(__file__).resolve().parent.parent

@@ -26,7 +26,8 @@ LAYERS = (
     ("traffic",),             # engines and measurement on a live lab
     ("runs",),                # an experiment swept on an engine: the run record
     ("report",),              # the run record as tables, CSV and figures
-    ("run_topology", "bench", "harness", "ncclperf"),  # command lines, benchmarks, their harness
+    ("run_topology", "bench", "harness", "ncclperf",
+     "devtools"),             # command lines, benchmarks, their harness, the test bed and VM test
 )
 # command lines inside a lower package: they sit on the top layer
 ENTRY_POINTS = ("planner.cli", "planner.__main__", "controller.__main__")

@@ -1,5 +1,5 @@
-"""A fabric spread over two machines of the test bed (lab/testbed.py) in
-cluster mode (lab/cluster.py, lab/machine.py): the default fabric and a
+"""A fabric spread over two machines of the test bed (devtools/testbed.py) in
+cluster mode (lab/cluster/cluster.py, lab/cluster/machine.py): the default fabric and a
 rail-optimized fabric of multi-GPU servers reach every pair and give every
 collective right; a link between the machines fails and every pair still
 reaches every other; run_topology.py runs across them, a training step too; teardown, Ctrl-C,
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from lab import testbed
-from lab.cluster import ClusterLab
+from devtools import testbed
+from lab.cluster.cluster import ClusterLab
 from lab.reachability import all_pairs_reachability
 from lab import records
 from harness import TOPOLOGIES

@@ -1,5 +1,5 @@
-"""A secured cluster run on two test-bed machines (lab/testbed.py): OpenFlow
-over TLS with certificates made for the run (lab/certificates.py), Open vSwitch's
+"""A secured cluster run on two test-bed machines (devtools/testbed.py): OpenFlow
+over TLS with certificates made for the run (lab/cluster/certificates.py), Open vSwitch's
 `ssl:` targets on each machine; a machine whose switches hold another run's
 certificate is refused and the run stops saying so; a switch with a valid
 certificate but a datapath id the fabric does not have is disconnected and
@@ -14,12 +14,12 @@ import pytest
 
 from harness import TOPOLOGIES
 from harness.labs import our_state
-from lab import testbed
-from lab.cluster import ClusterLab
-from lab.cluster_preflight import host_key_line, preflight, run_command
+from devtools import testbed
+from lab.cluster.cluster import ClusterLab
+from lab.cluster.cluster_preflight import host_key_line, preflight, run_command
 from lab.host import LabError
 from lab.reachability import all_pairs_reachability
-from lab.certificates import make_certificates
+from lab.cluster.certificates import make_certificates
 from topologies.fabric import load_fabric
 from topologies.placement import cluster_of, place
 

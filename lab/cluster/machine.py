@@ -1,14 +1,14 @@
 """One machine's part of a cluster run, driven over ssh by the machine that
-runs run_topology.py (the head, lab/cluster.py):
+runs run_topology.py (the head, lab/cluster/cluster.py):
 
-    python -m lab.machine serve                      # JSON lines on stdin/stdout
-    python -m lab.machine exec TAG NETNS -- ARGV...  # a program in one server
+    python -m lab.cluster.machine serve                      # JSON lines on stdin/stdout
+    python -m lab.cluster.machine exec TAG NETNS -- ARGV...  # a program in one server
 
 ``serve`` builds the slice of the fabric placed on this machine
 (topologies/placement.py) as an ordinary lab (lab/lifecycle.py) of the nodes
 and links that are all here, with the same Mininet, the same shaping, the
 same record under /run/fabric-lab and so the same ``--cleanup``; the links
-that cross machines become VXLAN tunnels (lab/tunnels.py) on the switches'
+that cross machines become VXLAN tunnels (lab/cluster/tunnels.py) on the switches'
 ports. Its switches connect to the controller on the head: over TLS when
 the build message carries TLS credentials (this machine's switch key and
 certificate, the run's CA certificate; written 0600 into the part's own
@@ -58,8 +58,8 @@ from typing import List, Optional, Tuple
 from lab import host, records
 from lab.host import Interrupted, LabError
 from lab.lifecycle import Lab
-from lab.certificates import write_credentials
-from lab.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
+from lab.cluster.certificates import write_credentials
+from lab.cluster.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
 from lab.shaping import frame_bytes, link_commands
 from topologies.fabric import Fabric, fabric_from_spec
 

@@ -1,6 +1,6 @@
 """The keeper of a kept lab (`scripts/lab up`): the process that owns the Lab
 (controller, network) between commands and answers on its socket
-(lab/kept.py): inspect, exec in a node's namespace, run an experiment,
+(lab/kept/kept.py): inspect, exec in a node's namespace, run an experiment,
 down.
 
     Keeper(lab, ready, experiment, folder).keep()     # until down or a signal
@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from lab import host, kept, records
+from lab import host, records
+from lab.kept import kept
 from lab.host import Interrupted
-from lab.kept import send
+from lab.kept.kept import send
 from lab.processes import stop_process_group
 
 FEW = 8                                 # names listed when a node is unknown

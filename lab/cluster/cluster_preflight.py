@@ -36,7 +36,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from topologies.errors import OneLineParser, printable
 from topologies.schema import SCHEMA, machines
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # ssh verifies every machine's host key against known_hosts, whatever the
 # user's ssh_config says, and never adds one by itself: a first key is
 # checked by a person (docs/cluster.md)

@@ -20,7 +20,7 @@ import pytest
 
 from harness import REPO
 from harness.fabrics import leaf_spine
-from lab.lifecycle import free_port
+from lab.controller_process import free_port
 from lab.cluster.certificates import make_certificates, write_credentials
 
 OFPT_HELLO = 0

@@ -54,7 +54,8 @@ from typing import Dict, List, Optional
 from lab import records
 from lab.cluster import cluster_preflight
 from lab.host import LabError, run
-from lab.lifecycle import REPO, Lab
+from lab.controller_process import REPO
+from lab.lifecycle import Lab
 from lab.processes import stop_process
 from lab.cluster.certificates import RunCertificates, make_certificates
 from lab.cluster.tunnels import tunnels
@@ -201,30 +202,26 @@ class ClusterLab(Lab):
                 f"  {line}" for line in problems))
         self.timings["preflight_s"] = time.monotonic() - t0
         addresses = {m: resolve(h) for m, h in enumerate(self.cluster.machines)}
-        self.controller_ip = (resolve(self.cluster.controller) if self.cluster.controller
+        self.controller.ip = (resolve(self.cluster.controller) if self.cluster.controller
                               else source_address(addresses[0]))
         self.tunnels = tunnels(self.fabric, self.placement.node, addresses)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.cluster.tls:
             self.certificates = make_certificates(self.run_dir / "tls", self.tag,
-                                                  self.controller_ip, list(self.cluster.machines))
+                                                  self.controller.ip, list(self.cluster.machines))
+            # TLS: its key and certificate, and the CA a switch's must be signed by
+            self.controller.options = self.certificates.controller_options()
         self.machines = [Machine(m, h, addresses[m], self.cluster.user, self.run_dir)
                          for m, h in enumerate(self.cluster.machines)]
 
     def claim(self) -> None:
         """Nothing of this machine's root namespace: the names are the machines'."""
 
-    def controller_options(self) -> List[str]:
-        """TLS: the controller's key and certificate, and the CA a switch's
-        certificate must be signed by."""
-        return self.certificates.controller_options() if self.certificates else []
-
     def machine_tls(self, index: int) -> Optional[dict]:
         """What machine `index` needs for TLS (its switches' key and
         certificate, the CA's certificate), or None in plain TCP."""
         return self.certificates.for_machine(index) if self.certificates else None
 
-    runs_controller = True
     sandboxed = False                  # its switches meet the machines' network
 
     def build(self) -> None:
@@ -238,7 +235,7 @@ class ClusterLab(Lab):
         for m in self.machines:          # from this thread: their ssh die with it
             self._track(m.start())
         build = {"cmd": "build", "spec": self.fabric.spec, "source": str(self.fabric.source),
-                 "node": self.placement.node, "controller": [self.controller_ip, self.of_port],
+                 "node": self.placement.node, "controller": [self.controller.ip, self.controller.port],
                  "datapath": self.requested_datapath,
                  "tunnels": [{"vni": t.vni, "kind": t.kind, "ends": [e.__dict__ for e in t.ends]}
                              for t in self.tunnels]}
@@ -328,7 +325,7 @@ class ClusterLab(Lab):
                               "teardown_s": m.built.get("teardown_s"),
                               "clock_offset_s": offset}
                              for m, offset in zip(self.machines, self.clock_offsets)],
-                "controller": f"{self.controller_ip}:{self.of_port}",
+                "controller": f"{self.controller.ip}:{self.controller.port}",
                 "tls": self.certificates is not None,
                 "tunnels": len(self.tunnels)}
 
@@ -336,12 +333,13 @@ class ClusterLab(Lab):
 
     def _teardown(self) -> None:
         sessions = [m.proc for m in self.machines if m.proc is not None]
-        programs = [p for p in self.processes if p not in sessions and p is not self.controller]
+        programs = [p for p in self.processes
+                    if p not in sessions and p is not self.controller.process]
         errors = []
         for step in (lambda: [stop_process(p, grace=5) for p in programs],
                      self._stop_machines,
                      lambda: [stop_process(p, grace=10) for p in sessions],
-                     lambda: self.controller and stop_process(self.controller)):
+                     self.controller.stop):
             try:
                 step()
             except Exception as exc:      # noqa: BLE001 - keep tearing down

@@ -57,6 +57,7 @@ from typing import List, Optional, Tuple
 
 from lab import host, records
 from lab.host import Interrupted, LabError
+from lab.controller_process import RemoteController
 from lab.lifecycle import Lab
 from lab.cluster.certificates import write_credentials
 from lab.cluster.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
@@ -91,15 +92,15 @@ class SliceLab(Lab):
     """The lab of one machine's nodes; its switches' controller is elsewhere."""
 
     def __init__(self, whole: Fabric, mine, ends: List[Tuple[Tunnel, TunnelEnd]],
-                 controller: Tuple[str, int], run_dir: Path, datapath: str = "auto",
+                 controller: RemoteController, run_dir: Path, datapath: str = "auto",
                  tls: Optional[dict] = None):
-        super().__init__(local_fabric(whole, mine), run_dir, datapath, log=lambda *a: None)
+        super().__init__(local_fabric(whole, mine), run_dir, datapath, log=lambda *a: None,
+                         controller=controller)
         self.whole, self.ends = whole, ends
         self.tls = tls                       # {"key", "cert", "ca"} PEM text, or None: tcp
         self.ssl_set = False
         self.neighbours = whole.endpoints
         self.extra_names = [end.device for _, end in ends]
-        self.controller_ip, self.of_port = controller
         # the controller checks every port of a switch as it connects: not
         # before the tunnels are ports too
         self.connect_later = True
@@ -118,7 +119,6 @@ class SliceLab(Lab):
             self._check_ssl_free()
         records.registered_dir(self.tag).mkdir(parents=True, exist_ok=True)
 
-    runs_controller = False
     sandboxed = False                  # its switches meet the machines' network
 
     def build(self) -> None:
@@ -176,11 +176,11 @@ class SliceLab(Lab):
         """Every switch here to the controller, in one ovs-vsctl batch, as
         Mininet would have (its reconnect backoff included)."""
         args = ["ovs-vsctl", "--timeout=30"]
-        target = f'"tcp:{self.controller_ip}:{self.of_port}"'
+        target = f'"tcp:{self.controller.ip}:{self.controller.port}"'
         if self.tls:
             files = write_credentials(self.run_dir / "tls", self.tls)
             args += ["--", "set-ssl", str(files["key"]), str(files["cert"]), str(files["ca"])]
-            target = f'"ssl:{self.controller_ip}:{self.of_port}"'
+            target = f'"ssl:{self.controller.ip}:{self.controller.port}"'
             self.ssl_set = True
         for i, sw in enumerate(self.fabric.switches):
             args += ["--", f"--id=@c{i}", "create", "Controller", f"target={target}",
@@ -212,7 +212,7 @@ def build(msg: dict) -> SliceLab:
         ends += [(tunnel, end) for end in tunnel.ends if end.machine == msg["machine"]]
     # its files (neighbour tables, TLS credentials) in a folder of its own
     # (0700), gone with it
-    return SliceLab(whole, mine, ends, tuple(msg["controller"]),
+    return SliceLab(whole, mine, ends, RemoteController(*msg["controller"]),
                     Path(tempfile.mkdtemp(prefix=PART_PREFIX)), msg["datapath"], msg.get("tls"))
 
 

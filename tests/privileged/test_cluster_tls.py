@@ -46,7 +46,7 @@ def test_openflow_runs_over_tls_with_the_runs_certificates(bed, tmp_path):  # no
         assert lab.summary()["tls"] is True
         for ip in MACHINES:
             targets = on(ip, "ovs-vsctl --bare --columns=target list Controller")
-            assert targets.split() == [f"ssl:{lab.controller_ip}:{lab.of_port}"] * 2
+            assert targets.split() == [f"ssl:{lab.controller.ip}:{lab.controller.port}"] * 2
             ssl = on(ip, "ovs-vsctl get-ssl")
             key = ssl.splitlines()[0].split(": ", 1)[1]
             assert "/fabric-lab-part-" in key and on(ip, f"stat -c %a {key}") == "600"
@@ -66,7 +66,7 @@ class AnotherRunsCertificate(ClusterLab):
     def machine_tls(self, index):
         sent = super().machine_tls(index)
         if index == 1:
-            other = make_certificates(self.run_dir / "other", "other", self.controller_ip,
+            other = make_certificates(self.run_dir / "other", "other", self.controller.ip,
                                       [self.cluster.machines[1]])
             sent = {**other.for_machine(0), "ca": sent["ca"]}
         return sent
@@ -91,7 +91,7 @@ def test_a_switch_with_a_datapath_id_not_of_the_fabric_is_refused(bed, tmp_path)
     """It has this run's certificate (it is on machine 2, whose SSL setting
     is the run's): only its datapath id gives it away."""
     with cluster_lab(tmp_path) as lab:
-        target = f"ssl:{lab.controller_ip}:{lab.of_port}"
+        target = f"ssl:{lab.controller.ip}:{lab.controller.port}"
         on(MACHINES[1], "ovs-vsctl --timeout=30 add-br rogue0 -- set bridge rogue0 "
            "datapath_type=netdev other-config:datapath-id=00000000000000ff -- "
            f"set-controller rogue0 {target}")

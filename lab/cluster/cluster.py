@@ -115,8 +115,8 @@ class Machine:
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen(
                 ssh_command(self.user, self.host, f"{shlex.quote(str(PYTHON))} -m "
-                            "lab.cluster.machine serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                bufsize=0, start_new_session=True)
+                            "lab.cluster.machine serve"), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, bufsize=0, start_new_session=True)
         self.pending = b""
         return self.proc
 

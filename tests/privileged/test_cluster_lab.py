@@ -49,7 +49,7 @@ def machine_state(ip):
          "grep -v ': lo:' | grep -v ': eth0@'; echo ---; ls /run/fabric-lab 2>/dev/null; "
          "echo ---; ps -eo args"], capture_output=True, text=True, timeout=30).stdout
     bridges, links, recs, procs = (part.split("\n") for part in out.split("---\n"))
-    lab_like = re.compile(r"mininet:|lab\.machine|-m controller|traffic\.programs|iperf3? ")
+    lab_like = re.compile(r"mininet:|lab\.cluster\.machine|-m controller|traffic\.programs|iperf3? ")
     return {"bridges": [b for b in bridges if b], "interfaces": [l for l in links if l],
             "records": [r for r in recs if r], "processes": [p for p in procs if lab_like.search(p)]}
 

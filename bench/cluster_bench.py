@@ -41,9 +41,9 @@ from pathlib import Path
 from harness import REPO, TOPOLOGIES
 from harness.commandline import command_line
 from harness.traffic import process_cpu_seconds
-from lab import testbed
-from lab.cluster import ClusterLab
-from lab.tunnels import VXLAN_OVERHEAD
+from devtools import testbed
+from lab.cluster.cluster import ClusterLab
+from lab.cluster.tunnels import VXLAN_OVERHEAD
 from lab.lifecycle import Lab
 from topologies.fabric import load_fabric
 from topologies.schema import parse_size

@@ -86,7 +86,7 @@ def host_state(owner: "str | None" = None) -> dict:
     # the test bed's machines hang on its bridge: a test bed has checks of
     # its own (ensure_no_testbed, tests/privileged/test_testbed.py), and
     # another test run's comes and goes beside ours
-    from lab.testbed import BRIDGE
+    from devtools.testbed import BRIDGE
     on_bed = f" master {BRIDGE} " if owner else None
     veths = [line.split(":")[1].strip().split("@")[0] for line in subprocess.run(
         ["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
@@ -163,10 +163,10 @@ def built(fabric, tmp_path_factory):
 def ensure_no_testbed() -> None:
     """No test bed is up when a test is to bring its own: a live one fails
     the test (a privileged test never passes by skipping); the record of one
-    whose machines are all gone is removed by lab/testbed.py's own teardown,
+    whose machines are all gone is removed by devtools/testbed.py's own teardown,
     which touches only what that record names."""
     import pytest
-    from lab import testbed
+    from devtools import testbed
     if not testbed.RECORD.exists():
         return
     with testbed.locked():

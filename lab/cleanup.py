@@ -1,15 +1,15 @@
 """Cleaning up after labs killed without their teardown (SIGKILL): from each
 dead lab's record (lab/records.py), exactly what it owned, on this host and,
 for a cluster run's head, on its machines; never by process name. A kept
-lab's keeper (lab/kept.py) killed so leaves its record and socket too."""
+lab's keeper (lab/kept/kept.py) killed so leaves its record and socket too."""
 
 from __future__ import annotations
 
 import json
 import shutil
 
-from lab import kept
-from lab.cluster import cleanup_machines
+from lab.kept import kept
+from lab.cluster.cluster import cleanup_machines
 from lab.host import existing_interfaces, remove_network, tagged_bridges
 from lab.sandbox import end_carrying
 from lab.records import (RECORDS, kill_if_same, kill_registered, pid_alive, record_owner,

@@ -3,8 +3,9 @@
 Life cycle (``with Lab(fabric, run_dir) as lab:``):
 
 1. preflight: root, tools, Open vSwitch, free names, netem if asked for;
-2. the controller starts as a child process, listening on loopback only, and
-   is waited for until it accepts connections;
+2. the controller it was given starts (lab/controller_process.py: by
+   default os-ken as a child process, listening on loopback only) and is
+   waited for until it accepts connections;
 3. Mininet builds servers, bridges and veth links from the Fabric; the
    bridges start in one ovs-vsctl batch; every interface is shaped with tc;
 4. readiness: the controller reports every switch programmed (a barrier after
@@ -22,37 +23,30 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from lab import datapath, ecn, host, portmod, records, sandbox
+from lab.controller_process import CONTROLLER_START_WALL_S, OsKenController
 from lab.host import LabError
 from lab.mininet_build import (FabricTopo, endpoint_intfs, host_setup_script, mesh_commands,
                                shaping_plan, switch_class, tracking)
 from lab.counters import read_counters
 from lab.shaping import frame_bytes, link_commands
 from policies import policy
-from lab.processes import cpu_seconds, is_mininet_shell, stop_process, stop_process_group
+from lab.processes import is_mininet_shell, stop_process, stop_process_group
 from lab.progress_wait import wait_progressing
 from topologies.fabric import Fabric
 
-REPO = Path(__file__).resolve().parent.parent
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-# os-ken listens after about 1 s of its CPU here; a controller that used this
-# much without listening is stuck. The wall-clock cap only catches one that
-# hangs without using CPU.
-CONTROLLER_START_CPU_S, CONTROLLER_START_WALL_S = 60.0, 900.0
 _LAB_NUMBERS = itertools.count(1)
 
 
@@ -84,15 +78,15 @@ class _ControllerTarget:
         pass
 
 
-def free_port(ip: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
-
-
 class Lab:
+    """`controller`: the controller this lab's switches meet, a component as
+    in Mininet (lab/controller_process.py): a class (made with no
+    arguments) or an object; None for none. A fabric whose policy routes
+    without one (spanning tree) is given none whatever was asked."""
+
     def __init__(self, fabric: Fabric, run_dir: Path, datapath: str = "auto",
-                 log=print, verbose: bool = False, ovs_variant: Optional[str] = None):
+                 log=print, verbose: bool = False, ovs_variant: Optional[str] = None,
+                 controller=OsKenController):
         self.fabric = fabric
         # how its own ovs-vswitchd starts: a lab/datapath.py variant (None: the adopted one)
         self.ovs_variant = ovs_variant
@@ -105,13 +99,14 @@ class Lab:
         self.log = log
         self.verbose = verbose
         self.net = None
-        self.controller: Optional[subprocess.Popen] = None
+        if isinstance(controller, type):
+            controller = controller()
+        self.controller = controller if self.controlled else None
         self.processes: List[subprocess.Popen] = []   # every one Mininet started for us
         self.timings: Dict[str, float] = {}
         self.status: dict = {}               # the controller's when it was ready
         self.tag = f"{os.getpid()}-{next(_LAB_NUMBERS)}"
         self.record_path = records.RECORDS / f"{self.tag}.json"
-        self.controller_ip = "127.0.0.1"     # where the switches find the controller
         self.extra_names: List[str] = []     # root-namespace names beyond the model's
         self.neighbours = fabric.endpoints   # whom each server knows up front (big fabrics)
         self.connect_later = False           # switches meet the controller after the build
@@ -134,12 +129,15 @@ class Lab:
 
     def start(self) -> None:
         """The one start every kind of lab shares, in five steps, each a hook
-        a kind of lab overrides (ClusterLab: lab/cluster.py; the slice of one
-        machine: lab/machine.py): `check` what must hold before anything is
+        a kind of lab overrides (ClusterLab: lab/cluster/cluster.py; the slice of one
+        machine: lab/cluster/machine.py): `check` what must hold before anything is
         made; `claim` its names under the lock, then the record that claims
-        them; the controller, when `runs_controller`; `build` the network;
+        them; the controller it was given started; `build` the network;
         `settle` until it forwards. Timings of each go in `timings`."""
         t0 = time.monotonic()
+        if self.controlled and self.controller is None:
+            raise LabError(f"the {self.fabric.policy} policy routes through a controller, "
+                           "and this lab was given none")
         self.check()
         with records.names_lock():
             self.claim()
@@ -147,8 +145,8 @@ class Lab:
             self._write_record()            # claims the names before the lock goes
         if self.sandboxed:
             self._enter_sandbox()
-        if self.runs_controller:
-            self._start_controller()
+        if self.controller is not None:
+            self.controller.start(self.fabric.spec, self.run_dir, self.verbose, self._track)
         self.timings["controller_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         self.build()
@@ -197,10 +195,6 @@ class Lab:
         answering a client): it joins the lab's namespaces first."""
         if self.sandbox is not None:
             self.sandbox.join()
-
-    @property
-    def runs_controller(self) -> bool:
-        return self.controlled
 
     def build(self) -> None:
         self._build_network()
@@ -275,53 +269,9 @@ class Lab:
                      f"bfd:min_rx={ms}"]
         host.run(args, timeout=120)
 
-    def controller_options(self) -> List[str]:
-        """More of the controller's command line (a kind of lab's own: the
-        cluster's TLS, say); none here."""
-        return []
-
     def names(self) -> List[str]:
         """Every root-namespace name this lab creates."""
         return host.lab_names(self.fabric) + self.extra_names
-
-    def _start_controller(self) -> None:
-        spec = self.run_dir / "fabric.json"
-        spec.write_text(json.dumps(self.fabric.spec, indent=1))
-        self.status_path = self.run_dir / "controller-status.json"
-        self.status_path.unlink(missing_ok=True)
-        self.of_port = free_port(self.controller_ip)
-        cmd = [sys.executable, "-m", "controller", "--spec", str(spec),
-               "--status", str(self.status_path), "--port", str(self.of_port),
-               "--host", self.controller_ip] + self.controller_options()
-        if self.verbose:
-            cmd.append("--verbose")
-        self.controller_log = self.run_dir / "controller.log"
-        with open(self.controller_log, "w") as logf:
-            # Its own session: a Ctrl-C in the terminal reaches the lab, which
-            # then stops the controller in order.
-            self.controller = subprocess.Popen(cmd, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, start_new_session=True,
-                                               preexec_fn=sandbox.die_with_parent)
-        self._track(self.controller)
-        # Bounded by the controller's progress, not the clock: on a loaded
-        # host (or in a VM without KVM) starting os-ken takes minutes of wall
-        # time but only seconds of its CPU. It fails when the controller exits,
-        # or has used CONTROLLER_START_CPU_S of CPU and still does not listen.
-        deadline = time.monotonic() + CONTROLLER_START_WALL_S
-        while time.monotonic() < deadline:
-            if self.controller.poll() is not None:
-                raise LabError("the controller exited while starting: "
-                               f"{self._log_tail()} (log: {self.controller_log})")
-            try:
-                socket.create_connection((self.controller_ip, self.of_port), timeout=0.5).close()
-                return
-            except OSError:
-                if cpu_seconds(self.controller.pid) > CONTROLLER_START_CPU_S:
-                    break
-                time.sleep(0.1)
-        raise LabError(f"the controller did not listen on {self.controller_ip}:{self.of_port} "
-                       f"after {cpu_seconds(self.controller.pid):.0f} s of CPU "
-                       f"(log: {self.controller_log})")
 
     def _build_network(self) -> None:
         from mininet.link import Link
@@ -338,8 +288,8 @@ class Lab:
                            host=tracking(Host, self._track), link=Link, controller=None,
                            build=False, autoSetMacs=False, inNamespace=False, listenPort=None,
                            waitConnected=False)
-        self.net.controllers = ([] if stp or self.connect_later
-                                else [_ControllerTarget(self.of_port, self.controller_ip)])
+        self.net.controllers = ([] if stp or self.connect_later else
+                                [_ControllerTarget(self.controller.port, self.controller.ip)])
         self.net.build()
         self.net.start()
         self.net.controllers = []      # the switches know it; Mininet need not
@@ -388,47 +338,15 @@ class Lab:
             raise LabError(f"configuring {ep.intf} failed: {out.strip()[-200:]}")
 
     def controller_status(self) -> dict:
-        try:
-            return json.loads(self.status_path.read_text())
-        except (OSError, ValueError):
-            return {}
+        return self.controller.status() if self.controller is not None else {}
 
     def wait_programmed(self, timeout: float = 60, until=lambda status: True) -> dict:
         """Wait until the controller has programmed every switch with a plan
-        whose status satisfies `until` (say, a port known to be down).
-        Bounded by progress, not the clock (lab/progress_wait.py): it gives up
-        when neither the controller's status nor its CPU time has moved for
-        `timeout` seconds, or it has used CONTROLLER_START_CPU_S of CPU in
-        the wait, or after CONTROLLER_START_WALL_S."""
-        want = {s.name for s in self.fabric.switches}
-        seen = {"status": {}}
-        pid = self.controller.pid
-        cpu0 = cpu_seconds(pid)
-
-        def ready():
-            if self.controller.poll() is not None:
-                raise LabError(f"the controller died: {self._log_tail()} "
-                               f"(log: {self.controller_log})")
-            status = seen["status"] = self.controller_status()
-            if status.get("errors"):
-                raise LabError(f"the controller reports: {status['errors'][0]}")
-            return want <= set(status.get("programmed", ())) and until(status)
-
-        waited = wait_progressing(
-            ready, lambda: (json.dumps(seen["status"], sort_keys=True), int(cpu_seconds(pid))),
-            stall_s=timeout, cap_s=CONTROLLER_START_WALL_S,
-            spent=lambda: cpu_seconds(pid) - cpu0 > CONTROLLER_START_CPU_S)
-        status = seen["status"]
-        if waited.ready:
-            return status
-        why = waited.reason("the controller")
-        missing = sorted(want - set(status.get("programmed", ())))
-        if not missing and status.get("down_ports"):
-            raise LabError(f"every switch is programmed, but ports are still down "
-                           f"({', '.join(status['down_ports'][:8])}) and {why} (with "
-                           "routing.bfd_ms a port is up only once its BFD session is)")
-        raise LabError(f"the controller had not programmed {', '.join(missing) or 'the switches'}"
-                       f": {why} (log: {self.controller_log})")
+        whose status satisfies `until` (lab/controller_process.py)."""
+        if self.controller is None:
+            raise LabError("this lab has no controller: its switches run spanning tree")
+        return self.controller.wait_programmed([s.name for s in self.fabric.switches],
+                                               timeout, until)
 
     def wait_stp_converged(self, timeout: float = 90) -> dict:
         """The STP baseline has no controller to ask: it is ready once the
@@ -450,13 +368,6 @@ class Lab:
             raise LabError(f"spanning tree had not converged: {first.name} cannot reach "
                            f"{pending[0]} and {waited.reason('it')}")
         return {"versions": {}}
-
-    def _log_tail(self) -> str:
-        try:
-            lines = [l for l in self.controller_log.read_text().splitlines() if l.strip()]
-        except OSError:
-            lines = []
-        return lines[-1].strip() if lines else "no output"
 
     # --- use -------------------------------------------------------------------------
 
@@ -490,6 +401,40 @@ class Lab:
             frame = frame_bytes(self.fabric.mtu) if node in marking else 0
             for cmd in link_commands(intf, link.spec, up, silent, frame):
                 self.host(node).cmd(cmd)
+
+    # --- what a keeper uses (lab/protocol.py KeptLab) -------------------------------
+
+    def nodes(self) -> Dict[str, int]:
+        """Every node, servers and switches, by name: the pid of its shell."""
+        if self.net is None:
+            return {}
+        return {n.name: n.pid for n in self.net.hosts + self.net.switches}
+
+    def register(self, pid: int) -> None:
+        """A process started in a node from outside the lab (a kept lab's
+        exec): its teardown, or --cleanup after a SIGKILL, stops it too."""
+        records.registered_dir(self.tag).mkdir(exist_ok=True)
+        records.register(self.tag, pid)
+
+    def resync(self) -> None:
+        """Node shells an interruption cut in the middle of a command
+        (Mininet's `waiting`): interrupted and read up to their prompt, so
+        that the next commands find them ready."""
+        for node in (self.net.hosts + self.net.switches if self.net is not None else []):
+            if getattr(node, "waiting", False):
+                with contextlib.suppress(Exception):
+                    node.sendInt()
+                    node.waitOutput()
+
+    def holdings(self) -> dict:
+        """What the lab holds now, which its teardown removes."""
+        present = host.existing_interfaces()
+        alive = [p for p in self.processes if p.poll() is None]
+        controller = self.controller.process if self.controller is not None else None
+        return {"bridges": host.tagged_bridges(self.tag),
+                "interfaces": [n for n in self.names() if n in present],
+                "processes": len(alive) + (controller is not None and controller not in alive
+                                           and controller.poll() is None)}
 
     def _set_switch_ports(self, ends: list, up: bool) -> list:
         """Take the switches' ends of a link down or up through Open vSwitch
@@ -556,8 +501,9 @@ class Lab:
         """A lab in the host's namespace (a machine's part of a cluster run):
         its processes asked to stop, its bridges and interfaces removed by
         name, then its node shells and the controller."""
+        controller = self.controller.process if self.controller is not None else None
         shells = [p for p in self.processes if is_mininet_shell(p)]
-        others = [p for p in self.processes if not is_mininet_shell(p) and p is not self.controller]
+        others = [p for p in self.processes if not is_mininet_shell(p) and p is not controller]
         steps = [lambda: [stop_process(p) for p in others],
                  lambda: records.kill_registered(self.tag)]
         if self.net is not None or shells:
@@ -567,7 +513,7 @@ class Lab:
         if self.net is not None:
             steps.append(lambda: [_close_pty(n) for n in self.net.hosts + self.net.switches])
         if self.controller is not None:
-            steps.append(lambda: stop_process(self.controller))
+            steps.append(self.controller.stop)
         return steps
 
     def _track(self, proc: subprocess.Popen) -> None:

@@ -1,19 +1,51 @@
 """What a run needs of a running lab, written down once: the engines, the
 monitor, the prober, the failures and run_topology.py use these members and
-nothing else. Lab (lab/lifecycle.py), ClusterLab (lab/cluster.py) and the
-slice a machine builds for a cluster run (lab/machine.py) all provide it, by
+nothing else. Lab (lab/lifecycle.py), ClusterLab (lab/cluster/cluster.py) and the
+slice a machine builds for a cluster run (lab/cluster/machine.py) all provide it, by
 extending Lab's one `start()` through its hooks (check, claim, build,
 settle) instead of copying it.
 
 A new kind of lab subclasses Lab and overrides the hooks and members it
 must; tests/test_lab_protocol.py holds every kind to this protocol.
+
+Two more: `Controller`, what a lab is given to route its switches
+(lab/controller_process.py: the os-ken process, or one running elsewhere),
+and `KeptLab`, what the keeper of a kept lab (lab/kept/keeper.py) uses of
+the Lab it owns between commands, and nothing else.
 """
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Optional, Protocol, runtime_checkable
+from typing import Callable, Dict, List, Optional, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Controller(Protocol):
+    """The controller a lab's switches meet, handed to the lab as Mininet's
+    `Mininet(controller=...)` is: the lab starts and stops it."""
+    ip: str                           # where the switches find it
+    port: Optional[int]               # its OpenFlow port, once started
+    pid: Optional[int]                # its process here; None when it runs elsewhere
+    log: Optional[Path]               # its log here; None when it runs elsewhere
+
+    def start(self, spec: dict, run_dir: Path, verbose: bool = False,
+              track: Callable[[subprocess.Popen], None] = ...) -> None:
+        """Start it on a fabric's spec, its files in run_dir; wait until it listens."""
+
+    def running(self) -> bool:
+        """Whether its process here is alive."""
+
+    def stop(self) -> None:
+        """Stop what start started."""
+
+    def status(self) -> dict:
+        """Its last status (switches programmed, ports down, groups, adaptive placements)."""
+
+    def wait_programmed(self, switches, timeout: float = 60,
+                        until=lambda status: True) -> dict:
+        """Wait until it has programmed every one of `switches` and `until(status)` holds."""
 
 
 @runtime_checkable
@@ -62,3 +94,33 @@ class RunningLab(Protocol):
 
     def stop(self) -> None:
         """Tear down exactly what it started; safe to call twice."""
+
+
+@runtime_checkable
+class KeptLab(RunningLab, Protocol):
+    """A lab kept up between commands, as its keeper (lab/kept/keeper.py)
+    uses it, beyond what runs use."""
+    tag: str                          # its name in the records under /run/fabric-lab
+    controller: Optional[Controller]  # what routes it (None: spanning tree)
+
+    def __enter__(self) -> "KeptLab":
+        """Start it (every kind: check, claim, controller, build, settle)."""
+
+    def __exit__(self, *exc) -> bool:
+        """Stop it."""
+
+    def nodes(self) -> Dict[str, int]:
+        """Every node, servers and switches, by name: the pid of its shell."""
+
+    def register(self, pid: int) -> None:
+        """A process started in one of its nodes from outside the lab (a
+        kept lab's exec): stopped by its teardown, or by --cleanup after a
+        SIGKILL, as its own are."""
+
+    def resync(self) -> None:
+        """Read the node shells an interruption cut in the middle of a
+        command up to their prompt, ready for the next."""
+
+    def holdings(self) -> dict:
+        """What it holds now, which its teardown removes: its bridges,
+        interfaces and the number of its processes alive."""

@@ -60,7 +60,7 @@ def names_lock():
 
 def registered_dir(tag: str) -> Path:
     """Where processes started into a lab's servers from outside it (over ssh,
-    in cluster mode: lab/machine.py's exec) register, one file per pid
+    in cluster mode: lab/cluster/machine.py's exec) register, one file per pid
     holding its start time."""
     return RECORDS / f"{tag}.procs"
 

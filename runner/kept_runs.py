@@ -40,7 +40,7 @@ def kept_flags(args) -> bool:
     problem = kept_refusal(args) if args.up or args.lab or args.keeper else (
         "--name names a kept lab: use it with --up or --lab" if args.name else None)
     if args.name:
-        from lab import kept
+        from lab.kept import kept
         kept.select(args.name)
     if problem:
         raise ValueError(problem)
@@ -71,8 +71,7 @@ def kept_refusal(args):
 
 def on_kept_lab(args) -> int:
     """run_topology.py --lab ...: the experiment, run by the keeper; its output here."""
-    from lab import kept_client
-    from lab import kept
+    from lab.kept import kept, kept_client
     signal.signal(signal.SIGINT, signal.default_int_handler)   # a Ctrl-C cancels it
     for sig in (signal.SIGTERM, signal.SIGHUP):                # and these end this client
         signal.signal(sig, signal.SIG_DFL)
@@ -85,7 +84,7 @@ def up(fabric, args, script: str) -> int:
     """Start the keeper (`script --keeper`, its own session; its output in
     the lab's folder), wait until its lab is up, then print what inspect
     prints."""
-    from lab import kept, kept_client
+    from lab.kept import kept, kept_client
     record = kept.read_record()
     if kept.keeper_alive(record):
         print(f"error: a lab is already up: {kept.running_text(record)}; "
@@ -113,7 +112,7 @@ def keep(fabric, args, usage: str, results: Path) -> int:
     """The keeper: build the lab, keep it, serve experiments until down
     (each parsed as `usage`'s command, --results by default `results`)."""
     from lab.lifecycle import Lab
-    from runs.keeper import Keeper
+    from lab.kept.keeper import Keeper
 
     def ready(lab):
         summary = summary_head(fabric, args, lab.run_dir, print)

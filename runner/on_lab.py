@@ -66,7 +66,7 @@ def lab_run(fabric, exp, args, cluster=None) -> int:
     say = (lambda *a: None) if args.json else print
     summary = summary_head(fabric, args, run_dir, say)
     if cluster:
-        from lab.cluster import ClusterLab
+        from lab.cluster.cluster import ClusterLab
         lab = ClusterLab(fabric, run_dir, *cluster, datapath=args.datapath, verbose=args.verbose)
     else:
         lab = Lab(fabric, run_dir, datapath=args.datapath, verbose=args.verbose)

@@ -56,7 +56,7 @@ class _Version(argparse.Action):
 
 
 def _kept_name(text: str) -> str:
-    from lab.kept import check_name
+    from lab.kept.kept import check_name
     try:
         return check_name(text)
     except ValueError as exc:

@@ -49,7 +49,7 @@ NOT_HERE = {
     "scripts/lab down": "a lab kept up (tests/privileged/test_lab_up.py)",
     "scripts/lab inspect": "a lab kept up (tests/privileged/test_lab_up.py)",
     "scripts/lab exec": "a lab kept up (tests/privileged/test_lab_up.py)",
-    "python -m lab.cluster_preflight": "ssh to the cluster's machines",
+    "python -m lab.cluster.cluster_preflight": "ssh to the cluster's machines",
     "python -m bench.": "a benchmark: 35 s to many minutes, most build labs (docs/benchmarks.md)",
     ".venv/bin/python -m bench.": "a benchmark: 35 s to many minutes, most build labs "
                                   "(docs/benchmarks.md)",
@@ -241,12 +241,12 @@ def test_the_docs_show_commands_and_most_run_here():
 
 def python_m_modules():
     """Every `python -m NAME` the docs name, in a block or in the text; not
-    the lab's own (the controller and lab.machine, which the lab starts in
+    the lab's own (the controller and lab.cluster.machine, which the lab starts in
     .venv)."""
     names = set()
     for path in DOCS:
         names |= set(re.findall(r"python -m ([a-z_][a-z_.]*[a-z_])\b(?!\.)", path.read_text()))
-    return sorted(names - {"controller", "lab.machine"})
+    return sorted(names - {"controller", "lab.cluster.machine"})
 
 
 @pytest.mark.parametrize("elsewhere", [False, True], ids=["root", "elsewhere"])

@@ -1,5 +1,5 @@
-"""The kept lab's request protocol (lab/kept.py) and what its client prints
-(lab/kept_client.py), without a lab: JSON lines over a socket pair; and the
+"""The kept lab's request protocol (lab/kept/kept.py) and what its client prints
+(lab/kept/kept_client.py), without a lab: JSON lines over a socket pair; and the
 flags run_topology.py refuses with --up and --lab, in one sentence."""
 
 import base64
@@ -12,8 +12,8 @@ import pytest
 
 from harness import REPO
 from harness.commands import run
-from lab import kept, kept_client
-from runs.keeper import Experiment, Keeper, forward, node_order, removed_text, with_hosts
+from lab.kept import kept, kept_client
+from lab.kept.keeper import Experiment, Keeper, forward, node_order, removed_text, with_hosts
 
 
 def test_messages_cross_a_socket_whole_however_they_are_cut():
@@ -282,7 +282,7 @@ def test_exec_sees_the_labs_server_names_in_a_hosts_file_of_its_own(tmp_path):
 def test_inspect_into_a_closed_pipe_exits_141_without_a_traceback():
     import subprocess
     import sys
-    script = ("import os, sys; from lab import kept_client; os.geteuid = lambda: 0; "
+    script = ("import os, sys; from lab.kept import kept_client; os.geteuid = lambda: 0; "
               "kept_client.inspect = lambda: {'servers': ['h'] * 100000}; "
               "sys.exit(kept_client.main(['inspect', '--json']))")
     read, write = os.pipe()

@@ -26,8 +26,9 @@ LAYERS = (
     ("traffic",),             # engines and measurement on a live lab
     ("runs",),                # an experiment swept on an engine: the run record
     ("report",),              # the run record as tables, CSV and figures
-    ("runner", "run_topology", "bench", "harness", "ncclperf"),  # the run orchestrator, command
-                                                                 # lines, benchmarks, their harness
+    ("runner", "run_topology", "bench", "harness", "ncclperf",
+     "devtools"),             # the run orchestrator, command lines, benchmarks, their
+                              # harness, the test bed and VM test
 )
 # command lines inside a lower package: they sit on the top layer
 ENTRY_POINTS = ("planner.cli", "planner.__main__", "controller.__main__")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import cluster_preflight
-from lab.cluster_preflight import PYTHON_PROBE, SSH, checks_for, preflight, run_command
+from lab.cluster import cluster_preflight
+from lab.cluster.cluster_preflight import PYTHON_PROBE, SSH, checks_for, preflight, run_command
 
 PROJECT = Path("/opt/fabric-lab")
 COMMIT = "9b1e0d2c4a7f" + "0" * 28
@@ -131,7 +131,7 @@ def test_main_prints_the_lines_and_exits_1(monkeypatch, capsys):
                              "'_', '-'), got 'x y'\n"),
 ])
 def test_bad_machines_are_one_sentence_and_nothing_runs(argv, message):
-    proc = subprocess.run([sys.executable, "-m", "lab.cluster_preflight", *argv],
+    proc = subprocess.run([sys.executable, "-m", "lab.cluster.cluster_preflight", *argv],
                           cwd=Path(__file__).resolve().parent.parent, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr == message and proc.stdout == ""

@@ -140,7 +140,7 @@ def test_tree_cpu_counts_a_running_grandchild():
 
 
 def test_the_vm_wait_gives_up_on_a_qemu_that_stopped(tmp_path, monkeypatch):
-    from lab import vmtest
+    from devtools import vmtest
     monkeypatch.setattr(vmtest, "CONSOLE", tmp_path / "console.log")
     monkeypatch.setattr(vmtest, "STALL_S", 0.5)
     (tmp_path / "console.log").write_text(f"{vmtest.MARK} stage init 3.0 ===\n")
@@ -154,7 +154,7 @@ def test_the_vm_wait_gives_up_on_a_qemu_that_stopped(tmp_path, monkeypatch):
 
 
 def test_the_vm_wait_gives_up_on_a_qemu_that_spins_past_its_cpu(tmp_path, monkeypatch):
-    from lab import vmtest
+    from devtools import vmtest
     monkeypatch.setattr(vmtest, "CONSOLE", tmp_path / "console.log")
     monkeypatch.setattr(vmtest, "QEMU_CPU_S", 0.2)
     proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -167,7 +167,7 @@ def test_the_vm_wait_gives_up_on_a_qemu_that_spins_past_its_cpu(tmp_path, monkey
 
 
 def test_the_vm_wait_notes_each_stage_and_the_end(tmp_path, monkeypatch):
-    from lab import vmtest
+    from devtools import vmtest
     console = tmp_path / "console.log"
     monkeypatch.setattr(vmtest, "CONSOLE", console)
     proc = subprocess.Popen(["sh", "-c", f"echo '{vmtest.MARK} stage init 1.0 ===' > {console}; "
@@ -199,7 +199,7 @@ def test_pings_that_sit_still_past_their_own_wait_are_a_hang(monkeypatch):
 
 
 def test_the_test_bed_waits_for_sshd_while_the_machines_boot(monkeypatch):
-    from lab import testbed
+    from devtools import testbed
     tries = []
 
     def fake_ssh(*cmd, check, timeout):
@@ -218,7 +218,7 @@ def test_the_test_bed_waits_for_sshd_while_the_machines_boot(monkeypatch):
 
 
 def test_the_test_bed_gives_up_on_machines_that_sit_still(monkeypatch):
-    from lab import testbed
+    from devtools import testbed
     monkeypatch.setattr(testbed, "run", lambda *cmd, check, timeout:
                         subprocess.CompletedProcess(cmd, 255))
     monkeypatch.setattr(testbed, "alive", lambda pid, start: True)
@@ -246,7 +246,7 @@ def test_a_process_that_works_is_read_to_its_end_and_one_that_sits_still_is_stop
 
 
 def test_a_machine_is_its_unshare_s_child_once_it_exists(tmp_path):
-    from lab import testbed
+    from devtools import testbed
     proc = subprocess.Popen(["sh", "-c", "sleep 600; true"], start_new_session=True)
     try:
         child = testbed.child_of(proc, tmp_path / "console.log")

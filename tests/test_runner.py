@@ -23,7 +23,7 @@ from topologies.fabric import load_fabric
 DEFAULT = REPO / "topologies" / "default.yaml"
 # what runs a lab, an engine or a simulation: report/ imports none of it
 RUNNING = ("lab", "traffic.engines", "runs.measured", "runs.simulated", "runs.training",
-           "runs.sweep", "runs.keeper", "runs.beside", "runs.lab_parts", "runs.parallel_step",
+           "runs.sweep", "runs.beside", "runs.lab_parts", "runs.parallel_step",
            "runs.incast_beside", "runs.rate_calibration", "runner")
 
 

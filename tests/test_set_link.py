@@ -43,7 +43,7 @@ class Link:
 
 
 class Fabric:
-    endpoints = {}
+    endpoints, policy = {}, "ecmp"
     links = [Link("leaf1", "spine1", "leaf1-eth3", "spine1-eth1"),
              Link("h1", "leaf1", "h1-eth0", "leaf1-eth1")]
 

@@ -1,5 +1,5 @@
 """A cluster run's OpenFlow over TLS, without root: the certificates made
-per run (lab/certificates.py: a CA, the controller's, one per machine's switches; keys
+per run (lab/cluster/certificates.py: a CA, the controller's, one per machine's switches; keys
 0600), the controller's command line, and the real controller (os-ken's own
 TLS listener, controller/tls.py) met by TLS clients here: a switch with this
 run's certificate gets OpenFlow's hello; one with another CA's certificate,
@@ -20,8 +20,8 @@ import pytest
 
 from harness import REPO
 from harness.fabrics import leaf_spine
-from lab.lifecycle import free_port
-from lab.certificates import make_certificates, write_credentials
+from lab.controller_process import free_port
+from lab.cluster.certificates import make_certificates, write_credentials
 
 OFPT_HELLO = 0
 
@@ -174,7 +174,8 @@ CHANGED = ("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
 
 
 def test_every_ssh_of_a_cluster_run_checks_host_keys():
-    from lab import cluster, cluster_preflight, testbed
+    from devtools import testbed
+    from lab.cluster import cluster, cluster_preflight
     for argv in (cluster.ssh_command("root", "gpu-b", "true"), list(cluster_preflight.SSH)):
         assert "StrictHostKeyChecking=yes" in argv
         assert argv[argv.index("StrictHostKeyChecking=yes") - 1] == "-o"
@@ -191,7 +192,7 @@ def test_every_ssh_of_a_cluster_run_checks_host_keys():
               "machine was reinstalled"),
 ])
 def test_a_host_key_ssh_refuses_is_one_line_saying_what_to_do(output, start):
-    from lab.cluster_preflight import check_machine, checks_for
+    from lab.cluster.cluster_preflight import check_machine, checks_for
     checks = checks_for("root", REPO, "0" * 40, "Python 3.11.2 numpy 1.26.4")
     line = check_machine("gpu-b", "root", checks, lambda argv, timeout: (255, output))
     assert line.startswith(start) and "\n" not in line

@@ -1,4 +1,4 @@
-"""The links that cross machines, as VXLAN tunnels (lab/tunnels.py): one per
+"""The links that cross machines, as VXLAN tunnels (lab/cluster/tunnels.py): one per
 crossing link, both ends switches, each end named and numbered as the model
 names its interface, addresses crossed over, the wire's MTU, shaping as on
 a veth; and the commands, which nothing here runs."""
@@ -6,7 +6,7 @@ a veth; and the commands, which nothing here runs."""
 import pytest
 
 from lab.shaping import tc_commands
-from lab.tunnels import VXLAN_OVERHEAD, make_commands, tunnels, wire_mtu
+from lab.cluster.tunnels import VXLAN_OVERHEAD, make_commands, tunnels, wire_mtu
 from harness import TOPOLOGIES
 from topologies.fabric import load_fabric
 from topologies.placement import place

@@ -1,6 +1,6 @@
 """The project's commands run in the project's Python: `python run_topology.py`,
 `python -m planner`, `python -m ncclperf.NAME`, `python -m report.compare`,
-`python -m lab.NAME`, `python -m bench.NAME` and `python -m
+`python -m lab.NAME`, `python -m devtools.NAME`, `python -m bench.NAME` and `python -m
 topologies.jsonschema`, started by a Python that is
 not the repository's `.venv` (which scripts/setup.sh builds: os-ken, numpy,
 matplotlib, ...), hand themselves over to it: the same command, the same

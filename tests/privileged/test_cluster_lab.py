@@ -1,5 +1,5 @@
-"""A fabric spread over two machines of the test bed (lab/testbed.py) in
-cluster mode (lab/cluster.py, lab/machine.py): the default fabric and a
+"""A fabric spread over two machines of the test bed (devtools/testbed.py) in
+cluster mode (lab/cluster/cluster.py, lab/cluster/machine.py): the default fabric and a
 rail-optimized fabric of multi-GPU servers reach every pair and give every
 collective right; a link between the machines fails and every pair still
 reaches every other; run_topology.py runs across them, a training step too; teardown, Ctrl-C,
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from lab import testbed
-from lab.cluster import ClusterLab
+from devtools import testbed
+from lab.cluster.cluster import ClusterLab
 from lab.reachability import all_pairs_reachability
 from lab import records
 from harness import TOPOLOGIES
@@ -49,7 +49,7 @@ def machine_state(ip):
          "grep -v ': lo:' | grep -v ': eth0@'; echo ---; ls /run/fabric-lab 2>/dev/null; "
          "echo ---; ps -eo args"], capture_output=True, text=True, timeout=30).stdout
     bridges, links, recs, procs = (part.split("\n") for part in out.split("---\n"))
-    lab_like = re.compile(r"mininet:|lab\.machine|-m controller|traffic\.programs|iperf3? ")
+    lab_like = re.compile(r"mininet:|lab\.cluster\.machine|-m controller|traffic\.programs|iperf3? ")
     return {"bridges": [b for b in bridges if b], "interfaces": [l for l in links if l],
             "records": [r for r in recs if r], "processes": [p for p in procs if lab_like.search(p)]}
 

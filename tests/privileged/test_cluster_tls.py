@@ -1,5 +1,5 @@
-"""A secured cluster run on two test-bed machines (lab/testbed.py): OpenFlow
-over TLS with certificates made for the run (lab/certificates.py), Open vSwitch's
+"""A secured cluster run on two test-bed machines (devtools/testbed.py): OpenFlow
+over TLS with certificates made for the run (lab/cluster/certificates.py), Open vSwitch's
 `ssl:` targets on each machine; a machine whose switches hold another run's
 certificate is refused and the run stops saying so; a switch with a valid
 certificate but a datapath id the fabric does not have is disconnected and
@@ -14,12 +14,12 @@ import pytest
 
 from harness import TOPOLOGIES
 from harness.labs import our_state
-from lab import testbed
-from lab.cluster import ClusterLab
-from lab.cluster_preflight import host_key_line, preflight, run_command
+from devtools import testbed
+from lab.cluster.cluster import ClusterLab
+from lab.cluster.cluster_preflight import host_key_line, preflight, run_command
 from lab.host import LabError
 from lab.reachability import all_pairs_reachability
-from lab.certificates import make_certificates
+from lab.cluster.certificates import make_certificates
 from topologies.fabric import load_fabric
 from topologies.placement import cluster_of, place
 
@@ -46,7 +46,7 @@ def test_openflow_runs_over_tls_with_the_runs_certificates(bed, tmp_path):  # no
         assert lab.summary()["tls"] is True
         for ip in MACHINES:
             targets = on(ip, "ovs-vsctl --bare --columns=target list Controller")
-            assert targets.split() == [f"ssl:{lab.controller_ip}:{lab.of_port}"] * 2
+            assert targets.split() == [f"ssl:{lab.controller.ip}:{lab.controller.port}"] * 2
             ssl = on(ip, "ovs-vsctl get-ssl")
             key = ssl.splitlines()[0].split(": ", 1)[1]
             assert "/fabric-lab-part-" in key and on(ip, f"stat -c %a {key}") == "600"
@@ -66,7 +66,7 @@ class AnotherRunsCertificate(ClusterLab):
     def machine_tls(self, index):
         sent = super().machine_tls(index)
         if index == 1:
-            other = make_certificates(self.run_dir / "other", "other", self.controller_ip,
+            other = make_certificates(self.run_dir / "other", "other", self.controller.ip,
                                       [self.cluster.machines[1]])
             sent = {**other.for_machine(0), "ca": sent["ca"]}
         return sent
@@ -91,7 +91,7 @@ def test_a_switch_with_a_datapath_id_not_of_the_fabric_is_refused(bed, tmp_path)
     """It has this run's certificate (it is on machine 2, whose SSL setting
     is the run's): only its datapath id gives it away."""
     with cluster_lab(tmp_path) as lab:
-        target = f"ssl:{lab.controller_ip}:{lab.of_port}"
+        target = f"ssl:{lab.controller.ip}:{lab.controller.port}"
         on(MACHINES[1], "ovs-vsctl --timeout=30 add-br rogue0 -- set bridge rogue0 "
            "datapath_type=netdev other-config:datapath-id=00000000000000ff -- "
            f"set-controller rogue0 {target}")

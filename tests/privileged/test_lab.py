@@ -61,9 +61,9 @@ def test_links_are_shaped_and_the_controller_listens_on_loopback_only(ecmp4):
     assert "htb 1:1" in out and "rate 50Mbit" in out
     inside = ecmp4.host("h1").cmd("tc qdisc show dev h1-eth0")
     assert "pfifo 10:" in inside and "pfifo 5:" in inside and "limit 100p" in inside
-    listen = subprocess.run(["ss", "-Hltn", f"sport = :{ecmp4.of_port}"], capture_output=True,
+    listen = subprocess.run(["ss", "-Hltn", f"sport = :{ecmp4.controller.port}"], capture_output=True,
                             text=True).stdout.split()
-    assert listen[3] == f"127.0.0.1:{ecmp4.of_port}"
+    assert listen[3] == f"127.0.0.1:{ecmp4.controller.port}"
 
 
 def _class_sent(intf: str) -> dict:

@@ -19,7 +19,8 @@ import pytest
 from harness import REPO, TOPOLOGIES
 from harness.commands import ENV, RUN_TOPOLOGY, run
 from harness.labs import our_state, sandbox_of, wait_until_moving
-from lab import kept, records
+from lab import records
+from lab.kept import kept
 
 LAB = REPO / "scripts" / "lab"
 DEFAULT = str(TOPOLOGIES / "default.yaml")

@@ -17,7 +17,7 @@ import pytest
 from harness import REPO, TOPOLOGIES
 from harness.commands import ENV, run, start
 from harness.labs import host_state, our_state
-from lab import kept
+from lab.kept import kept
 
 LAB = REPO / "scripts" / "lab"
 DEFAULT = str(TOPOLOGIES / "default.yaml")

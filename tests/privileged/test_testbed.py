@@ -1,4 +1,4 @@
-"""The test bed of machines on one host (lab/testbed.py, `scripts/lab testbed`):
+"""The test bed of machines on one host (devtools/testbed.py, `scripts/lab testbed`):
 two machines come up with their own sshd and Open vSwitch, reach each other,
 run the project's environment, pass the cluster preflight (and fail it, one
 line, when one's switch daemon is stopped), leave the host's Open vSwitch
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import testbed
+from devtools import testbed
 from harness.labs import ensure_no_testbed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def ssh(ip, command, timeout=30):
 
 
 def preflight(ips):
-    return subprocess.run([sys.executable, "-m", "lab.cluster_preflight", ",".join(ips)],
+    return subprocess.run([sys.executable, "-m", "lab.cluster.cluster_preflight", ",".join(ips)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
 
 

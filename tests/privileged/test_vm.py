@@ -1,4 +1,4 @@
-"""The VM test (lab/vmtest.py, `scripts/lab vm-test`): a Debian VM made from
+"""The VM test (devtools/vmtest.py, `scripts/lab vm-test`): a Debian VM made from
 packages boots under qemu (TCG: this host's KVM cannot run guests), runs
 scripts/setup.sh and a short run with the kernel datapath and a link with
 netem delay and loss, and the host's verdict passes; no qemu is left running.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import vmtest
+from devtools import vmtest
 
 REPO = Path(__file__).resolve().parents[2]
 ASKED = pytest.mark.skipif(os.environ.get("FABRIC_VM_TEST") == "0",
@@ -43,9 +43,9 @@ def qemu_pids():
 @ASKED
 def test_the_vm_runs_the_lab_with_the_kernel_datapath_and_netem():
     before = qemu_pids()
-    # lab.vmtest's own wait is bounded by the guest's progress; this timeout
+    # devtools.vmtest's own wait is bounded by the guest's progress; this timeout
     # is its wall cap plus an hour for a first build, only against a hang
-    proc = subprocess.run([sys.executable, "-m", "lab.vmtest"], cwd=REPO, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "devtools.vmtest"], cwd=REPO, capture_output=True,
                           text=True, timeout=vmtest.DEFAULT_TIMEOUT + 3600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for expected in ("ok   datapath kernel", "ok   netem on the server links", "ok   delay seen",

@@ -1,4 +1,4 @@
-"""The VM test: `python -m lab.vmtest [--keep-image] [--timeout S]` (`scripts/lab
+"""The VM test: `python -m devtools.vmtest [--keep-image] [--timeout S]` (`scripts/lab
 vm-test`) runs the lab where the host cannot, with the kernel datapath and a
 link with delay and loss, in a virtual machine made from Debian packages alone.
 
@@ -9,8 +9,8 @@ KVM (TCG, slow but sure) boots Debian's own kernel, which has both.
 Build (once, cached in /var/cache/fabric-lab/vm): debootstrap bookworm
 (minbase) with the kernel, Open vSwitch, Mininet and everything
 scripts/setup.sh lists, in namespaces of its own as for the test bed
-(lab/rootfs.py), into rootfs/ (rootfs.stamp: suite, mirror, packages); then the guest's init script
-and fabric written in, an ext4 disk image made from the directory without
+(devtools/rootfs.py), into rootfs/ (rootfs.stamp: suite, mirror, packages);
+then the guest's init script and fabric written in, an ext4 disk image made from the directory without
 mounting anything (`mkfs.ext4 -d`), and the kernel and initrd copied out of
 its /boot (vm.stamp: the root file system's stamp, a hash of the guest's
 files, the image settings). A changed package list rebuilds everything; a
@@ -54,7 +54,7 @@ from pathlib import Path
 
 from lab.processes import cpu_seconds
 from lab.progress_wait import wait_progressing
-from lab.rootfs import CommandError, RootFS, forget_machine, install_missing, run
+from devtools.rootfs import CommandError, RootFS, forget_machine, install_missing, run
 
 CACHE = Path("/var/cache/fabric-lab/vm")
 IMAGE = CACHE / "disk.img"
@@ -84,7 +84,7 @@ BEGIN = f"{MARK} result begin ==="
 END = f"{MARK} result end ==="
 GUEST_FABRIC = "/etc/fabric-vm/fabric.yaml"
 FABRIC = f"""\
-# The VM test's fabric (lab/vmtest.py): small, with delay and loss on the
+# The VM test's fabric (devtools/vmtest.py): small, with delay and loss on the
 # server links, which need sch_netem: the host kernel has none, the VM's has.
 name: vm-test-2x2
 fabric:
@@ -99,7 +99,7 @@ links:
 RUN_ARGS = f"{GUEST_FABRIC} --datapath kernel -b 32K -e 32K -n 1 -w 0 --json --results /tmp/results"
 INIT = f"""\
 #!/bin/sh
-# PID 1 of the fabric-lab test VM (lab/vmtest.py): set up, one short run, power off.
+# PID 1 of the fabric-lab test VM (devtools/vmtest.py): set up, one short run, power off.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 export PYTHONDONTWRITEBYTECODE=1
 stage() {{ echo "{MARK} stage $1 $(cut -d' ' -f1 /proc/uptime) ==="; }}
@@ -184,7 +184,7 @@ def ensure_tools() -> None:
 
 
 def build_rootfs() -> float:
-    """debootstrap the root file system (lab/rootfs.py); returns seconds."""
+    """debootstrap the root file system (devtools/rootfs.py); returns seconds."""
     rootfs = base()
     print(f"vm-test: debootstrap of the VM's root file system (minutes; log: {rootfs.log})",
           flush=True)
@@ -389,7 +389,7 @@ def verdict(seen: dict, text: str) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.vmtest", description=__doc__.split(
+    parser = argparse.ArgumentParser(prog="python -m devtools.vmtest", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep-image", action="store_true",
                         help="use the cached image even if its stamp is stale")

@@ -1,16 +1,16 @@
 """The client of the kept lab (`scripts/lab inspect|exec|down`, and what
 run_topology.py --up and --lab use): it talks to the keeper on its socket
-(lab/kept.py) and prints what it answers.
+(lab/kept/kept.py) and prints what it answers.
 
-    python -m lab.kept_client inspect [--json]
-    python -m lab.kept_client exec NODE -- CMD ...
-    python -m lab.kept_client down
+    python -m lab.kept.kept_client inspect [--json]
+    python -m lab.kept.kept_client exec NODE -- CMD ...
+    python -m lab.kept.kept_client down
 
 Each exits with the status of what it asked for: the command's in exec
 (127, with one sentence, when the node has no such command), 1 when the
 keeper refuses or there is no lab (one sentence, `error: ...`). exec
 passes its stdin to the command, and the lab's server names resolve in it
-(runs/keeper.py: a hosts file of the lab's, in the command's own mount
+(lab/kept/keeper.py: a hosts file of the lab's, in the command's own mount
 namespace).
 """
 
@@ -29,8 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable, List
 
-from lab import kept
-from lab.kept import KeptError
+from lab.kept import kept
+from lab.kept.kept import KeptError
 
 
 def ask(request: dict, stdin: bool = False) -> Iterable[dict]:

@@ -1,14 +1,14 @@
 """One machine's part of a cluster run, driven over ssh by the machine that
-runs run_topology.py (the head, lab/cluster.py):
+runs run_topology.py (the head, lab/cluster/cluster.py):
 
-    python -m lab.machine serve                      # JSON lines on stdin/stdout
-    python -m lab.machine exec TAG NETNS -- ARGV...  # a program in one server
+    python -m lab.cluster.machine serve                      # JSON lines on stdin/stdout
+    python -m lab.cluster.machine exec TAG NETNS -- ARGV...  # a program in one server
 
 ``serve`` builds the slice of the fabric placed on this machine
 (topologies/placement.py) as an ordinary lab (lab/lifecycle.py) of the nodes
 and links that are all here, with the same Mininet, the same shaping, the
 same record under /run/fabric-lab and so the same ``--cleanup``; the links
-that cross machines become VXLAN tunnels (lab/tunnels.py) on the switches'
+that cross machines become VXLAN tunnels (lab/cluster/tunnels.py) on the switches'
 ports. Its switches connect to the controller on the head: over TLS when
 the build message carries TLS credentials (this machine's switch key and
 certificate, the run's CA certificate; written 0600 into the part's own
@@ -57,9 +57,10 @@ from typing import List, Optional, Tuple
 
 from lab import host, records
 from lab.host import Interrupted, LabError
+from lab.controller_process import RemoteController
 from lab.lifecycle import Lab
-from lab.certificates import write_credentials
-from lab.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
+from lab.cluster.certificates import write_credentials
+from lab.cluster.tunnels import Tunnel, TunnelEnd, make_commands, wire_mtu
 from lab.shaping import frame_bytes, link_commands
 from topologies.fabric import Fabric, fabric_from_spec
 
@@ -91,15 +92,15 @@ class SliceLab(Lab):
     """The lab of one machine's nodes; its switches' controller is elsewhere."""
 
     def __init__(self, whole: Fabric, mine, ends: List[Tuple[Tunnel, TunnelEnd]],
-                 controller: Tuple[str, int], run_dir: Path, datapath: str = "auto",
+                 controller: RemoteController, run_dir: Path, datapath: str = "auto",
                  tls: Optional[dict] = None):
-        super().__init__(local_fabric(whole, mine), run_dir, datapath, log=lambda *a: None)
+        super().__init__(local_fabric(whole, mine), run_dir, datapath, log=lambda *a: None,
+                         controller=controller)
         self.whole, self.ends = whole, ends
         self.tls = tls                       # {"key", "cert", "ca"} PEM text, or None: tcp
         self.ssl_set = False
         self.neighbours = whole.endpoints
         self.extra_names = [end.device for _, end in ends]
-        self.controller_ip, self.of_port = controller
         # the controller checks every port of a switch as it connects: not
         # before the tunnels are ports too
         self.connect_later = True
@@ -118,7 +119,6 @@ class SliceLab(Lab):
             self._check_ssl_free()
         records.registered_dir(self.tag).mkdir(parents=True, exist_ok=True)
 
-    runs_controller = False
     sandboxed = False                  # its switches meet the machines' network
 
     def build(self) -> None:
@@ -176,11 +176,11 @@ class SliceLab(Lab):
         """Every switch here to the controller, in one ovs-vsctl batch, as
         Mininet would have (its reconnect backoff included)."""
         args = ["ovs-vsctl", "--timeout=30"]
-        target = f'"tcp:{self.controller_ip}:{self.of_port}"'
+        target = f'"tcp:{self.controller.ip}:{self.controller.port}"'
         if self.tls:
             files = write_credentials(self.run_dir / "tls", self.tls)
             args += ["--", "set-ssl", str(files["key"]), str(files["cert"]), str(files["ca"])]
-            target = f'"ssl:{self.controller_ip}:{self.of_port}"'
+            target = f'"ssl:{self.controller.ip}:{self.controller.port}"'
             self.ssl_set = True
         for i, sw in enumerate(self.fabric.switches):
             args += ["--", f"--id=@c{i}", "create", "Controller", f"target={target}",
@@ -212,7 +212,7 @@ def build(msg: dict) -> SliceLab:
         ends += [(tunnel, end) for end in tunnel.ends if end.machine == msg["machine"]]
     # its files (neighbour tables, TLS credentials) in a folder of its own
     # (0700), gone with it
-    return SliceLab(whole, mine, ends, tuple(msg["controller"]),
+    return SliceLab(whole, mine, ends, RemoteController(*msg["controller"]),
                     Path(tempfile.mkdtemp(prefix=PART_PREFIX)), msg["datapath"], msg.get("tls"))
 
 

@@ -17,7 +17,7 @@ Commands run through a runner, ``runner(argv, timeout) -> (status, output)``:
 by default `run_command` (a subprocess with a timeout); tests pass a fake.
 Nothing here changes a machine.
 
-    python -m lab.cluster_preflight HOST,HOST [--user USER]
+    python -m lab.cluster.cluster_preflight HOST,HOST [--user USER]
 
 prints one line per machine that fails (exit status 1), or one line saying
 all are ready (0).
@@ -36,7 +36,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from topologies.errors import OneLineParser, printable
 from topologies.schema import SCHEMA, machines
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # ssh verifies every machine's host key against known_hosts, whatever the
 # user's ssh_config says, and never adds one by itself: a first key is
 # checked by a person (docs/cluster.md)
@@ -171,7 +171,7 @@ def _short(value: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = OneLineParser(prog="python -m lab.cluster_preflight",
+    parser = OneLineParser(prog="python -m lab.cluster.cluster_preflight",
                            description="check that each machine of a cluster run is ready")
     parser.add_argument("machines", metavar="HOST,HOST",
                         help="the machines, as --cluster takes them")

@@ -1,7 +1,7 @@
 """Kept labs (`scripts/lab up`): a keeper's record and the request protocol
 on its socket.
 
-The keeper (runs/keeper.py) owns a running Lab and answers on a unix socket
+The keeper (lab/kept/keeper.py) owns a running Lab and answers on a unix socket
 next to the labs' records: /run/fabric-lab/kept.sock (0600: root only). Its
 record, /run/fabric-lab/kept.json, names its pid and start time (a reused
 pid is never taken for it), the fabric, the lab's folder, its log and its

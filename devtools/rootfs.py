@@ -1,6 +1,6 @@
 """A Debian root file system made once by debootstrap and cached beside a
-stamp of what went into it: the test bed's machines (lab/testbed.py) boot
-from one, the VM test's disk image (lab/vmtest.py) is made from another.
+stamp of what went into it: the test bed's machines (devtools/testbed.py) boot
+from one, the VM test's disk image (devtools/vmtest.py) is made from another.
 
 debootstrap runs in namespaces of its own (mount, PID, UTS, IPC), so that no
 daemon a package's postinst starts outlives it and no mount leaks, into a

@@ -1,7 +1,7 @@
 """The keeper of a kept lab (`scripts/lab up`): the process that owns the Lab
 (controller, network) between commands and answers on its socket
-(lab/kept.py): inspect, exec in a node's namespace, run an experiment,
-down.
+(lab/kept/kept.py): inspect, exec in a node's namespace, run an experiment,
+down. It uses the lab only as lab/protocol.py's KeptLab says.
 
     Keeper(lab, ready, experiment, folder).keep()     # until down or a signal
 
@@ -13,7 +13,7 @@ raising Cancelled in the main thread, and the lab stays. inspect and exec
 are served in a thread per connection meanwhile. `down`, SIGTERM or SIGINT
 leave `with lab:` and the lab's own teardown removes what it built; the
 record and socket go last. Processes started by exec are registered with
-the lab (lab/records.py), so teardown, or --cleanup after a SIGKILL, stops
+the lab (KeptLab.register), so teardown, or --cleanup after a SIGKILL, stops
 them too.
 """
 
@@ -36,10 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from lab import host, kept, records
-from lab.host import Interrupted
-from lab.kept import send
+from lab import records
+from lab.host import Interrupted, LabError
+from lab.kept import kept
+from lab.kept.kept import send
 from lab.processes import stop_process_group
+from lab.protocol import KeptLab
 
 FEW = 8                                 # names listed when a node is unknown
 
@@ -92,7 +94,7 @@ class _Frames:
 
 @dataclass
 class Keeper:
-    lab: object                          # a Lab, not yet started
+    lab: KeptLab                         # a Lab, not yet started
     ready: Callable                      # ready(lab) -> (text, ok): once built
     experiment: Callable                 # experiment(lab, argv, cwd, number) -> (exit, folder)
     folder: str                          # the lab's folder (its log, controller log)
@@ -121,14 +123,14 @@ class Keeper:
             removed = {}
             with self.lab:
                 self.reach, self.reach_ok = self.ready(self.lab)
-                self.nodes = {n.name: n.pid for n in self.lab.net.hosts + self.lab.net.switches}
+                self.nodes = self.lab.nodes()
                 self._write_hosts()
                 listener = self._listen()
                 try:
                     down = self._serve()
                 finally:
                     self._close(listener)
-                    removed = self._owned()
+                    removed = self.lab.holdings()
             if down is not None:
                 send_quietly(down.conn, out=removed_text(removed, self.lab))
                 send_quietly(down.conn, exit=0)
@@ -178,16 +180,6 @@ class Keeper:
         for proc in execs:
             stop_process_group(proc)
 
-    def _owned(self) -> dict:
-        """What the lab holds now, which its teardown is about to remove."""
-        present = host.existing_interfaces()
-        procs = [p for p in self.lab.processes if p.poll() is None]
-        return {"bridges": host.tagged_bridges(self.lab.tag),
-                "interfaces": [n for n in self.lab.names() if n in present],
-                "processes": len(procs) + (self.lab.controller is not None
-                                           and self.lab.controller not in procs
-                                           and self.lab.controller.poll() is None)}
-
     # --- experiments (main thread) ---------------------------------------------------
 
     def _run(self, job: Job) -> None:
@@ -201,7 +193,7 @@ class Keeper:
             sys.stdout, sys.stderr = _Frames(job.conn, "out"), _Frames(job.conn, "err")
             code, record.results = self.experiment(self.lab, argv, cwd, record.number)
         except Cancelled:
-            resync(self.lab.net.hosts + self.lab.net.switches)
+            self.lab.resync()
             sys.stderr.write("\ninterrupted (Ctrl-C): the experiment was stopped; "
                              "the lab stays up\n")
         except Interrupted:
@@ -314,8 +306,7 @@ class Keeper:
             self.execs.append(proc)
         try:
             with contextlib.suppress(OSError):
-                records.registered_dir(self.lab.tag).mkdir(exist_ok=True)
-                records.register(self.lab.tag, proc.pid)
+                self.lab.register(proc.pid)
             send(conn, exit=forward(proc, conn, reader))
         finally:
             stop_process_group(proc)
@@ -345,8 +336,8 @@ class Keeper:
             "fabric": fabric.name, "source": fabric.source, "shape": fabric.shape(),
             "policy": fabric.policy, "datapath": lab.datapath, "folder": self.folder,
             "keeper": {"pid": os.getpid(), "log": f"{self.folder}/keeper.log"},
-            "controller": controller and {"pid": controller.pid, "port": lab.of_port,
-                                          "log": str(lab.controller_log)},
+            "controller": controller and {"pid": controller.pid, "port": controller.port,
+                                          "log": str(controller.log)},
             "since": self.since, "uptime_s": round(time.time() - self.since, 1),
             "reach": self.reach,
             "switches": [{"name": s.name, "role": s.role, "dpid": s.dpid,
@@ -367,7 +358,7 @@ def claim(folder: str, fabric: str) -> None:
     with records.names_lock():
         record = kept.read_record()
         if kept.keeper_alive(record) and record["pid"] != os.getpid():
-            raise host.LabError(f"a lab is already up: {kept.running_text(record)}; "
+            raise LabError(f"a lab is already up: {kept.running_text(record)}; "
                                 f"`sudo scripts/lab down{kept.name_flag()}` takes it down")
         kept.write_record(**kept.own_record(os.getpid(), folder=folder, fabric=fabric,
                                             state="starting",
@@ -442,17 +433,6 @@ class _StdinFeed:
                 self.proc.stdin.flush()
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
-
-
-def resync(nodes) -> None:
-    """Node shells a cancel cut in the middle of a command (Mininet's
-    `waiting`): interrupted and read up to their prompt, so that the next
-    experiment's commands find them ready."""
-    for node in nodes:
-        if getattr(node, "waiting", False):
-            with contextlib.suppress(Exception):
-                node.sendInt()
-                node.waitOutput()
 
 
 def send_quietly(conn, **message) -> None:

@@ -1,5 +1,5 @@
 """A test bed of machines on one host, for cluster mode (a fabric spread over
-machines over ssh): `python -m lab.testbed up N|down|status`.
+machines over ssh): `python -m devtools.testbed up N|down|status`.
 
 A machine (m1..mN) is namespaces, not a virtual machine: `unshare --mount --net
 --pid --uts --ipc --fork` runs a boot script as PID 1 of a new PID namespace.
@@ -14,7 +14,7 @@ and vanish with the namespace; killing PID 1 kills the whole machine, and its
 veth pair goes with its network namespace. eth0 (10.77.0.10+N/24, peer of host
 veth fltb-mN, MTU 9050) sits on the host bridge fltb0 (10.77.0.1/24).
 
-debootstrap (bookworm, minbase; lab/rootfs.py) builds the root file system
+debootstrap (bookworm, minbase; devtools/rootfs.py) builds the root file system
 once, in /var/cache/fabric-lab/testbed/rootfs (rootfs.stamp: the package list
 and build settings; a change rebuilds it), with the ssh key pair that `up` names in
 /etc/ssh/ssh_config.d/fabric-lab-testbed.conf. Each machine has its own ssh
@@ -43,7 +43,7 @@ from pathlib import Path
 from lab.processes import cpu_seconds, tree_cpu_seconds
 from lab.progress_wait import CAP_S, STALL_S, wait_progressing
 from lab.records import folder_lock, kill_if_same, pid_alive, start_time
-from lab.rootfs import CommandError, RootFS, forget_machine, install_missing, remove_tree, run
+from devtools.rootfs import CommandError, RootFS, forget_machine, install_missing, remove_tree, run
 
 CACHE = Path("/var/cache/fabric-lab/testbed")
 ROOTFS = CACHE / "rootfs"
@@ -485,7 +485,7 @@ def main(argv=None) -> int:
         elif args == ["down"]:
             down()
         else:
-            print("usage: python -m lab.testbed up N | down | status", file=sys.stderr)
+            print("usage: python -m devtools.testbed up N | down | status", file=sys.stderr)
             return 2
     except CommandError as error:
         print(f"testbed: {error}", file=sys.stderr)

@@ -2,22 +2,22 @@
 of the project sees it (lab/lifecycle.py's interface), run from the machine
 that runs run_topology.py, the head.
 
-1. preflight (lab/cluster_preflight.py): one line per machine that cannot
+1. preflight (lab/cluster/cluster_preflight.py): one line per machine that cannot
    take part, and nothing is started;
 2. the os-ken controller starts here, listening only on the address this
    machine reaches the first machine from (or cluster.controller), in TLS
-   with certificates made for the run in its folder (lab/certificates.py; plain TCP
+   with certificates made for the run in its folder (lab/cluster/certificates.py; plain TCP
    with cluster.tls: false); it lets in only the fabric's datapath ids;
-3. each machine gets, over ssh, a `python -m lab.machine serve` that builds
+3. each machine gets, over ssh, a `python -m lab.cluster.machine serve` that builds
    the nodes placed on it (topologies/placement.py) as an ordinary lab, the
-   links that cross machines as VXLAN tunnels (lab/tunnels.py), its switches
+   links that cross machines as VXLAN tunnels (lab/cluster/tunnels.py), its switches
    connected to the controller here (its own switch certificate and the
    run's CA certificate come in the build message); the machines build at
    the same time;
 4. ready when the controller has programmed every switch of every machine.
 
 A program in a server (`popen`) runs through ssh on the server's machine
-(`lab.machine exec`), in the server's network namespace and, where that
+(`lab.cluster.machine exec`), in the server's network namespace and, where that
 machine's clock runs apart from this one's, in a time namespace that reads
 this machine's monotonic clock: the agents' start times, the probes'
 timestamps and the monitor's samples share one time line. The monitor asks
@@ -26,7 +26,7 @@ every machine for its counters (`counters`).
 ssh checks every machine's host key (StrictHostKeyChecking=yes: a machine
 whose key is not in known_hosts is refused by the preflight, in one sentence
 saying how to add it); the test bed's machines come with a known_hosts of
-their own (lab/testbed.py).
+their own (devtools/testbed.py).
 
 Teardown: the programs (their ssh sessions: each program dies with its
 session), then every machine's lab ("stop", all at once), then the ssh
@@ -51,12 +51,14 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from lab import cluster_preflight, records
+from lab import records
+from lab.cluster import cluster_preflight
 from lab.host import LabError, run
-from lab.lifecycle import REPO, Lab
+from lab.controller_process import REPO
+from lab.lifecycle import Lab
 from lab.processes import stop_process
-from lab.certificates import RunCertificates, make_certificates
-from lab.tunnels import tunnels
+from lab.cluster.certificates import RunCertificates, make_certificates
+from lab.cluster.tunnels import tunnels
 
 PYTHON = REPO / ".venv" / "bin" / "python"
 SSH_OPTIONS = ("-o", "BatchMode=yes", *cluster_preflight.HOST_KEYS, "-o", "ConnectTimeout=10",
@@ -94,7 +96,7 @@ def resolve(host: str) -> str:
 
 
 class Machine:
-    """One machine's `lab.machine serve` over ssh, asked one thing at a time."""
+    """One machine's `lab.cluster.machine serve` over ssh, asked one thing at a time."""
 
     def __init__(self, index: int, host: str, address: str, user: str, run_dir: Path):
         self.index, self.host, self.address, self.user = index, host, address, user
@@ -112,9 +114,9 @@ class Machine:
     def start(self) -> subprocess.Popen:
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen(
-                ssh_command(self.user, self.host, f"{shlex.quote(str(PYTHON))} -m lab.machine "
-                            "serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                bufsize=0, start_new_session=True)
+                ssh_command(self.user, self.host, f"{shlex.quote(str(PYTHON))} -m "
+                            "lab.cluster.machine serve"), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, bufsize=0, start_new_session=True)
         self.pending = b""
         return self.proc
 
@@ -195,35 +197,31 @@ class ClusterLab(Lab):
             raise LabError("a cluster run needs root here too (its record under /run, the "
                            "controller): run it with sudo")
         problems = cluster_preflight.preflight(self.cluster.machines, self.cluster.user)
-        if problems:           # one line per machine, as lab.cluster_preflight prints them
+        if problems:           # one line per machine, as lab.cluster.cluster_preflight prints them
             raise LabError("not every machine can take part:\n" + "\n".join(
                 f"  {line}" for line in problems))
         self.timings["preflight_s"] = time.monotonic() - t0
         addresses = {m: resolve(h) for m, h in enumerate(self.cluster.machines)}
-        self.controller_ip = (resolve(self.cluster.controller) if self.cluster.controller
+        self.controller.ip = (resolve(self.cluster.controller) if self.cluster.controller
                               else source_address(addresses[0]))
         self.tunnels = tunnels(self.fabric, self.placement.node, addresses)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.cluster.tls:
             self.certificates = make_certificates(self.run_dir / "tls", self.tag,
-                                                  self.controller_ip, list(self.cluster.machines))
+                                                  self.controller.ip, list(self.cluster.machines))
+            # TLS: its key and certificate, and the CA a switch's must be signed by
+            self.controller.options = self.certificates.controller_options()
         self.machines = [Machine(m, h, addresses[m], self.cluster.user, self.run_dir)
                          for m, h in enumerate(self.cluster.machines)]
 
     def claim(self) -> None:
         """Nothing of this machine's root namespace: the names are the machines'."""
 
-    def controller_options(self) -> List[str]:
-        """TLS: the controller's key and certificate, and the CA a switch's
-        certificate must be signed by."""
-        return self.certificates.controller_options() if self.certificates else []
-
     def machine_tls(self, index: int) -> Optional[dict]:
         """What machine `index` needs for TLS (its switches' key and
         certificate, the CA's certificate), or None in plain TCP."""
         return self.certificates.for_machine(index) if self.certificates else None
 
-    runs_controller = True
     sandboxed = False                  # its switches meet the machines' network
 
     def build(self) -> None:
@@ -237,7 +235,7 @@ class ClusterLab(Lab):
         for m in self.machines:          # from this thread: their ssh die with it
             self._track(m.start())
         build = {"cmd": "build", "spec": self.fabric.spec, "source": str(self.fabric.source),
-                 "node": self.placement.node, "controller": [self.controller_ip, self.of_port],
+                 "node": self.placement.node, "controller": [self.controller.ip, self.controller.port],
                  "datapath": self.requested_datapath,
                  "tunnels": [{"vni": t.vni, "kind": t.kind, "ends": [e.__dict__ for e in t.ends]}
                              for t in self.tunnels]}
@@ -279,7 +277,7 @@ class ClusterLab(Lab):
         m = self.machine_of(server)
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
-        remote = shlex.join([str(PYTHON), "-m", "lab.machine", "exec", m.built["tag"],
+        remote = shlex.join([str(PYTHON), "-m", "lab.cluster.machine", "exec", m.built["tag"],
                              self.netns(server), *([repr(m.offset)] if m.offset else []),
                              "--", *map(str, args)])
         proc = subprocess.Popen(ssh_command(self.cluster.user, m.host, remote, False),
@@ -327,7 +325,7 @@ class ClusterLab(Lab):
                               "teardown_s": m.built.get("teardown_s"),
                               "clock_offset_s": offset}
                              for m, offset in zip(self.machines, self.clock_offsets)],
-                "controller": f"{self.controller_ip}:{self.of_port}",
+                "controller": f"{self.controller.ip}:{self.controller.port}",
                 "tls": self.certificates is not None,
                 "tunnels": len(self.tunnels)}
 
@@ -335,12 +333,13 @@ class ClusterLab(Lab):
 
     def _teardown(self) -> None:
         sessions = [m.proc for m in self.machines if m.proc is not None]
-        programs = [p for p in self.processes if p not in sessions and p is not self.controller]
+        programs = [p for p in self.processes
+                    if p not in sessions and p is not self.controller.process]
         errors = []
         for step in (lambda: [stop_process(p, grace=5) for p in programs],
                      self._stop_machines,
                      lambda: [stop_process(p, grace=10) for p in sessions],
-                     lambda: self.controller and stop_process(self.controller)):
+                     self.controller.stop):
             try:
                 step()
             except Exception as exc:      # noqa: BLE001 - keep tearing down

@@ -32,8 +32,8 @@ from sim.nccl import endhosts, tuner
 from collectives import schedules
 from runs.experiment import Experiment
 from runs.record import RunRecord, SizeRecord
+from sim.simulator import FULL_RANKS
 from topologies.hardware import Server
-from traffic.engines.sim import FULL_RANKS
 
 
 # a schedule of more operations than this gets no timeline (the 256-GPU SuperPOD

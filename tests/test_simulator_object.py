@@ -1,14 +1,25 @@
 """The simulator is one object (sim/simulator.py) that owns its network,
-seed, hop latency and what a caller hands it for the next collective."""
+seed, hop latency and what a caller hands it for the next collective; and
+the sweep knows a backend only through the hooks its protocol declares."""
+
+import ast
+import inspect
+
+import pytest
 
 from collectives import schedules as S
+from harness import REPO, TOPOLOGIES
 from harness.fabrics import leaf_spine
+from runs import sweep as sweep_module
+from runs.experiment import Experiment
+from runs.measured import LabBackend
+from runs.simulated import SimBackend, simulate_experiment
 from sim import phases
 from sim.clos import ClosNetwork, ClosShape
 from sim.nccl import rails
 from sim.network import Network
 from sim.simulator import EVENTS, NCCL_MODEL, Simulator
-from topologies.fabric import parse_fabric
+from topologies.fabric import load_fabric, parse_fabric
 from traffic.engines import Job
 
 FABRIC = leaf_spine(2, 2, 2, parallel=2, rate=20)        # 4 ways up: ECMP draws collide
@@ -103,3 +114,69 @@ def test_on_a_clos_it_prices_the_phases_as_the_planner_did():
         assert t == phases.phase_seconds(ClosNetwork(shape, seed), parts, 1.0, 1e-6)
         times.add(t)
     assert len(times) > 1
+
+
+# --- the sweep and its backends ----------------------------------------------------------
+
+HOOKS = {name for name, member in vars(sweep_module.Backend).items()
+         if inspect.isfunction(member) and not name.startswith("_")}
+DECLARED = HOOKS | set(sweep_module.Backend.__annotations__)
+
+
+def test_the_protocol_declares_every_hook_and_both_backends_have_each():
+    assert {"begin", "tune", "price", "iterations", "measure", "finish", "close"} == HOOKS
+    for backend in (LabBackend, SimBackend):
+        missing = [h for h in HOOKS if not inspect.isfunction(getattr(backend, h, None))]
+        assert not missing, (backend.__name__, missing)
+
+
+def _backend_reads(tree) -> set:
+    """Every attribute runs/sweep.py reads of a backend (`backend.x`,
+    `loop.backend.x`), and whether it probes one with getattr."""
+    read = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            inner = node.value
+            if isinstance(inner, ast.Name) and inner.id == "backend" or (
+                    isinstance(inner, ast.Attribute) and inner.attr == "backend"):
+                read.add(node.attr)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr":
+            target = ast.unparse(node.args[0])
+            assert "backend" not in target, f"the sweep probes {target} with getattr"
+    return read
+
+
+def test_the_sweep_reads_nothing_of_a_backend_its_protocol_does_not_declare():
+    reads = _backend_reads(ast.parse((REPO / "runs" / "sweep.py").read_text()))
+    assert reads and reads <= DECLARED, reads - DECLARED
+    with pytest.raises(AssertionError, match="probes backend"):
+        _backend_reads(ast.parse("getattr(backend, 'tune', None)"))
+
+
+class OnlyDeclared:
+    """A backend offering only what the protocol declares: any other
+    attribute read fails; the hooks called are counted."""
+
+    def __init__(self, inner):
+        object.__setattr__(self, "_inner", inner)
+        object.__setattr__(self, "called", set())
+
+    def __getattribute__(self, name):
+        if name == "called":
+            return object.__getattribute__(self, name)
+        if name not in DECLARED:
+            raise AttributeError(f"the sweep asked for {name}, which Backend does not declare")
+        value = getattr(object.__getattribute__(self, "_inner"), name)
+        object.__getattribute__(self, "called").add(name)
+        return value
+
+
+def test_a_backend_with_only_the_protocols_hooks_runs_the_sweep_and_tune_prices_auto():
+    h100 = load_fabric(TOPOLOGIES / "sim" / "hgx-h100-2x8.yaml", emulate=False)
+    exp = Experiment(engine="sim", minbytes=1 << 20, maxbytes=1 << 22, iters=1, warmup=0)
+    backend = OnlyDeclared(SimBackend(h100))
+    record = sweep_module.sweep(backend, exp)
+    assert HOOKS <= backend.called
+    direct = simulate_experiment(h100, exp)
+    assert [r["time_s"] for r in record.runs] == [r["time_s"] for r in direct.runs]
+    assert all(r["method"] == NCCL_MODEL and "auto" in r for r in record.runs)

@@ -19,7 +19,7 @@ from networks import DEFAULT, Technology, network
 from networks.technology import REFERENCE_SWITCH_US, REFERENCE_SWITCHES
 from planner.simulate import WIRING_NAMES, clos_designs, shape_of, simulate_wirings
 from sim import nccl
-from sim.clos import ClosNetwork
+from sim.simulator import Simulator
 from topologies.hardware import SERVERS, Server
 from sim.nccl import rails
 from sim.nccl.minimum import nic_minimum_s
@@ -61,7 +61,7 @@ def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
             if key not in shares:
                 shares[key] = rails.share(shape, conns, seeds)
             share = shares[key]
-            extra = rails.ring_path_us(ClosNetwork(shape), shape.n, shape.gpus) - \
+            extra = Simulator.on_clos(shape).ring_path_us(shape.gpus) - \
                 REFERENCE_SWITCHES * REFERENCE_SWITCH_US
             for size in sizes:
                 rows.append(_row(hw, servers, (design, radix, wiring), size, share, tech, extra,

@@ -1,7 +1,7 @@
 """The plan's Clos designs simulated (``python -m planner --simulate``): ring
 and hierarchical AllReduce at the plan's GPU count on the very switches the
 plan counts, with the flow-level simulator's step shortcut
-(sim/phases.py on sim/clos.py), as nccl-tests prints them.
+(sim/simulator.py: sim/phases.py on sim/clos.py), as nccl-tests prints them.
 
 What it sees that the alpha-beta model cannot: flows that ECMP hashes onto the
 same uplink (a step waits for its slowest transfer), leaves with fewer
@@ -25,8 +25,9 @@ from planner.designs import FORMS, _clos, _leaf_split
 from planner.report import _count, _num, ratio_text
 from networks import DEFAULT, Technology, network
 from policies import policy
-from sim.clos import ClosNetwork, ClosShape, clos_routing
-from sim.phases import allreduce_phases, phase_seconds
+from sim.clos import ClosShape, clos_routing
+from sim.phases import allreduce_phases
+from sim.simulator import Simulator
 from topologies.kinds import clos_wirings
 
 IDEAL_BPS = 1e30                 # switch-to-switch capacity of the ideal fabric
@@ -111,10 +112,10 @@ def _row(shape, design, algorithm, size, hop_latency_s, seeds) -> dict:
     n = shape.n
     count = max(1, size // 4)
     phases = allreduce_phases(algorithm, n, count, shape.gpus)
-    times = [phase_seconds(ClosNetwork(shape, seed), phases, 1.0, hop_latency_s)
+    times = [Simulator.on_clos(shape, seed, hop_latency_s).phase_seconds(phases)
              for seed in range(seeds)]
-    ideal = phase_seconds(ClosNetwork(replace(shape, fabric_bps=IDEAL_BPS)), phases, 1.0,
-                          hop_latency_s)
+    ideal = Simulator.on_clos(replace(shape, fabric_bps=IDEAL_BPS),
+                              hop_latency_s=hop_latency_s).phase_seconds(phases)
     t = statistics.median(times)
     algbw = size / t / 1e9
     # rail wiring fills whole units: its leaves are the shape's, the tiers above to match

@@ -29,9 +29,9 @@ from runs import flags
 from runs.experiment import FIELDS, experiment_from
 from runs.outputs import fresh_folder, output_problem, run_name
 from runs.provenance import provenance
+from sim.simulator import simulation_method
 from topologies.fabric import FabricError, check_emulation, check_policy, load_fabric
 from topologies.placement import cluster_of, place_cluster, placement_text, refuse_in_cluster
-from traffic.engines.sim import simulation_method
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SCRIPT = Path(__file__).resolve().parent.parent / "run_topology.py"

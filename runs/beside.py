@@ -21,10 +21,9 @@ import statistics
 import time
 from typing import Dict, List
 
-from collectives import metrics
-from collectives import schedules
-from sim.network import Network, sim_channels
+from sim.network import Network
 from sim.replay import Replay
+from sim.simulator import Simulator
 from topologies.kinds import link_class
 
 SEEDS = 64
@@ -35,12 +34,11 @@ NOT_BETWEEN_SWITCHES = ("server_leaf", "intra_node")
 
 
 class Twin:
-    """The simulator for one emulated run: its fabric, ranks and latency."""
+    """The simulator for one emulated run (sim/simulator.py): its fabric,
+    ranks and latency, ECMP drawn with seed 0 between sizes."""
 
     def __init__(self, fabric, ranks: List[str], hop_latency_s: float):
-        self.fabric, self.ranks = fabric, list(ranks)
-        self.network = Network(fabric)
-        self.hop_latency_s = hop_latency_s
+        self.simulator = Simulator.on_fabric(fabric, ranks, hop_latency_s=hop_latency_s)
         self.inter = [intf for l in fabric.links
                       if link_class(l.kind) not in NOT_BETWEEN_SWITCHES
                       for intf in (l.a_intf, l.b_intf)]
@@ -48,35 +46,28 @@ class Twin:
     @classmethod
     def for_lab(cls, fabric, ranks, probe, alpha: float) -> "Twin":
         """The measured idle one-way latency spread over the probe path's hops."""
-        twin = cls(fabric, ranks, 0.0)
-        twin.hop_latency_s = alpha / len(twin.network.path(probe[0], probe[1]))
-        return twin
+        return cls(fabric, ranks, alpha / len(Network(fabric).path(probe[0], probe[1])))
 
     def beside(self, record: dict, job, iterations: int) -> None:
         """Fill `record` (one emulated size) with the simulation beside it."""
-        sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,
-                                schedules.Layout(job.root,
-                                                 max(1, job.piece_bytes // metrics.TYPE_SIZE),
-                                                 job.local), data=False)
-        replay = Replay(self.network, self.ranks, sched, sim_channels(self.fabric, job.channels),
-                        1 / metrics.payload_share(self.fabric.mtu), self.hop_latency_s)
+        network = self.simulator.network
+        replay = self.simulator.replay_of(job)
         measured = {i: record["links"][i]["tx_bytes"] / iterations
                     for i in self.inter if i in record["links"]}
         # ECMP decides only where the collective (not just the probe) crossed switches
         total = sum(l["tx_bytes"] for l in record["links"].values()) / iterations
         ecmp = (sum(measured.values()) > 0.05 * total
-                and any(p.groups for p in self.network.plan.values()))
+                and any(p.groups for p in network.plan.values()))
         outcomes = self._draws(replay, SEEDS if ecmp else 1)
         seed, best = min(outcomes.items(), key=lambda kv: (_distance(kv[1][1], measured), kv[0]))
         times = sorted(t for t, _ in outcomes.values())
         if ecmp:                    # from the closest draw, the paths the counters tell
-            self.network.reseed(seed)
-            record["simulated_path_error"] = fit_paths(self.network, replay.sent_bytes(),
-                                                       measured)
+            self.simulator.reseed(seed)
+            record["simulated_path_error"] = fit_paths(network, replay.sent_bytes(), measured)
             outcome = replay.run()
             best = (outcome.seconds, outcome.link_bytes)
-            self.network.pinned.clear()
-            self.network.reseed(0)
+            network.unpin()
+            self.simulator.reseed(0)
         record["simulated_s"] = best[0]
         record["measured_over_simulated"] = record["time_s"] / best[0] if best[0] else None
         record["simulated_seed"] = seed
@@ -87,12 +78,12 @@ class Twin:
     def _draws(self, replay: Replay, seeds: int) -> Dict[int, tuple]:
         out, deadline = {}, time.monotonic() + MATCH_BUDGET_S
         for seed in range(seeds):
-            self.network.reseed(seed)
+            self.simulator.reseed(seed)
             result = replay.run()
             out[seed] = (result.seconds, result.link_bytes)
             if time.monotonic() > deadline:
                 break
-        self.network.reseed(0)
+        self.simulator.reseed(0)
         return out
 
 

@@ -23,7 +23,7 @@ from policies import policy
 from runs.experiment import Experiment
 from runs.lab_parts import LabRun, Part, check_parts, standard_parts
 from runs.record import RunRecord
-from runs.sweep import Model, Size, sweep
+from runs.sweep import Model, Size, price_schedule, sweep
 from traffic.engines import make_engine
 from traffic.measure.fidelity import size_flags
 
@@ -64,6 +64,15 @@ class LabBackend:
         for part in self.parts:
             part.ready()
         return self.run.alpha
+
+    def tune(self, exp: Experiment, model: Model, count: int) -> None:
+        """A lab runs the schedule -a auto resolves to (runs/sweep.py
+        `resolved`): it prices nothing itself."""
+        return None
+
+    def price(self, exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
+        """The schedule the engine replays, built once to price it."""
+        return price_schedule(exp, model, count, alpha)
 
     def iterations(self, exp: Experiment):
         return exp.warmup, exp.iters

@@ -19,6 +19,7 @@ from typing import Callable, Dict, List
 from collectives import schedules
 from collectives.datatypes import datatype
 from sim import hybrid_step, training_step
+from sim.simulator import Simulator
 from traffic.engines import make_engine
 from runs.experiment import Experiment
 from runs.step_lanes import lanes
@@ -38,20 +39,17 @@ def plan_of(exp: Experiment, model: Model) -> hybrid_step.HybridPlan:
 def predict(fabric, exp: Experiment, ranks: List[str], plan: hybrid_step.HybridPlan) -> tuple:
     """The simulator's step, each wave's collectives replayed together, and
     its timeline (`_lanes`)."""
-    engine = make_engine("sim", fabric, ranks)
+    simulator = Simulator.on_fabric(fabric, ranks)
     piece = max(1, exp.piece_for(fabric.policy) // datatype(exp.datatype).size)
     shapes: Dict[tuple, float] = {}
     shape_of: Dict[tuple, tuple] = {}
     for c in plan.collectives:
         shape_of.setdefault(c["wave"], ())
         shape_of[c["wave"]] += ((c["collective"], c["count"], tuple(c["members"])),)
-    try:
-        for wave, shape in shape_of.items():
-            if shape not in shapes:
-                sched = schedules.chunked(hybrid_step.wave_schedule(plan, wave), piece)
-                shapes[shape] = engine.replay_seconds(sched, exp.channels)
-    finally:
-        engine.close()
+    for wave, shape in shape_of.items():
+        if shape not in shapes:
+            sched = schedules.chunked(hybrid_step.wave_schedule(plan, wave), piece)
+            shapes[shape] = simulator.replay_seconds(sched, exp.channels)
     t = hybrid_step.timeline(plan, lambda wave: shapes[shape_of[wave]])
     per_kind = {k: sum(shapes[shape_of[c["wave"]]] for c in plan.collectives
                        if c["kind"] == k and c["members"][0] == 0) for k in ("tp", "pp", "dp")}

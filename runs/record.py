@@ -82,7 +82,7 @@ class SizeRecord(TypedDict, total=False):
     unsettled: int                        # agents: spreaders' moves with bytes unacknowledged
     # whether it is a figure to quote (traffic/measure/fidelity.py size_flags)
     flags: List[str]
-    method: str                         # the simulator's, for this size (traffic/engines/sim.py)
+    method: str                         # the simulator's, for this size (sim/simulator.py)
     shaper_unpaid_bound_s: float
     serialisation_s: float
     payload_bytes: Dict[str, int]       # the schedule's payload inside / between servers

@@ -28,10 +28,9 @@ from runs.record import RunRecord
 from runs.sweep import Size, price_schedule, sweep
 from sim import nccl, phases
 from networks.technology import REFERENCE_SWITCH_US, REFERENCE_SWITCHES
-from sim.network import Network
 from sim.nccl import rails
-from traffic.engines import make_engine
-from traffic.engines.sim import NCCL_PRICED, PHASES, Work, _Ranked, simulation_method
+from sim.simulator import NCCL_PRICED, PHASES, Simulator, Work, simulation_method
+from traffic.engines.sim import SimEngine
 
 NAN = float("nan")
 
@@ -46,10 +45,13 @@ def simulate_experiment(fabric, exp: Experiment, seed: int = 0, hop_latency_s: f
 class SimBackend:
     """The flow-level simulator as the sweep's backend: one iteration a size
     (the simulation is deterministic for its seed), the bytes of every
-    directed link, and NaN or nothing for what only a live lab measures."""
+    directed link, and NaN or nothing for what only a live lab measures.
+    It holds the simulator (sim/simulator.py) and hands it what it priced
+    of each size; the engine it gives the sweep runs that same simulator."""
 
     def __init__(self, fabric, seed: int = 0, hop_latency_s: float = 0.0):
         self.fabric, self.seed, self.hop_latency_s = fabric, seed, hop_latency_s
+        self.simulator = None
         self.engine = None
         self.method = ""
         self.nccl = None                # NCCL's cluster, where the fabric names its server
@@ -73,13 +75,14 @@ class SimBackend:
     def price(self, exp: Experiment, model, count: int, alpha: float) -> tuple:
         """(the alpha-beta prediction, the schedule, its dependent steps):
         where the step shortcut runs, from the phases (no schedule of size
-        n^2 is built); elsewhere the sweep's, whose schedule the engine then
+        n^2 is built); elsewhere the sweep's, whose schedule the simulator then
         replays rather than build its own. The schedule returned is empty:
         nothing of the simulator's `measure` needs it, and a ring's at 512
         ranks is 250 MB. A size NCCL's model priced (`tune`) has no
-        alpha-beta prediction: its time is the model's."""
+        alpha-beta prediction: its time is the model's, handed to the
+        simulator."""
         if self.choice is not None:
-            self.engine.priced_s = self.choice.chosen.time_us * 1e-6
+            self.simulator.use_time(self.choice.chosen.time_us * 1e-6)
             return 0.0, {}, 0
         self.method = simulation_method(exp.collective, exp.algorithm, model.n, work=Work(
             count, exp.piece_for(self.fabric.policy), model.local))   # as the engine's job has it
@@ -88,17 +91,15 @@ class SimBackend:
                 phases.allreduce_phases(exp.algorithm, model.n, count, model.local), model, alpha)
             return predicted, {}, steps
         predicted, sched, steps = price_schedule(exp, model, count, alpha)
-        self.engine.built = (count, sched)      # the engine's alone: freed once replayed
+        self.simulator.use_schedule(count, sched)   # the simulator's alone: freed once replayed
         return predicted, {}, steps
 
     def begin(self, exp: Experiment, model, ranks, progress) -> float:
-        self.engine = make_engine("sim", self.fabric, ranks)
-        self.engine.network.seed, self.engine.hop_latency_s = self.seed, self.hop_latency_s
+        self.simulator = Simulator.on_fabric(self.fabric, ranks, self.seed, self.hop_latency_s)
+        self.engine = SimEngine(self.fabric, ranks, simulator=self.simulator)
         self.nccl = self._cluster(model, ranks, progress) if exp.algorithm == registry.AUTO \
             else None
-        hops = max(len(self.engine.network.path(ranks[0], r)) for r in ranks[1:])
-        return hops * self.hop_latency_s + max(l.delay_s for l in
-                                               self.engine.network.links.values())
+        return self.simulator.alpha_s()
 
     def _cluster(self, model, ranks, progress):
         """NCCL's cluster of the ranks' servers, as the fabric names them
@@ -123,18 +124,18 @@ class SimBackend:
             return {"latency": {"p50_us": NAN, "p99_us": NAN, "max_us": NAN, "samples": 0,
                                 "lost": 0}, "links": {}, "ecmp_imbalance": {},
                     "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": [],
-                    "method": self.engine.method}
+                    "method": self.simulator.method}
         links = _links(self.fabric, out["link_bytes"], out["seconds"])
         return {"latency": {"p50_us": NAN, "p99_us": NAN, "max_us": NAN, "samples": 0, "lost": 0},
                 "links": links, "ecmp_imbalance": _imbalance(self.fabric, links),
                 "cpu_busy_pct": NAN, "ovs_core_pct": NAN, "flags": [],
-                "method": self.engine.method}
+                "method": self.simulator.method}
 
     def finish(self, exp: Experiment, model, runs) -> dict:
         fabric = self.fabric
         return {"probe": [], "idle_latency": {"p50_us": NAN, "p99_us": NAN, "samples": 0},
                 "simulated": {"seed": self.seed, "hop_latency_s": self.hop_latency_s,
-                              "method": _methods(runs) or (self.engine.method if self.engine
+                              "method": _methods(runs) or (self.simulator.method if self.simulator
                                                            else self.method),
                               "network": fabric.network.name,
                               "network_title": fabric.network.describe(fabric.network_settings),
@@ -166,11 +167,10 @@ def nccl_cluster_on(fabric, hw, ranks, local: int):
     servers = len(ranks) // local
     domain = fabric.nvlink_domain if local % fabric.nvlink_domain == 0 else local
     nodes = len(ranks) // domain                    # NCCL's: servers, or NVLink partitions
-    ranked = _Ranked(Network(fabric, 0), ranks)
-    share = rails.share_on(lambda seed: _Ranked(Network(fabric, seed), ranks), len(ranks), local,
-                           fabric.spec["server"]["nics"], hw.nic_gbps * 1e9,
-                           rails.connections_per_nic(hw, nodes) * qps, seeds=3)
-    extra = rails.ring_path_us(ranked, len(ranks), local) - REFERENCE_SWITCHES * REFERENCE_SWITCH_US
+    simulator = Simulator.on_fabric(fabric, ranks)
+    share = simulator.rail_share(local, fabric.spec["server"]["nics"], hw.nic_gbps * 1e9,
+                                 rails.connections_per_nic(hw, nodes) * qps, seeds=3)
+    extra = simulator.ring_path_us(local) - REFERENCE_SWITCHES * REFERENCE_SWITCH_US
     return nccl.cluster(hw, nodes, domain, fabric_share=share, network=tech,
                         net_extra_us=extra if servers > 1 else 0.0,
                         collnet=settings.get("sharp", tech.sharp))
@@ -179,7 +179,7 @@ def nccl_cluster_on(fabric, hw, ranks, local: int):
 def _methods(runs) -> str:
     """The ways the sizes were simulated, each once, in the sizes' order (a
     sweep's small sizes may replay event by event, its large ones take the
-    step shortcut: traffic/engines/sim.py)."""
+    step shortcut: sim/simulator.py)."""
     return ", ".join(dict.fromkeys(r["method"] for r in runs if r.get("method")))
 
 

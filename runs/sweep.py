@@ -11,11 +11,15 @@ keeps its system layer apart from its network backends the same way):
   verdict, cross traffic, scheduled failures and the routing;
 - `SimBackend` (runs/simulated.py): the flow-level simulator, no network.
 
-A backend offers the engine, the iterations it runs, and three hooks: `begin`
-(the latency alpha), `measure` (what it knows of one size besides its time)
-and `finish` (the run's own parts of the record, by RunRecord's field names);
-`close` always runs. The loop makes the record (runs/record.py): its own
-parts, then the backend's.
+A backend offers the engine, the iterations it runs, and the hooks the
+`Backend` protocol declares, every one the loop calls: `begin` (the latency
+alpha), `tune` (what -a auto runs where the backend prices it itself),
+`price` (the alpha-beta prediction and the schedule of one size), `measure`
+(what it knows of one size besides its time) and `finish` (the run's own
+parts of the record, by RunRecord's field names); `close` always runs. A
+backend with no use for a hook gives the plain answer (`tune`: None,
+`price`: `price_schedule`'s). The loop makes the record (runs/record.py):
+its own parts, then the backend's.
 
     record = sweep(backend, exp, progress)      # a RunRecord (runs/record.py)
 """
@@ -32,8 +36,8 @@ from sim.nccl import endhosts, tuner
 from collectives import schedules
 from runs.experiment import Experiment
 from runs.record import RunRecord, SizeRecord
+from sim.simulator import FULL_RANKS
 from topologies.hardware import Server
-from traffic.engines.sim import FULL_RANKS
 
 
 # a schedule of more operations than this gets no timeline (the 256-GPU SuperPOD
@@ -85,6 +89,16 @@ class Backend(Protocol):
     def begin(self, exp: Experiment, model: Model, ranks: List[str],
               progress: Callable[[str], None]) -> float:
         """Ready to replay; the one-way latency alpha of the model."""
+
+    def tune(self, exp: Experiment, model: Model, count: int) -> Optional[dict]:
+        """With -a auto: what the backend's own model of NCCL runs for this
+        size (the record's `auto`), or None where it prices nothing itself
+        (then the loop's `resolved` picks the lab's schedule)."""
+
+    def price(self, exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
+        """(the alpha-beta prediction, the schedule without data, its
+        dependent steps) of one size: `price_schedule`'s, unless the backend
+        has a cheaper way."""
 
     def iterations(self, exp: Experiment) -> Tuple[int, int]:
         """(warm-up, timed) iterations per size."""
@@ -149,11 +163,10 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     backend, model, progress = loop.backend, loop.model, loop.progress
     n, engine = model.n, backend.engine
     count = schedules.round_count(loop.exp.collective, n, size // metrics.TYPE_SIZE)
-    tune = getattr(backend, "tune", None)     # a backend that prices auto itself
-    tuned = tune(loop.exp, model, count) if tune and loop.exp.algorithm == registry.AUTO else None
+    tuned = backend.tune(loop.exp, model, count) if loop.exp.algorithm == registry.AUTO else None
     exp, tuned = (loop.exp, tuned) if tuned else resolved(loop.exp, model, count, loop.alpha)
     loop = replace(loop, exp=exp)
-    predicted, sched, steps = _priced(loop, count)
+    predicted, sched, steps = backend.price(exp, model, count, loop.alpha)
     label = f"{label} {count * metrics.TYPE_SIZE} B"
     progress(f"{label}: setting up")
     engine.prepare(exp.job(count, backend.fabric.policy, model.local))
@@ -237,17 +250,6 @@ def _operations(sched, steps: int, n: int) -> int:
     """The schedule's operations; where the backend priced it without one
     (the simulator), a send and a receive a rank and step."""
     return sum(len(ops) for ops in sched.values()) if sched else 2 * steps * n
-
-
-def _priced(loop: _Loop, count: int) -> tuple:
-    """(the alpha-beta prediction, the schedule without data, its dependent
-    steps): the backend's `price` where it has one (the simulator's step
-    shortcut builds no schedule of size n^2, and its schedule is empty),
-    else `price_schedule`."""
-    price = getattr(loop.backend, "price", None)
-    if price is not None:
-        return price(loop.exp, loop.model, count, loop.alpha)
-    return price_schedule(loop.exp, loop.model, count, loop.alpha)
 
 
 def price_schedule(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:

@@ -24,6 +24,7 @@ from collectives import metrics
 from collectives import registry
 from collectives import schedules
 from sim import training_step
+from sim.simulator import Simulator
 from traffic.engines import make_engine
 from traffic.measure.monitor import host_summary
 from runs.experiment import Experiment
@@ -62,15 +63,11 @@ def predict(fabric, exp: Experiment, ranks: List[str]) -> dict:
     simulated time alone on this fabric (one simulation per distinct size)."""
     plan = exp.plan()
     jobs = jobs_of(exp, plan, Model.of(fabric, ranks), fabric.policy)
-    engine, alone = make_engine("sim", fabric, ranks), {}
-    try:
-        for cid, job in jobs.items():
-            key = (job.collective, job.count)
-            if key not in alone:
-                engine.prepare(job)
-                alone[key] = engine.iterate(0, 0)["seconds"]
-    finally:
-        engine.close()
+    simulator, alone = Simulator.on_fabric(fabric, ranks), {}
+    for cid, job in jobs.items():
+        key = (job.collective, job.count)
+        if key not in alone:
+            alone[key] = simulator.simulate(job).seconds
     seconds = {cid: alone[(job.collective, job.count)] for cid, job in jobs.items()}
     out = {}
     for overlap in (True, False):

@@ -21,7 +21,12 @@ routes the controller computes, with no network built and no root needed.
   check;
 - packets/: a packet-level engine of its own (slotted, compiled with numba)
   for what congestion does where it decides: drops and go-back-N, PFC and
-  its victims, ECN and DCQCN, InfiniBand credits, adaptive routing.
+  its victims, ECN and DCQCN, InfiniBand credits, adaptive routing;
+- simulator.py: all of it as one object, `Simulator`: ranks on a network
+  (a fabric file's or a Clos's), its seed and hop latency, how each
+  collective is simulated (event by event or a shortcut), and what a caller
+  hands it (NCCL's time, a schedule already built). Everything outside sim/
+  that simulates calls it.
 
 The engine that runs it in a sweep is traffic/engines/sim.py; the sweep
 itself is runs/simulated.py.

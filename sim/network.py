@@ -104,6 +104,12 @@ class Network:
         self._cache.pop((src, dst, flow), None)
         self.choices.pop((src, dst, flow), None)
 
+    def unpin(self) -> None:
+        """Every flow's pins taken off: each as drawn again."""
+        self.pinned.clear()
+        self._cache.clear()
+        self.choices.clear()
+
     def decisions(self, src: str, dst: str, flow: int = 0) -> List[Tuple[str, int]]:
         """The (switch, buckets) where ECMP chose this flow's path, in order."""
         self.path(src, dst, flow)

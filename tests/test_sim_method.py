@@ -15,10 +15,10 @@ from runs.simulated import SimBackend, phase_prediction, simulate_experiment
 from runs.sweep import Model
 from sim import alphabeta, phases
 from topologies.fabric import load_fabric
-import traffic.engines.sim as engine_module
+import sim.simulator as simulator_module
 from report.tables import sim_table
-from traffic.engines.sim import (EVENTS, MAX_REPLAY_OPS, PHASES, STEPS, Work, replay_operations,
-                                 simulation_method)
+from sim.simulator import (EVENTS, MAX_REPLAY_OPS, PHASES, STEPS, Work, replay_operations,
+                           simulation_method)
 
 SIZES = dict(algorithm="ring", minbytes=64 << 10, maxbytes=1 << 20, stepfactor=4, iters=1,
              warmup=0)
@@ -84,7 +84,7 @@ def test_a_sweep_says_per_size_which_way_it_went(monkeypatch):
     fabric = load_fabric(TOPOLOGIES / "rail-optimized.yaml")      # 32 GPUs, 8 servers x 4
     exp = Experiment(**{**SIZES, "piece_bytes": 16 << 10})
     whole = replay_operations("ring", 32, Work((64 << 10) // 4, 16 << 10, 4))
-    monkeypatch.setattr(engine_module, "MAX_REPLAY_OPS", whole)
+    monkeypatch.setattr(simulator_module, "MAX_REPLAY_OPS", whole)
     record = simulate_experiment(fabric, exp)
     assert [r["method"] for r in record.runs] == [EVENTS, EVENTS, PHASES]
     assert record.simulated["method"] == f"{EVENTS}, {PHASES}"
@@ -99,7 +99,8 @@ def test_schedules_of_the_shortcut_beyond_512_ranks_stay_small():
         n = 1024 if algorithm != "pairwise" else 600
         built = S.build(collective, algorithm, n, n * 4, data=False)
         ops = sum(len(v) for v in built.values())
-        assert ops <= engine_module._operations(collective, algorithm, n), (algorithm, ops)
+        assert ops <= simulator_module.schedule_operations(collective, algorithm, n), \
+            (algorithm, ops)
 
 
 # a ring's steps run alike on every rank; in the hierarchical AllReduce ranks
@@ -110,7 +111,7 @@ def test_the_shortcut_agrees_with_the_full_simulation_and_says_it_ran(monkeypatc
     fabric = load_fabric(TOPOLOGIES / "rail-optimized.yaml")      # 32 GPUs, 8 servers x 4
     exp = Experiment(**{**SIZES, "algorithm": algorithm})
     full = simulate_experiment(fabric, exp)
-    monkeypatch.setattr(engine_module, "FULL_RANKS", 8)
+    monkeypatch.setattr(simulator_module, "FULL_RANKS", 8)
     short = simulate_experiment(fabric, exp)
     assert full.simulated["method"] == EVENTS and short.simulated["method"] == PHASES
     for a, b in zip(full.runs, short.runs):
@@ -141,7 +142,7 @@ def test_the_phases_price_alpha_beta_as_the_schedule_does(algorithm, name):
 
 def test_the_sweep_builds_no_schedule_where_the_shortcut_prices_it(monkeypatch):
     fabric = load_fabric(TOPOLOGIES / "multi-gpu.yaml")
-    monkeypatch.setattr(engine_module, "FULL_RANKS", 4)
+    monkeypatch.setattr(simulator_module, "FULL_RANKS", 4)
 
     def never(*_args, **_kwargs):
         raise AssertionError("built a schedule the shortcut does without")

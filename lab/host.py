@@ -98,8 +98,7 @@ def netem_available() -> bool:
 
 def check_netem(fabric: Fabric) -> None:
     """Delay and loss need sch_netem: say so, naming the key, where it is missing."""
-    needs_netem = [k for k, link in fabric.spec["links"].items()
-                   if link and (link["delay_ms"] > 0 or link["loss_percent"] > 0)]
+    needs_netem = [k for k, link in fabric.link_classes.items() if link.needs_netem]
     if needs_netem and not netem_available():
         raise LabError(
             f"{fabric.source}: links.{needs_netem[0]} asks for delay or loss, which needs "

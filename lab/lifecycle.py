@@ -239,7 +239,7 @@ class Lab:
         own rate: a session starts at 1 s intervals and takes a second or two
         to reach `bfd_ms`, and until it has, a silent failure takes seconds
         to be seen."""
-        ms = self.fabric.spec["routing"]["bfd_ms"]
+        ms = self.fabric.routing.bfd_ms
         if not ms or not self.controlled:
             return True
         if status.get("down_ports"):
@@ -259,7 +259,7 @@ class Lab:
         vSwitch then reports a port live only while its session is up, its
         select groups skip a bucket whose port is not, and the controller
         routes around it (controller/app.py, port_is_up)."""
-        ms = self.fabric.spec["routing"]["bfd_ms"]
+        ms = self.fabric.routing.bfd_ms
         intfs = self._bfd_interfaces()
         if not ms or not self.controlled or not intfs:
             return

@@ -92,7 +92,7 @@ class Design:
         return asdict(self)
 
 
-def _leaf_split(radix, oversubscription):
+def leaf_split(radix, oversubscription):
     """(down, up) ports of a leaf: d = floor(R*o/(1+o)), at least one port up."""
     down = math.floor(radix * oversubscription / (1.0 + oversubscription) + 1e-9)
     down = max(1, min(radix - 1, down))
@@ -153,7 +153,7 @@ class Form:
 
 def _clos_form(name, max_hops, tiers, max_endpoints) -> Form:
     return Form(name, max_hops, tiers, max_endpoints, None,
-                lambda E, R, r, o: _clos(name, E, R, r, o))
+                lambda E, R, r, o: clos_design(name, E, R, r, o))
 
 
 def _too_big(name, endpoints, radix, max_endpoints, ratio, needed):
@@ -190,8 +190,8 @@ def _single_switch(E, R, r, o):
                   oversubscription=1.0, max_endpoints=R, needed_radix=needed)
 
 
-def _clos(name, E, R, r, o):
-    d, u = _leaf_split(R, o)
+def clos_design(name, E, R, r, o):
+    d, u = leaf_split(R, o)
     ratio = d / u
     leaves = math.ceil(E / d)
     leaf_up_cables = leaves * u
@@ -249,7 +249,7 @@ def plan(gpus, radix=64, gpus_per_server=8, nics_per_server=8, link_gbps=400.0,
 FORMS = {form.name: form for form in (
     Form("full-mesh", 0, 0, lambda R, o: R + 1, lambda E: E - 1 + (E - 1) % 2, _full_mesh),
     Form("single-switch", 1, 0, lambda R, o: R, lambda E: E + E % 2, _single_switch),
-    _clos_form("clos-2", 3, 2, lambda R, o: R * _leaf_split(R, o)[0]),
-    _clos_form("clos-3", 5, 3, lambda R, o: R * (R // 2) * _leaf_split(R, o)[0]))}
+    _clos_form("clos-2", 3, 2, lambda R, o: R * leaf_split(R, o)[0]),
+    _clos_form("clos-3", 5, 3, lambda R, o: R * (R // 2) * leaf_split(R, o)[0]))}
 DESIGNS = tuple(FORMS)
 MAX_HOPS = {name: form.max_hops for name, form in FORMS.items()}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from planner.inputs import PlanError
 from planner.nccl_plan import server_of
-from planner.report import _count
+from planner.report import count_text
 from planner.simulate import WIRING_NAMES
 from sim.parallel import (Layout, LayoutError, check, check_fits, from_params, memory,
                           model as published_model, search, step_time)
@@ -237,7 +237,7 @@ def _row(found, m, inp) -> dict:
 
 def format_layouts(t: dict, inp: dict) -> str:
     lines = [f"Parallel layouts: {t['model']} ({t['params']:.3g} parameters, {t['layers']} "
-             f"layers of {t['hidden']:,}, {t['seq']:,} tokens a sequence) on {_count(t['gpus'])} "
+             f"layers of {t['hidden']:,}, {t['seq']:,} tokens a sequence) on {count_text(t['gpus'])} "
              f"{t['gpu']} ({t['server']}); {t['batch_tokens']:.3g} tokens a step asked; "
              f"compute at {t['efficiency']:g} of peak (calibrated on a published run, "
              "docs/training.md)",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from planner.report import _count, _num, ratio_text
+from planner.report import count_text, number_text, ratio_text
 from networks import DEFAULT, Technology, network
 from networks.technology import REFERENCE_SWITCH_US, REFERENCE_SWITCHES
 from planner.simulate import WIRING_NAMES, clos_designs, shape_of, simulate_wirings
@@ -132,9 +132,9 @@ def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER,
 
 def format_nccl(sim: dict, inp: dict) -> str:
     hw = server_of(inp, sim["server"])
-    lines = [f"What NCCL would run: AllReduce on {_count(sim['gpus'])} GPUs, "
+    lines = [f"What NCCL would run: AllReduce on {count_text(sim['gpus'])} GPUs, "
              f"{hw.name} servers as sold ({hw.gpu.name}, {hw.gpus} GPUs, {hw.nics} NIC(s) of "
-             f"{_num(hw.nic_gbps)} Gbit/s); oversubscription "
+             f"{number_text(hw.nic_gbps)} Gbit/s); oversubscription "
              f"{ratio_text(inp['oversubscription'])}",
              f"# NCCL 2.30's tuner: algorithm, protocol and channels per size (sim/nccl/); "
              f"{sim['network_title']}, routing {sim['routing']}"
@@ -203,7 +203,7 @@ def format_side_by_side(side: dict) -> str:
     technology; then what its routing leaves of a NIC and adds a step."""
     names = side["networks"]
     lines = [f"Network technologies side by side: AllReduce as NCCL runs it on "
-             f"{_count(side['gpus'])} GPUs ({side['server']} servers; docs/networks.md)",
+             f"{count_text(side['gpus'])} GPUs ({side['server']} servers; docs/networks.md)",
              "# per technology: time (us) and busbw (GB/s); share = what its routing leaves "
              "of a NIC's rate, step = what a step between servers costs beyond NCCL's own "
              "figure (its switches, links, transport); congestion and losses are not in "

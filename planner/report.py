@@ -7,11 +7,11 @@ from __future__ import annotations
 from planner.compute import DAYS_PER_YEAR, SECONDS_PER_DAY
 
 
-def _count(n):
+def count_text(n):
     return f"{int(n):,}"
 
 
-def _num(x):
+def number_text(x):
     """2.0e10 for big or tiny values, 40,000 or 12.5 otherwise."""
     x = float(x)
     if x == 0:
@@ -64,10 +64,10 @@ def format_plan(plan_dict) -> str:
     inp = plan_dict["inputs"]
     designs = [_design_fields(d) for d in plan_dict["designs"]]
     lines = [
-        f"Plan for {_count(inp['gpus'])} GPUs: {_count(plan_dict['servers'])} servers x "
+        f"Plan for {count_text(inp['gpus'])} GPUs: {count_text(plan_dict['servers'])} servers x "
         f"{inp['gpus_per_server']} GPUs, {inp['nics_per_server']} scale-out NIC(s) per server "
-        f"= {_count(plan_dict['endpoints'])} endpoints",
-        f"Switch radix {inp['radix']}, links {_num(inp['link_gbps'])} Gbit/s, "
+        f"= {count_text(plan_dict['endpoints'])} endpoints",
+        f"Switch radix {inp['radix']}, links {number_text(inp['link_gbps'])} Gbit/s, "
         f"requested oversubscription {ratio_text(inp['oversubscription'])}",
         "",
     ]
@@ -83,9 +83,9 @@ def _design_table(designs) -> list:
     header = ("design", "fits", "switches", "switch ports", "cables", "ports/endpoint",
               "max hops", "bisection Tbit/s", "oversub")
     rows = [header] + [
-        (d["name"], "yes" if d["fits"] else "no", _count(d["switches"]),
-         _count(d["switch_ports"]), _count(d["cables"]), _count(d["ports_per_endpoint"]),
-         str(d["max_hops"]), _num(d["bisection_gbps"] / 1000.0), ratio_text(d["oversubscription"]))
+        (d["name"], "yes" if d["fits"] else "no", count_text(d["switches"]),
+         count_text(d["switch_ports"]), count_text(d["cables"]), count_text(d["ports_per_endpoint"]),
+         str(d["max_hops"]), number_text(d["bisection_gbps"] / 1000.0), ratio_text(d["oversubscription"]))
         for d in designs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = []
@@ -101,14 +101,14 @@ def _design_notes(designs, radix) -> list:
     it does not fit when it does not."""
     lines = []
     for d in designs:
-        tiers = " + ".join(f"{_count(n)} {tier}" for tier, n in d["switches_by_tier"].items())
-        what = f"{d['name']}: holds up to {_count(d['max_endpoints'])} endpoints at radix {radix}"
+        tiers = " + ".join(f"{count_text(n)} {tier}" for tier, n in d["switches_by_tier"].items())
+        what = f"{d['name']}: holds up to {count_text(d['max_endpoints'])} endpoints at radix {radix}"
         if tiers:
             what += f"; switches: {tiers}"
         if not d["switches_by_tier"]:          # no switches: the cables are its cost
-            what += f"; {_num(d['cables'])} cables"
+            what += f"; {number_text(d['cables'])} cables"
         if d["fits"] and d["needed_radix"]:
-            what += f"; radix {_count(d['needed_radix'])} would do"
+            what += f"; radix {count_text(d['needed_radix'])} would do"
         lines.append(what)
         if not d["fits"]:
             lines.append(f"    does not fit: {d['reason']}")
@@ -118,11 +118,11 @@ def _design_notes(designs, radix) -> list:
 def _training_lines(t) -> list:
     return [
         "",
-        f"Training {_num(t['total_flops'])} FLOPs:",
-        f"  FLOP/s per GPU      {_num(t['gpu_flops'])}",
-        f"  FLOPs per GPU-day   {_num(t['flops_per_day'])}",
+        f"Training {number_text(t['total_flops'])} FLOPs:",
+        f"  FLOP/s per GPU      {number_text(t['gpu_flops'])}",
+        f"  FLOPs per GPU-day   {number_text(t['flops_per_day'])}",
         f"  on one GPU          {_duration(t['seconds_one_gpu'])}",
-        f"  on {_count(t['gpus'])} GPUs".ljust(22) + f"{_duration(t['seconds_all_gpus'])} "
+        f"  on {count_text(t['gpus'])} GPUs".ljust(22) + f"{_duration(t['seconds_all_gpus'])} "
         f"({t['days_all_gpus']:.3g} days; ideal scaling at {t['utilisation']:.0%} utilisation)",
     ]
 
@@ -130,10 +130,10 @@ def _training_lines(t) -> list:
 def _allreduce_lines(ar) -> list:
     return [
         "",
-        f"AllReduce of {_bytes(ar['gradient_bytes'])} (alpha {_num(ar['alpha_s'] * 1e6)} us, "
-        f"scale-out {_num(ar['link_gbps'])} Gbit/s, in-server {_num(ar['intra_gbps'])} Gbit/s):",
-        f"  flat ring over {_count(ar['gpus'])} GPUs: {_duration(ar['ring_seconds'])}",
-        f"  hierarchical, {_count(ar['nodes'])} servers x {ar['gpus_per_node']} GPUs, "
+        f"AllReduce of {_bytes(ar['gradient_bytes'])} (alpha {number_text(ar['alpha_s'] * 1e6)} us, "
+        f"scale-out {number_text(ar['link_gbps'])} Gbit/s, in-server {number_text(ar['intra_gbps'])} Gbit/s):",
+        f"  flat ring over {count_text(ar['gpus'])} GPUs: {_duration(ar['ring_seconds'])}",
+        f"  hierarchical, {count_text(ar['nodes'])} servers x {ar['gpus_per_node']} GPUs, "
         f"pipelined: {_duration(ar['hierarchical_seconds'])} ({ar['speedup']:.3g}x faster)",
     ] + _nccl_line(ar.get("nccl"))
 
@@ -149,13 +149,13 @@ def _nccl_line(nccl) -> list:
     if nccl.get("at_minimum") and nccl.get("bound") == "in-server":
         return [head + f"{_duration(nccl['seconds'])}, the in-server links' physical minimum: "
                 f"each GPU sends its {_bytes(nccl['size_bytes'])} at least once through its "
-                f"{_num(nccl['in_server_gbps'])} Gbit/s link (NCCL's own model, pricing the "
+                f"{number_text(nccl['in_server_gbps'])} Gbit/s link (NCCL's own model, pricing the "
                 f"{nccl['server']}'s NVLink, " + said]
     if nccl.get("at_minimum"):
         m = nccl["servers"]
         return [head + f"{_duration(nccl['seconds'])}, the NICs' physical minimum: each of "
-                f"{_count(m)} servers sends 2({m:,}-1)/{m:,} of the bytes through "
-                f"{nccl['nics']} NIC(s) of {_num(nccl['nic_gbps'])} Gbit/s (NCCL's own model, "
+                f"{count_text(m)} servers sends 2({m:,}-1)/{m:,} of the bytes through "
+                f"{nccl['nics']} NIC(s) of {number_text(nccl['nic_gbps'])} Gbit/s (NCCL's own model, "
                 "whose slowest channel is 0.12 GB/s, " + said]
     return [head + f"{_duration(nccl['seconds'])}, {nccl['ran']} on {nccl['channels']} channels "
             "(the lines above are alpha-beta closed forms; --simulate adds the fabric)"]

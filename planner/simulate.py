@@ -21,8 +21,8 @@ import math
 import statistics
 from dataclasses import replace
 
-from planner.designs import FORMS, _clos, _leaf_split
-from planner.report import _count, _num, ratio_text
+from planner.designs import FORMS, clos_design, leaf_split
+from planner.report import count_text, number_text, ratio_text
 from networks import DEFAULT, Technology, network
 from policies import policy
 from sim.clos import ClosShape, clos_routing
@@ -62,7 +62,7 @@ def shape_of(result: dict, design: str, radix: int, wiring: str, intra_gbps: flo
     network technology `tech` (default: networks.DEFAULT) does."""
     inp = result["inputs"]
     tech = tech or network(DEFAULT)
-    down, up = _leaf_split(radix, inp["oversubscription"])
+    down, up = leaf_split(radix, inp["oversubscription"])
     bps = inp["link_gbps"] * 1e9
     return ClosShape(servers=result["servers"], gpus=inp["gpus_per_server"],
                      nics=inp["nics_per_server"], down=down, up=up,
@@ -120,7 +120,7 @@ def _row(shape, design, algorithm, size, hop_latency_s, seeds) -> dict:
     algbw = size / t / 1e9
     # rail wiring fills whole units: its leaves are the shape's, the tiers above to match
     endpoints = shape.leaves * shape.down if shape.wiring == "rail" else shape.servers * shape.nics
-    switches = _clos(design, endpoints, shape.radix, shape.nic_bps / 1e9,
+    switches = clos_design(design, endpoints, shape.radix, shape.nic_bps / 1e9,
                      shape.down / shape.up).switches_by_tier
     return {"design": design, "radix": shape.radix, "wiring": shape.wiring,
             "switches": switches, "algorithm": algorithm, "size_bytes": size,
@@ -131,11 +131,11 @@ def _row(shape, design, algorithm, size, hop_latency_s, seeds) -> dict:
 
 def format_simulation(sim: dict, inp: dict) -> str:
     """The rows as nccl-tests prints a sweep, one block per design and wiring."""
-    lines = [f"Simulated AllReduce on {_count(sim['gpus'])} GPUs "
+    lines = [f"Simulated AllReduce on {count_text(sim['gpus'])} GPUs "
              f"({inp['gpus_per_server']} per server, {inp['nics_per_server']} NIC(s) of "
-             f"{_num(inp['link_gbps'])} Gbit/s, in-server {_num(sim['intra_gbps'] / 8)} GB/s; "
-             f"{sim['network_title']}: {_num(sim['switch_latency_us'])} us a switch, "
-             f"{_num(sim['message_us'])} us a message, {_num(sim['hop_latency_s'] * 1e6)} us "
+             f"{number_text(inp['link_gbps'])} Gbit/s, in-server {number_text(sim['intra_gbps'] / 8)} GB/s; "
+             f"{sim['network_title']}: {number_text(sim['switch_latency_us'])} us a switch, "
+             f"{number_text(sim['message_us'])} us a message, {number_text(sim['hop_latency_s'] * 1e6)} us "
              f"more per hop, routing {sim['routing']}; "
              f"oversubscription {ratio_text(inp['oversubscription'])})",
              "# flow-level: max-min fair sharing, "
@@ -149,7 +149,7 @@ def format_simulation(sim: dict, inp: dict) -> str:
     for r in sim["rows"]:
         if (r["design"], r["wiring"]) != block:
             block = (r["design"], r["wiring"])
-            tiers = " + ".join(f"{_count(v)} {k}" for k, v in r["switches"].items())
+            tiers = " + ".join(f"{count_text(v)} {k}" for k, v in r["switches"].items())
             lines += ["", f"# {r['design']}, {WIRING_NAMES[r['wiring']]} wiring, radix "
                           f"{r['radix']} ({tiers})",
                       f"#  {'algorithm':<13} {'size':>14} {'time(us)':>14} {'algbw(GB/s)':>12} "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from planner.inputs import PlanError, parse_bytes
 from planner.nccl_plan import DEFAULT_SERVER, server_of
-from planner.report import _count, _num
+from planner.report import count_text, number_text
 from planner.simulate import WIRING_NAMES
 from sim import training_step
 from sim.parallel import Layout, from_params, memory, model as published_model
@@ -175,10 +175,10 @@ def format_training(t: dict, inp: dict) -> str:
         f"Training step with communication: {t['params']:,} parameters in {t['layers']} "
         f"layers, {t['gradient_type']} gradients ({t['gradient_bytes']:,} B) in "
         f"{t['buckets']:,} DDP buckets of up to {t['bucket_bytes']:,} B, AllReduced one at a "
-        f"time as the backward pass makes them; {_count(t['tokens_per_gpu'])} tokens per GPU "
-        f"per step on {_count(t['gpus'])} GPUs",
+        f"time as the backward pass makes them; {count_text(t['tokens_per_gpu'])} tokens per GPU "
+        f"per step on {count_text(t['gpus'])} GPUs",
         f"# compute {_dur(t['compute_s'])} a step (6 x params x tokens at "
-        f"{_num(inp['gpu_flops'] / 1e15)} PFLOP/s x {inp['utilisation']:g}); "
+        f"{number_text(inp['gpu_flops'] / 1e15)} PFLOP/s x {inp['utilisation']:g}); "
         f"{inp['total_flops']:.0e} FLOPs = ".replace("e+", "e") + f"{t['steps']:,.0f} steps = "
         f"{_days(t['days_compute_only'])} days on compute alone",
         *_memory_line(t.get("memory"), t["params"]),

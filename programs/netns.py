@@ -16,7 +16,7 @@ CLONE_NEWNET = 0x40000000
 SELF = "/proc/thread-self/ns/net"
 
 
-def _setns(fd: int) -> None:
+def set_netns(fd: int) -> None:
     if hasattr(os, "setns"):
         os.setns(fd, CLONE_NEWNET)
         return
@@ -37,12 +37,12 @@ def inside(path: str):
     try:
         target = os.open(path, os.O_RDONLY)
         try:
-            _setns(target)
+            set_netns(target)
         finally:
             os.close(target)
         try:
             yield
         finally:
-            _setns(home)
+            set_netns(home)
     finally:
         os.close(home)

@@ -64,7 +64,7 @@ class _Scale:
 
 # --- input --------------------------------------------------------------------
 
-def _check_nodes(nodes) -> dict:
+def check_nodes(nodes) -> dict:
     if nodes is None or len(nodes) == 0:
         raise ValueError("draw_fabric needs at least one node (name, tier): the node list is empty.")
     tiers = {}
@@ -82,7 +82,7 @@ def _check_nodes(nodes) -> dict:
     return tiers
 
 
-def _check_edges(edges, tiers: dict) -> list:
+def check_edges(edges, tiers: dict) -> list:
     if edges is None or len(edges) == 0:
         raise ValueError("draw_fabric needs at least one edge (a, b, value): the edge list is empty.")
     checked = []
@@ -257,7 +257,7 @@ def _no_data_legend(ax) -> None:
                               label="no data")], loc="upper right", fontsize=7, frameon=False)
 
 
-def _draw_marks(ax, marks: dict, pos: dict) -> None:
+def draw_marks(ax, marks: dict, pos: dict) -> None:
     """Each switch's up-links' max/mean ("x1.99") above and right of it, in
     red from IMBALANCE_WARN on."""
     for name, ratio in marks.items():
@@ -268,7 +268,7 @@ def _draw_marks(ax, marks: dict, pos: dict) -> None:
                                                       ec="none", alpha=0.8))
 
 
-def _check_marks(marks, tiers: dict) -> dict:
+def check_marks(marks, tiers: dict) -> dict:
     """{switch: up-links' max/mean}, each a node's, each a finite number >= 0."""
     checked = {}
     for name, ratio in (marks or {}).items():
@@ -317,9 +317,9 @@ def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation",
     a saturated link (100 %). `marks` {switch: its up-links' max/mean}
     writes "x1.99" beside each, red from IMBALANCE_WARN on.
     """
-    tiers = _check_nodes(nodes)
-    links = _check_edges(edges, tiers)
-    marks = _check_marks(marks, tiers)
+    tiers = check_nodes(nodes)
+    links = check_edges(edges, tiers)
+    marks = check_marks(marks, tiers)
     if unit == "utilisation":
         links = _saturated_is_one(links)
     layout = _layout(tiers)
@@ -331,7 +331,7 @@ def fabric_figure(nodes, edges, title: str = "", unit: str = "utilisation",
     missing, measured = _draw_links(ax, links, layout.pos, scale, thinness)
     for tier, names in layout.members.items():
         _draw_tier(ax, tier, names, layout.pos, layout.spacing_in[tier])
-    _draw_marks(ax, marks, layout.pos)
+    draw_marks(ax, marks, layout.pos)
     _tier_axes(ax, layout.levels, layout.members)
     _colorbar(fig, ax, scale, unit)
     if missing:

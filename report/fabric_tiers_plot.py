@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from report.canvas import new_figure, plain, save, wrapped
-from report.fabric_plot import (NO_DATA_COLOUR, NO_DATA_DASHES, TIER_COLOURS, _check_edges,
-                                _check_marks, _check_nodes, _draw_marks)
+from report.fabric_plot import (NO_DATA_COLOUR, NO_DATA_DASHES, TIER_COLOURS, check_edges,
+                                check_marks, check_nodes, draw_marks)
 from topologies.roles import tier_names
 
 FOLD_ABOVE = 16              # a tier with more nodes (or groups) than this is folded
@@ -224,9 +224,9 @@ def fabric_tiers_figure(nodes, edges, title: str = "", groups=None, marks=None) 
     group as the worst of the group's. Each bundle of links between two
     groups is coloured by its max/mean (0 to SPREAD_TOP, over: the top
     colour and an arrow on the bar) and thickened by its mean."""
-    tiers = _check_nodes(nodes)
-    links = _check_edges(edges, tiers)
-    marks = _check_marks(marks, tiers)
+    tiers = check_nodes(nodes)
+    links = check_edges(edges, tiers)
+    marks = check_marks(marks, tiers)
     group = fold(tiers, groups)
     found, inside = bundles(links, group)
     levels, members, pos, count = _layout(tiers, group)
@@ -239,7 +239,7 @@ def fabric_tiers_figure(nodes, edges, title: str = "", groups=None, marks=None) 
     worst = {}
     for name, ratio in marks.items():
         worst[group[name]] = max(ratio, worst.get(group[name], 0.0))
-    _draw_marks(ax, worst, pos)
+    draw_marks(ax, worst, pos)
     _axes(ax, levels, members, count)
     _legend_and_bar(fig, ax, found, norm, cmap)
     if title:

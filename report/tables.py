@@ -69,11 +69,11 @@ def _ran(r: dict) -> str:
     """What a size of auto ran: the lab's schedule, and the NCCL algorithm
     it stands for where the name differs (rail-ring (ring)), or NCCL's own
     choice where its model priced it (auto (NVLSTree/Simple, 16 channels))."""
-    said = _auto(r["auto"])
+    said = auto_text(r["auto"])
     return r["algorithm"] if said == r["algorithm"] else f"{r['algorithm']} ({said})"
 
 
-def _auto(tuned: dict) -> str:
+def auto_text(tuned: dict) -> str:
     """What auto ran, as NCCL names it; and what NCCL itself would run on
     the servers as sold, where the fabric names them and the lab ran other."""
     return tuned["nccl"] + (f"; {tuned['nccl_model']}" if "nccl_model" in tuned else "")

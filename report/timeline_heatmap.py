@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from report.canvas import new_figure, plain, save, wrapped
-from report.timeline_plot import MS, _check_events
+from report.timeline_plot import MS, check_events
 
 MAX_LANES = 64               # more servers than this: runs of ranks instead
 BINS = 240                   # time bins across the iteration
@@ -132,7 +132,7 @@ def timeline_busy_figure(events, title: str = "", lane_of=None) -> Figure:
     a lane per name (or per run of ranks when there are more than
     MAX_LANES, or no names), coloured by the share of its ranks busy in
     each of BINS time bins, under the busy share of all ranks."""
-    evs = _check_events(events)
+    evs = check_events(events)
     data = busy(evs, lanes(sorted({e["rank"] for e in evs}), lane_of))
     lane_in = min(0.3, 9.0 / len(data.names))
     fig = new_figure(11.0, 2.8 + lane_in * len(data.names))

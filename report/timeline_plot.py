@@ -76,7 +76,7 @@ class _Plan:
 
 # --- input --------------------------------------------------------------------
 
-def _check_events(events) -> list:
+def check_events(events) -> list:
     if events is None or len(events) == 0:
         raise ValueError("plot_timeline needs at least one event {rank, start, end, kind}: "
                          "the event list is empty.")
@@ -106,7 +106,7 @@ def _check_event(i: int, ev) -> dict:
 
 # --- planning -----------------------------------------------------------------
 
-def _rows_for(spans: list) -> list:
+def rows_for(spans: list) -> list:
     """Greedy rows so that overlapping (start, end) spans never share a row."""
     ends, rows = [], []
     for start, end in spans:
@@ -159,7 +159,7 @@ def _plan(evs: list) -> _Plan:
         phases=phases,
         phase_colour={p: PHASE_COLOURS[i % len(PHASE_COLOURS)] for i, p in enumerate(phases)},
         span=span, xlim=(t0, t1 + 0.02 * span), phase_spans=phase_spans,
-        phase_rows=_rows_for([(s, e) for s, e, _ in phase_spans]), split=_overlapping(evs))
+        phase_rows=rows_for([(s, e) for s, e, _ in phase_spans]), split=_overlapping(evs))
 
 
 def _new_timeline_figure(plan: _Plan) -> tuple:
@@ -288,7 +288,7 @@ def timeline_figure(events, title: str = "") -> Figure:
     thin phase-coloured strip under their bar, and a band above the lanes
     shows each phase's span across all ranks. A bar wide enough shows its
     "label" (or "s<step>") inside."""
-    plan = _plan(_check_events(events))
+    plan = _plan(check_events(events))
     fig, band, ax = _new_timeline_figure(plan)
     _draw_bars(ax, plan)
     if plan.phases:

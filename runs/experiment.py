@@ -553,7 +553,7 @@ def experiment_section(fabric) -> dict:
     """The keys the fabric's experiment section sets, each checked against
     the schema and its endpoints against the fabric: what a fabric file must
     get right even where no experiment runs (the planner reads such files)."""
-    section = normalise(fabric.spec.get("experiment"), SCHEMA, "experiment", fabric.source)
+    section = normalise(fabric.experiment_section, SCHEMA, "experiment", fabric.source)
     values = {k: v for k, v in section.items() if v is not None}
     _check_endpoints(fabric, values)
     return values

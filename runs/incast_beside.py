@@ -31,7 +31,7 @@ def incast_beside(lab, senders: int, seconds: int) -> dict:
     the lab's figures."""
     measured = run_incast(lab, senders, seconds)
     record = {"lab": {**measured, **lab_figures(measured)}}
-    why = _not_comparable(lab.fabric, measured)
+    why = not_comparable(lab.fabric, measured)
     record["engine"] = None
     if why is None:
         try:
@@ -97,7 +97,7 @@ def engine_figures(m: dict) -> dict:
             "overrides": engine_overrides(m)}
 
 
-def _not_comparable(fabric, m: dict) -> Optional[str]:
+def not_comparable(fabric, m: dict) -> Optional[str]:
     """Why the engine's one-switch incast is not this one, or None."""
     leaf = fabric.endpoint(m["receiver"]).leaf
     away = [s for s in m["senders"] if fabric.endpoint(s).leaf != leaf]

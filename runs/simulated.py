@@ -168,7 +168,7 @@ def nccl_cluster_on(fabric, hw, ranks, local: int):
     domain = fabric.nvlink_domain if local % fabric.nvlink_domain == 0 else local
     nodes = len(ranks) // domain                    # NCCL's: servers, or NVLink partitions
     simulator = Simulator.on_fabric(fabric, ranks)
-    share = simulator.rail_share(local, fabric.spec["server"]["nics"], hw.nic_gbps * 1e9,
+    share = simulator.rail_share(local, fabric.nics_per_server, hw.nic_gbps * 1e9,
                                  rails.connections_per_nic(hw, nodes) * qps, seeds=3)
     extra = simulator.ring_path_us(local) - REFERENCE_SWITCHES * REFERENCE_SWITCH_US
     return nccl.cluster(hw, nodes, domain, fabric_share=share, network=tech,

@@ -60,8 +60,8 @@ class Model:
     @classmethod
     def of(cls, fabric, ranks: List[str]) -> "Model":
         hosts = [fabric.endpoint(s) for s in ranks]
-        rate_intra = (fabric.spec["links"]["intra_node"] or {}).get("rate_mbit")
-        rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]
+        intra = fabric.link_classes.get("intra_node")
+        rate_intra, rate = intra and intra.rate_mbit, fabric.nic_rate_mbit
         return cls(len(ranks), gpus_per_rank_server(fabric, ranks),
                    {r: h.server for r, h in enumerate(hosts)},
                    {r: (h.leaf, h.port) for r, h in enumerate(hosts)},

@@ -38,7 +38,7 @@ def sim_channels(fabric: Fabric, channels: int) -> int:
     """Connections per peer the simulator replays: the lab's under spray,
     else the channels (a flowlet sender's connections carry one transfer
     after another, which the simulator does not tell apart)."""
-    return policy(fabric.policy).sim_channels(channels, fabric.spec["routing"]["entropy"])
+    return policy(fabric.policy).sim_channels(channels, fabric.routing.entropy)
 
 Hop = Tuple[str, str]           # a directed link: (from node, to node interface name)
 

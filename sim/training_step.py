@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from topologies.schema import (Section, _is_int, described, integer, number, optional, shown,
+from topologies.schema import (Section, is_int, described, integer, number, optional, shown,
                                size)
 from topologies.units import parse_count
 from topologies.schema import choice as _choice
@@ -43,7 +43,7 @@ MAX_PARAMS = 10 ** 13
 DEFAULTS = {"layers": 8, "params": 512 * 1024, "fwd_ms": 50.0}
 
 
-def _params(v, fail):
+def params_of(v, fail):
     """A parameter count as counts are written (topologies/units.py: 1.3e9,
     70B, 512k; SI prefixes, powers of 1000), rounded to a whole count."""
     n = parse_count(v, whole=False)
@@ -60,12 +60,12 @@ def _flag(v, fail):
     return v
 
 
-LAYER_KEYS = {"params": _params, "fwd_ms": number(0, 1e6, "ms"), "bwd_ms": number(0, 1e6, "ms")}
+LAYER_KEYS = {"params": params_of, "fwd_ms": number(0, 1e6, "ms"), "bwd_ms": number(0, 1e6, "ms")}
 
 
 def _layers(v, fail):
     """A layer count, or a list of layers {params, fwd_ms, bwd_ms}."""
-    if _is_int(v):
+    if is_int(v):
         return integer(1, MAX_LAYERS)(v, fail)
     if not isinstance(v, list) or not 1 <= len(v) <= MAX_LAYERS:
         fail(f"expected a layer count from 1 to {MAX_LAYERS}, or a list of 1 to {MAX_LAYERS} "
@@ -109,7 +109,7 @@ _parallel.json_schema = {"type": "object", "required": ["tp", "pp", "dp"]}
 _layers.json_schema = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_LAYERS},
                                  {"type": "array", "minItems": 1, "maxItems": MAX_LAYERS,
                                   "items": {"type": "object", "required": ["params"]}}]}
-_params.json_schema = {"anyOf": [{"type": "number", "minimum": 1, "maximum": MAX_PARAMS},
+params_of.json_schema = {"anyOf": [{"type": "number", "minimum": 1, "maximum": MAX_PARAMS},
                                  {"type": "string"}]}
 _flag.json_schema = {"type": "boolean"}
 
@@ -117,7 +117,7 @@ STEP_SCHEMA = Section("a training step instead of a size sweep (docs/training.md
     "layers": (described("a layer count, or a list of layers {params, fwd_ms, bwd_ms} "
                          "(default 8)", optional(_layers)), None),
     "params": (described("the model's parameters, split evenly over a layer count "
-                         "(default 512K)", optional(_params)), None),
+                         "(default 512K)", optional(params_of)), None),
     "fwd_ms": (described("forward compute per layer, ms (default 50, or from gpu_tflops)",
                          optional(number(0, 1e6, "ms"))), None),
     "bwd_ms": (described("backward compute per layer, ms (default twice fwd_ms)",

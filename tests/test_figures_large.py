@@ -225,7 +225,7 @@ def test_bundles_are_coloured_by_their_max_over_mean():
     groups = {f"h{i}": f"on leaf{1 + i // 20}" for i in range(40)}
     fig = fabric_tiers_plot.fabric_tiers_figure(nodes, edges, groups=groups)
     found, inside = fabric_tiers_plot.bundles(
-        fabric_plot._check_edges(edges, dict(nodes)),
+        fabric_plot.check_edges(edges, dict(nodes)),
         fabric_tiers_plot.fold(dict(nodes), groups))
     assert inside == 0 and [(b.a, b.b, b.links) for b in found] == [
         ("on leaf1", "leaf1", 20), ("on leaf2", "leaf2", 20)]

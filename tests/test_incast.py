@@ -11,7 +11,7 @@ from harness import REPO
 from harness.commands import run
 from harness.fabrics import leaf_spine
 from report.console import incast_text
-from runs.incast_beside import _not_comparable, engine_overrides, jain, lab_figures
+from runs.incast_beside import not_comparable, engine_overrides, jain, lab_figures
 from topologies.fabric import load_fabric
 from traffic.measure.incast import bottleneck, flow_record, incast_plan
 
@@ -103,10 +103,10 @@ def test_no_engine_beside_an_incast_it_does_not_model():
     one = load_fabric(INCAST, emulate=False)
     m = measured()
     m.update(receiver="h17", senders=["h1", "h2"])
-    assert _not_comparable(one, m) is None
+    assert not_comparable(one, m) is None
     two = leaf_spine(2, 2, 3)
     m.update(receiver="h6", senders=["h4", "h1"])
-    assert _not_comparable(two, m) == ("1 of the senders are not on h6's switch, and the "
+    assert not_comparable(two, m) == ("1 of the senders are not on h6's switch, and the "
                                        "packet engine's incast is one switch")
 
 

@@ -4,6 +4,7 @@ is for, no import is unused and no name undefined, and functions do one thing.
 A module may be as long as its one subject needs (there is no line cap)."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,47 @@ def test_no_import_against_the_layer_order(module):
     above = [m for m in imports(MODULES[module])
              if m.split(".")[0] != module.split(".")[0] and layer(m) > layer(module)]
     assert not above, f"{module} (layer {LAYERS[layer(module)]}) imports from above: {above}"
+
+
+SPEC_PART = re.compile(r"\.spec(\[|\.get\()")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] != "topologies"))
+def test_the_fabric_is_read_by_its_fields_outside_the_loader(module):
+    """Outside topologies/ (the loader and the model) a fabric is read by its
+    typed fields (`fabric.nic_rate_mbit`, `fabric.link_classes`,
+    `fabric.routing`, ...), never by picking at its normalised spec; the
+    spec is handed on whole only (to the controller, to a machine, to a digest)."""
+    lines = [f"{n}: {line.strip()}" for n, line in
+             enumerate(MODULES[module].read_text().splitlines(), 1) if SPEC_PART.search(line)]
+    assert not lines, f"{module} reads the fabric's spec: {lines}"
+
+
+def test_the_spec_reading_check_finds_a_read():
+    assert SPEC_PART.search('rate = fabric.spec["links"]["server_leaf"]["rate_mbit"]')
+    assert SPEC_PART.search('x = self.fabric.spec.get("experiment")')
+    assert not SPEC_PART.search("json.dumps(fabric.spec)") and not SPEC_PART.search(
+        "link.spec.rate_mbit")
+
+
+def private_imports(path: Path):
+    """`from module import _name`: a name another module keeps to itself."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield from (f"{node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__"))
+
+
+@pytest.mark.parametrize("path", PRODUCT + sorted((REPO / "tests").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_no_module_imports_a_private_name_of_another(path):
+    assert list(private_imports(path)) == []
+
+
+def test_the_private_import_check_finds_one(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from report.tables import _auto, nccl_table\nfrom x import __version__\n")
+    assert list(private_imports(probe)) == ["report.tables._auto"]
 
 
 def test_no_two_modules_share_a_name():

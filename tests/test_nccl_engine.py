@@ -121,7 +121,7 @@ def test_the_lab_says_what_nccl_would_run_on_the_named_servers():
     its servers, each size also says what NCCL itself would run there, and
     "simulated only" where a switch would reduce (NVLS, CollNet)."""
     import yaml
-    from report.tables import _auto
+    from report.tables import auto_text
     from runs.sweep import Model, resolved
     doc = yaml.safe_load((TOPOLOGIES / "rail-2x4.yaml").read_text())
     plain = parse_fabric(yaml.safe_dump(doc), "rail.yaml")
@@ -133,9 +133,9 @@ def test_the_lab_says_what_nccl_would_run_on_the_named_servers():
     large = resolved(auto, Model.of(named, ranks), 1 << 22, 50e-6)[1]
     assert small["nccl_model"] == "hgx-h100: Tree/LL"
     assert large["nccl_model"] == "hgx-h100: NVLSTree/Simple, simulated only"
-    assert _auto(large) == f"{large['nccl']}; hgx-h100: NVLSTree/Simple, simulated only"
+    assert auto_text(large) == f"{large['nccl']}; hgx-h100: NVLSTree/Simple, simulated only"
     unnamed = resolved(auto, Model.of(plain, ranks), 1 << 22, 50e-6)[1]
-    assert "nccl_model" not in unnamed and _auto(unnamed) == unnamed["nccl"]
+    assert "nccl_model" not in unnamed and auto_text(unnamed) == unnamed["nccl"]
     assert {k: v for k, v in large.items() if k != "nccl_model"} == unnamed
 
 

@@ -9,7 +9,7 @@ from runner import on_lab
 from harness import TOPOLOGIES
 from harness.commands import run
 from topologies.fabric import FabricError, load_fabric, parse_fabric
-from topologies.placement import (Placement, PlacementError, _spread, brief, cluster_of,
+from topologies.placement import (Placement, PlacementError, spread_over, brief, cluster_of,
                                   groups_of, place, placement_text)
 
 FILES = ["default.yaml", "multi-gpu.yaml", "rail-optimized.yaml", "superpod-su.yaml",
@@ -130,10 +130,10 @@ def test_too_many_machines_is_one_sentence(name, n, words):
 
 def test_unequal_groups_are_balanced_within_one_group():
     sizes = [8, 1, 1, 1, 1, 4, 4, 2]
-    machines = _spread(sizes, 3)
+    machines = spread_over(sizes, 3)
     load = [sum(s for s, m in zip(sizes, machines) if m == k) for k in range(3)]
     assert max(load) - min(load) <= max(sizes) and set(machines) == {0, 1, 2}
-    assert _spread([2] * 5, 2) == [0, 0, 0, 1, 1]
+    assert spread_over([2] * 5, 2) == [0, 0, 0, 1, 1]
 
 
 def test_brief_shortens_runs():

@@ -27,7 +27,7 @@ from runs.experiment import Experiment
 from traffic.measure.fidelity import size_flags
 from report import busbw_plot, canvas, fabric_plot, figures, step_report, timeline_plot
 from report import plots as P
-from report.timeline_plot import _rows_for
+from report.timeline_plot import rows_for
 from runs.simulated import simulate_experiment
 
 REPO = Path(__file__).resolve().parent.parent
@@ -452,7 +452,7 @@ def test_a_thousand_ranks_fit_the_height_cap_in_a_bounded_file(tmp_path, written
 
 
 def test_overlapping_phases_take_separate_rows():
-    assert _rows_for([(0, 3), (2, 5), (3, 4), (6, 7)]) == [0, 1, 0, 0]
+    assert rows_for([(0, 3), (2, 5), (3, 4), (6, 7)]) == [0, 1, 0, 0]
 
 
 @pytest.mark.parametrize("events,message", [

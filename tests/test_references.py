@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from planner.inputs import parse_bytes
 from topologies.schema import parse_size
 from runs.experiment import size_text
-from sim.training_step import _params
+from sim.training_step import params_of
 
 PROPERTY = settings(max_examples=400, deadline=None)
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -52,7 +52,7 @@ COUNTS = [("1.4K", 1400), ("0.3k", 300), ("1.2G", 1_200_000_000), ("70B", 70_000
 def test_a_parameter_count_takes_si_prefixes_and_rounds_to_nearest_even(text, count):
     """70B parameters are 70e9, not 70 bytes' worth; a fraction rounds as
     Python rounds (half to even)."""
-    assert _params(text, _refuse) == count
+    assert params_of(text, _refuse) == count
 
 
 # (text, bytes), by hand

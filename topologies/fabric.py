@@ -225,6 +225,12 @@ class Fabric:
     def nics_per_server(self) -> int:
         return self.spec["server"]["nics"]
 
+    @property
+    def experiment_section(self) -> Optional[dict]:
+        """The file's `experiment:` section as written (runs/experiment.py
+        checks it against the fabric)."""
+        return self.spec.get("experiment")
+
     @cached_property
     def routing(self) -> Routing:
         """How the fabric is routed (`routing:`)."""

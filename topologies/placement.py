@@ -125,7 +125,7 @@ def place(fabric: Fabric, n: int) -> Placement:
             f"machine{'s' if len(groups) > 1 else ''}, got {n}")
     size = {h.name: 1 for h in fabric.endpoints}
     node: Dict[str, int] = {}
-    for group, machine in zip(groups, _spread([sum(size.get(x, 0) for x in g)
+    for group, machine in zip(groups, spread_over([sum(size.get(x, 0) for x in g)
                                                for g in groups], n)):
         node.update((x, machine) for x in group)
     _place_above(fabric, above, node, n)
@@ -158,7 +158,7 @@ def groups_of(fabric: Fabric) -> Tuple[List[List[str]], List[List[str]]]:
     return groups, [p for r, p in pieces.items() if not first[r]]
 
 
-def _spread(sizes: List[int], n: int) -> List[int]:
+def spread_over(sizes: List[int], n: int) -> List[int]:
     """The machine of each group: contiguous runs, q or q+1 groups each, when
     the groups are alike; else the largest first onto the lightest machine.
     Either way, no machine has a whole group more than another."""

@@ -105,7 +105,7 @@ def described(description: str, check: Callable) -> Callable:
     return _meta(wrapped, **getattr(check, "json_schema", {}), description=description)
 
 
-def _is_int(v: Any) -> bool:
+def is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -124,7 +124,7 @@ def _got(v: Any) -> str:
 
 def integer(lo: int, hi: int) -> Callable:
     def check(v, fail):
-        if not _is_int(v) or not lo <= v <= hi:
+        if not is_int(v) or not lo <= v <= hi:
             fail(f"expected a whole number from {lo} to {hi}, got {_got(v)}")
         return v
     return _meta(check, type="integer", minimum=lo, maximum=hi)
@@ -171,7 +171,7 @@ def text(pattern: re.Pattern, what: str) -> Callable:
 
 def even(lo: int, hi: int) -> Callable:
     def check(v, fail):
-        if not _is_int(v) or not lo <= v <= hi or v % 2:
+        if not is_int(v) or not lo <= v <= hi or v % 2:
             fail(f"expected an even whole number from {lo} to {hi}, got {_got(v)}")
         return v
     return _meta(check, type="integer", minimum=lo, maximum=hi, multipleOf=2)
@@ -200,7 +200,7 @@ def parse_size(v, whole: bool = True, exact: bool = False):
     a byte; without, the value as a float where it is not whole (the
     planner rounds gradient sizes such as 1.2G), or with `exact` as a
     Fraction (a float of 4e12 bytes can be a byte off)."""
-    if _is_int(v):
+    if is_int(v):
         return v
     if isinstance(v, str) and _SCIENTIFIC.fullmatch(v):            # 1e6: a million bytes
         value = Fraction(v)

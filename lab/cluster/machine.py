@@ -316,13 +316,13 @@ def enter_time(offset: float) -> None:
 
 
 def exec_in(tag: str, netns: str, argv: List[str], offset: float = 0.0) -> None:
-    from programs.netns import _setns
+    from programs.netns import set_netns
     records.register(tag, os.getpid())
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if offset:
         enter_time(offset)
     fd = os.open(netns, os.O_RDONLY)
-    _setns(fd)
+    set_netns(fd)
     os.close(fd)
     os.execvp(argv[0], argv)
 

@@ -187,7 +187,7 @@ def full_against_shortcut(servers=128, gpus=8) -> dict:
     for algorithm in ("hierarchical", "ring"):
         t0 = time.monotonic()
         sched = schedules.build("allreduce", algorithm, n, count,
-                                schedules.Layout(local=gpus), data=False)
+                                schedules.RankLayout(local=gpus), data=False)
         full = Replay(ClosNetwork(shape), list(range(n)), sched, 1, 1.0, 1e-6).run().seconds
         t1 = time.monotonic()
         short = phase_seconds(ClosNetwork(shape), allreduce_phases(algorithm, n, count, gpus),

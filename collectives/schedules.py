@@ -669,7 +669,7 @@ def _channel_phase(algorithm: str, step: int, n: int, local: int) -> str:
 
 
 @dataclass(frozen=True)
-class Layout:
+class RankLayout:
     """How a schedule is laid out besides its size: the root rank, the
     pieces its messages are cut into (0: whole) and the GPUs per server."""
     root: int = 0
@@ -678,7 +678,7 @@ class Layout:
 
 
 def build(collective: str, algorithm: str, n: int, count: int,
-          layout: Layout = Layout(), data: Optional[bool] = None) -> Schedule:
+          layout: RankLayout = RankLayout(), data: Optional[bool] = None) -> Schedule:
     """The schedule of a collective from `layout.root`, its operations split
     into pieces of at most `layout.piece_elements` (0: unsplit);
     `layout.local` is the GPUs per server (the node size of the

@@ -10,7 +10,7 @@ from typing import List
 import numpy as np
 
 from collectives import schedules
-from collectives.schedules import Layout
+from collectives.schedules import RankLayout
 from collectives.datatypes import Data, DataType, to_arith
 from collectives.executor import RankExecutor
 
@@ -23,7 +23,7 @@ class Values:
 
 
 def simulate(collective: str, algorithm: str, n: int, count: int,
-             layout: Layout = Layout(), values: Values = Values()) -> List[RankExecutor]:
+             layout: RankLayout = RankLayout(), values: Values = Values()) -> List[RankExecutor]:
     """Run a schedule in-process, messages delivered in order of sending."""
     sched = schedules.build(collective, algorithm, n, count, layout)
     data = Data(values.dtype, values.op, n)

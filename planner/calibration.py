@@ -38,7 +38,7 @@ def fabric_model(fabric, algorithm: str, size_bytes: int) -> dict:
     nic = {rank: (e.leaf, e.port) for rank, e in enumerate(fabric.endpoints)}   # rank -> its NIC
     costs = alphabeta.Costs(0.0, beta, beta_intra, nic.__getitem__)
     seconds = alphabeta.predict("allreduce", algorithm, n, count, costs, 0, local)
-    sched = schedules.build("allreduce", algorithm, n, count, schedules.Layout(local=local))
+    sched = schedules.build("allreduce", algorithm, n, count, schedules.RankLayout(local=local))
     steps = alphabeta.schedule_cost(sched)["steps"]
     return {"steps": steps, "bandwidth_s": seconds}
 

@@ -457,7 +457,7 @@ class Agents:
         """Every hosted rank's schedule and executor for one collective, split
         into pieces of `piece` elements, and the connections it needs."""
         sched = schedules.build(collective, algorithm, self.n, count,
-                                schedules.Layout(root, piece, transport.local))
+                                schedules.RankLayout(root, piece, transport.local))
         data = self.prepare(transport)
         for r in self.ranks:
             r.step = None

@@ -160,7 +160,7 @@ def step_setup(agents, collectives, tasks, initial, in_flight, transport) -> lis
         key = (c["collective"], c["algorithm"], k, c["count"], c["piece"], root)
         if key not in built:
             built[key] = schedules.build(c["collective"], c["algorithm"], k, c["count"],
-                                         schedules.Layout(root, c["piece"],
+                                         schedules.RankLayout(root, c["piece"],
                                                           1 if members else transport.local))
         if members:
             members_of[c["id"]] = members

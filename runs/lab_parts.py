@@ -36,7 +36,7 @@ from collectives import metrics
 from policies import policy
 from runs.beside import Twin
 from runs.experiment import Experiment
-from runs.sweep import Model, Size
+from runs.sweep import RankCosts, Size
 from traffic.measure import background
 from traffic.measure.failures import Failures
 from traffic.measure.failures import parse as parse_failures
@@ -54,7 +54,7 @@ class LabRun:
     lab: object
     results: Path                       # where parts write their files
     exp: Experiment
-    model: Model
+    model: RankCosts
     ranks: List[str]
     probe: List[str]                    # [src, dst] of the latency probe
     alpha: float = UNMEASURED_ALPHA_S

@@ -23,7 +23,7 @@ from policies import policy
 from runs.experiment import Experiment
 from runs.lab_parts import LabRun, Part, check_parts, standard_parts
 from runs.record import RunRecord
-from runs.sweep import Model, Size, price_schedule, sweep
+from runs.sweep import RankCosts, Size, price_schedule, sweep
 from traffic.engines import make_engine
 from traffic.measure.fidelity import size_flags
 
@@ -52,7 +52,7 @@ class LabBackend:
             check_parts(parts)
         self.engine, self.run, self.started = None, None, []
 
-    def begin(self, exp: Experiment, model: Model, ranks: List[str], progress) -> float:
+    def begin(self, exp: Experiment, model: RankCosts, ranks: List[str], progress) -> float:
         if self.parts is None:
             self.parts = standard_parts(exp)
         self.run = LabRun(self.lab, self.results, exp, model, ranks,
@@ -65,19 +65,19 @@ class LabBackend:
             part.ready()
         return self.run.alpha
 
-    def tune(self, exp: Experiment, model: Model, count: int) -> None:
+    def tune(self, exp: Experiment, model: RankCosts, count: int) -> None:
         """A lab runs the schedule -a auto resolves to (runs/sweep.py
         `resolved`): it prices nothing itself."""
         return None
 
-    def price(self, exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
+    def price(self, exp: Experiment, model: RankCosts, count: int, alpha: float) -> tuple:
         """The schedule the engine replays, built once to price it."""
         return price_schedule(exp, model, count, alpha)
 
     def iterations(self, exp: Experiment):
         return exp.warmup, exp.iters
 
-    def measure(self, exp: Experiment, model: Model, size: Size, record: dict) -> dict:
+    def measure(self, exp: Experiment, model: RankCosts, size: Size, record: dict) -> dict:
         """What the engine counted, the size's flags and where its bytes
         were meant to go; then what each part saw of its time window."""
         iters = size.iterations
@@ -94,7 +94,7 @@ class LabBackend:
             part.measure(size, record, out)
         return out
 
-    def finish(self, exp: Experiment, model: Model, runs: List[dict]) -> dict:
+    def finish(self, exp: Experiment, model: RankCosts, runs: List[dict]) -> dict:
         # a lab run says when it had no cross traffic and no failures (null)
         out = {"cross_traffic": None, "failures": None, "routing": self._routing(runs)}
         for part in self.parts:

@@ -23,13 +23,13 @@ from sim.simulator import Simulator
 from traffic.engines import make_engine
 from runs.experiment import Experiment
 from runs.step_lanes import lanes
-from runs.sweep import Model
+from runs.sweep import RankCosts
 
 SUMMARY_KEYS = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
 IN_FLIGHT = 1_000            # a rank's collectives all run as they are launched: no queue
 
 
-def plan_of(exp: Experiment, model: Model) -> hybrid_step.HybridPlan:
+def plan_of(exp: Experiment, model: RankCosts) -> hybrid_step.HybridPlan:
     layers = training_step.layers_of(exp.step)
     return hybrid_step.plan_hybrid(exp.step["parallel"], model.n, model.local, len(layers),
                                    layers[0].fwd_s, sum(l.params for l in layers),
@@ -122,7 +122,7 @@ def run_parallel_step(lab, exp: Experiment, progress: Callable[[str], None]) -> 
     from traffic.measure.monitor import Monitor, host_summary
     fabric = lab.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
-    plan = plan_of(exp, Model.of(fabric, ranks))
+    plan = plan_of(exp, RankCosts.of(fabric, ranks))
     progress("simulating the step")
     predicted, _ = predict(fabric, exp, ranks, plan)
     message = {"collectives": [{"id": c["id"], "collective": c["collective"],
@@ -173,7 +173,7 @@ def record(fabric, exp, plan, ranks, timed, predicted, host, keys) -> dict:
 def simulate_parallel_step(fabric, exp: Experiment) -> dict:
     """The hybrid step in the simulator alone: its prediction is the result."""
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
-    plan = plan_of(exp, Model.of(fabric, ranks))
+    plan = plan_of(exp, RankCosts.of(fabric, ranks))
     p, timeline = predict(fabric, exp, ranks, plan)
     step = {"step_s": p["step_s"], "compute_s": p["compute_s"], "comm_s": p["exposed_s"],
             "exposed_s": p["exposed_s"], "overlap_efficiency": 0.0, "wrong": None,

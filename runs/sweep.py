@@ -46,7 +46,7 @@ MAX_TIMELINE_OPERATIONS = 300_000
 
 
 @dataclass
-class Model:
+class RankCosts:
     """What the alpha-beta prediction and the traffic split need of the ranks."""
     n: int
     local: int                            # GPUs per server when ranks are whole servers
@@ -58,7 +58,7 @@ class Model:
     server: Optional[Server] = None       # the server as sold (server.model), if named
 
     @classmethod
-    def of(cls, fabric, ranks: List[str]) -> "Model":
+    def of(cls, fabric, ranks: List[str]) -> "RankCosts":
         hosts = [fabric.endpoint(s) for s in ranks]
         intra = fabric.link_classes.get("intra_node")
         rate_intra, rate = intra and intra.rate_mbit, fabric.nic_rate_mbit
@@ -86,16 +86,16 @@ class Backend(Protocol):
     fabric: object
     engine: object                        # traffic/engines: prepare, iterate, close
 
-    def begin(self, exp: Experiment, model: Model, ranks: List[str],
+    def begin(self, exp: Experiment, model: RankCosts, ranks: List[str],
               progress: Callable[[str], None]) -> float:
         """Ready to replay; the one-way latency alpha of the model."""
 
-    def tune(self, exp: Experiment, model: Model, count: int) -> Optional[dict]:
+    def tune(self, exp: Experiment, model: RankCosts, count: int) -> Optional[dict]:
         """With -a auto: what the backend's own model of NCCL runs for this
         size (the record's `auto`), or None where it prices nothing itself
         (then the loop's `resolved` picks the lab's schedule)."""
 
-    def price(self, exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
+    def price(self, exp: Experiment, model: RankCosts, count: int, alpha: float) -> tuple:
         """(the alpha-beta prediction, the schedule without data, its
         dependent steps) of one size: `price_schedule`'s, unless the backend
         has a cheaper way."""
@@ -103,10 +103,10 @@ class Backend(Protocol):
     def iterations(self, exp: Experiment) -> Tuple[int, int]:
         """(warm-up, timed) iterations per size."""
 
-    def measure(self, exp: Experiment, model: Model, size: Size, record: dict) -> dict:
+    def measure(self, exp: Experiment, model: RankCosts, size: Size, record: dict) -> dict:
         """What it knows of one size besides the nccl-tests columns in `record`."""
 
-    def finish(self, exp: Experiment, model: Model, runs: List[SizeRecord]) -> dict:
+    def finish(self, exp: Experiment, model: RankCosts, runs: List[SizeRecord]) -> dict:
         """Its own parts of the run record: RunRecord's fields by name."""
 
     def close(self) -> None:
@@ -118,7 +118,7 @@ def sweep(backend: Backend, exp: Experiment,
     """Replay `exp` size by size on `backend`; the run record (docs/output.md)."""
     fabric = backend.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
-    model = Model.of(fabric, ranks)
+    model = RankCosts.of(fabric, ranks)
     # experiment_from checked what a user asked for; this holds callers that
     # build an Experiment themselves (benchmarks) to the same contract, on the
     # ranks actually chosen, before anything starts
@@ -150,7 +150,7 @@ class _Loop:
     """What every size of one sweep shares."""
     backend: Backend
     exp: Experiment
-    model: Model
+    model: RankCosts
     alpha: float                          # the model's latency, from the backend's `begin`
     progress: Callable[[str], None]
     # bytes of the iterations done, and of all: how far the sweep is, for a
@@ -211,7 +211,7 @@ def _advance(loop: _Loop, size: int) -> None:
         done(loop.tally[0] / loop.tally[1])
 
 
-def resolved(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
+def resolved(exp: Experiment, model: RankCosts, count: int, alpha: float) -> tuple:
     """(`exp` with the algorithm this size runs, what -a auto weighed): with
     auto, NCCL's Ring, Tree or PAT as the lab's schedules, whichever the
     model's costs price quicker (sim/nccl/endhosts.py); else `exp` as it is,
@@ -235,7 +235,7 @@ def resolved(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
     return replace(exp, algorithm=choice.algorithm), tuned
 
 
-def nccl_on_server(exp: Experiment, model: Model, count: int) -> str:
+def nccl_on_server(exp: Experiment, model: RankCosts, count: int) -> str:
     """What NCCL itself would run for this size on the servers as sold
     (server.model) at these links' rates, said "simulated only" where a
     switch reduces (NVLS, CollNet): no end host can replay that."""
@@ -252,12 +252,12 @@ def _operations(sched, steps: int, n: int) -> int:
     return sum(len(ops) for ops in sched.values()) if sched else 2 * steps * n
 
 
-def price_schedule(exp: Experiment, model: Model, count: int, alpha: float) -> tuple:
+def price_schedule(exp: Experiment, model: RankCosts, count: int, alpha: float) -> tuple:
     """(the alpha-beta prediction, the schedule without data, its dependent
     steps) of one size: the schedule built once (at 512 ranks a ring's takes
     seconds), with no contributors (the prediction needs none)."""
     sched = schedules.build(exp.collective, exp.algorithm, model.n, count,
-                            schedules.Layout(exp.root, local=model.local), data=False)
+                            schedules.RankLayout(exp.root, local=model.local), data=False)
     cost = alphabeta.schedule_cost(sched, exp.algorithm)
     predicted = alphabeta.predict_schedule(sched, cost,
                                            alphabeta.Costs(alpha, model.beta, model.beta_intra,
@@ -266,7 +266,7 @@ def price_schedule(exp: Experiment, model: Model, count: int, alpha: float) -> t
     return predicted, sched, cost["steps"]
 
 
-def size_record(exp: Experiment, model: Model, count: int, iters,
+def size_record(exp: Experiment, model: RankCosts, count: int, iters,
                 predicted: float) -> SizeRecord:
     """The columns every size has, whatever ran it: nccl-tests' (size, count,
     type, redop, root, time, algbw, busbw, #wrong) and the alpha-beta

@@ -30,7 +30,7 @@ from traffic.measure.monitor import host_summary
 from runs.experiment import Experiment
 from runs.step_lanes import lanes
 from runs.parallel_step import SUMMARY_KEYS, run_parallel_step, simulate_parallel_step
-from runs.sweep import Model, resolved
+from runs.sweep import RankCosts, resolved
 
 
 def jobs_of(exp: Experiment, plan: training_step.Plan, model, policy: str) -> Dict[int, object]:
@@ -62,7 +62,7 @@ def predict(fabric, exp: Experiment, ranks: List[str]) -> dict:
     """The simulator's step, overlap on and off, from each collective's
     simulated time alone on this fabric (one simulation per distinct size)."""
     plan = exp.plan()
-    jobs = jobs_of(exp, plan, Model.of(fabric, ranks), fabric.policy)
+    jobs = jobs_of(exp, plan, RankCosts.of(fabric, ranks), fabric.policy)
     simulator, alone = Simulator.on_fabric(fabric, ranks), {}
     for cid, job in jobs.items():
         key = (job.collective, job.count)
@@ -135,7 +135,7 @@ def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: N
         return run_parallel_step(lab, exp, progress)
     fabric = lab.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
-    model = Model.of(fabric, ranks)
+    model = RankCosts.of(fabric, ranks)
     exp.check(model.n, model.local)
     plan = exp.plan()
     jobs = jobs_of(exp, plan, model, fabric.policy)
@@ -186,7 +186,7 @@ def simulate_step(fabric, exp: Experiment) -> dict:
     if exp.step.get("parallel"):
         return simulate_parallel_step(fabric, exp)
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
-    model = Model.of(fabric, ranks)
+    model = RankCosts.of(fabric, ranks)
     exp.check(model.n, model.local)
     plan = exp.plan()
     predicted = predict(fabric, exp, ranks)

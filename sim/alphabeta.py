@@ -71,7 +71,7 @@ def predict(collective: str, algorithm: str, n: int, count: int, costs: Costs,
     beta_intra each, and its bytes to other servers cost beta on its NIC,
     counting every rank that shares the NIC (`costs.nic_of`); the phases of
     a rank add up, and the slowest rank sets the time."""
-    sched = schedules.build(collective, algorithm, n, count, schedules.Layout(root, local=local))
+    sched = schedules.build(collective, algorithm, n, count, schedules.RankLayout(root, local=local))
     return predict_schedule(sched, schedule_cost(sched, algorithm), costs, local)
 
 

@@ -175,7 +175,7 @@ def wave_schedule(p: HybridPlan, wave: tuple) -> schedules.Schedule:
             continue
         members = c["members"]
         sched = schedules.build(c["collective"], c["algorithm"], len(members), c["count"],
-                                schedules.Layout(c["root"]), data=False)
+                                schedules.RankLayout(c["root"]), data=False)
         for local, ops in sched.items():
             out.setdefault(members[local], []).extend(
                 schedules.Op(op.kind, members[op.peer], op.offset, op.length, op.reduce,

@@ -230,7 +230,7 @@ class Simulator:
         if built is not None and count == job.count:
             return schedules.chunked(built, piece)
         return schedules.build(job.collective, job.algorithm, len(self._ranks), job.count,
-                               schedules.Layout(job.root, piece, job.local), data=False)
+                               schedules.RankLayout(job.root, piece, job.local), data=False)
 
     def _run(self) -> Simulated:
         if self._method == EVENTS:

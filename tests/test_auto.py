@@ -61,15 +61,15 @@ def test_auto_is_a_choice_of_every_collective_and_compares():
 def test_a_training_steps_buckets_run_what_auto_picks_for_their_size():
     """A step's buckets run what auto picks for their size by the links'
     rates alone (no lab latency yet), laid out by the servers' GPUs."""
-    from runs.sweep import Model
+    from runs.sweep import RankCosts
     from runs.training import jobs_of
     rail = load_fabric(TOPOLOGIES / "rail-2x4.yaml")
     step = {"layers": 2, "params": 1 << 20, "fwd_ms": 1.0}
     exp = experiment_from(rail, {"step": step, "engine": "sim", "algorithm": "auto"})
     assert exp.algorithm == "auto"
-    jobs = jobs_of(exp, exp.plan(), Model.of(rail, [h.name for h in rail.endpoints]),
+    jobs = jobs_of(exp, exp.plan(), RankCosts.of(rail, [h.name for h in rail.endpoints]),
                    rail.policy)
-    model = Model.of(rail, [h.name for h in rail.endpoints])
+    model = RankCosts.of(rail, [h.name for h in rail.endpoints])
     (count,) = {j.count for j in jobs.values()}
     pick = endhosts.choose("allreduce", 8, count, alphabeta.Costs(
         0.0, model.beta, model.beta_intra, model.nic_of.__getitem__), 4)

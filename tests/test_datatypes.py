@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from collectives import datatypes as D
 from collectives import schedules as S
-from harness.collectives import Layout, Values, as_floats, simulate
+from harness.collectives import RankLayout, Values, as_floats, simulate
 from collectives.registry import REDUCING
 
 CASES = [(c, a) for c in REDUCING for a in S.ALGORITHMS[c]]
@@ -72,7 +72,7 @@ def test_every_type_and_op_matches_numpy(dtype, op, collective, algorithm):
             continue
         count = S.round_count(collective, n, 96)
         want = numpy_reference(dtype, op, n, count)
-        ranks = simulate(collective, algorithm, n, count, Layout(0, 7, local), Values(dtype, op))
+        ranks = simulate(collective, algorithm, n, count, RankLayout(0, 7, local), Values(dtype, op))
         assert [r.wrong() for r in ranks] == [0] * n, (n, [r.wrong() for r in ranks])
         assert sum(r.bad_chunk_elements for r in ranks) == 0
         for r in ranks:

@@ -12,7 +12,7 @@ from harness.fabrics import EXPERIMENT_YAML
 from topologies.fabric import parse_fabric
 from topologies.schema import FabricError
 from collectives import schedules as S
-from harness.collectives import Layout, simulate
+from harness.collectives import RankLayout, simulate
 from runs.experiment import MAX_SIZES, Experiment, experiment_from
 
 LINE_MAX = 200
@@ -65,14 +65,14 @@ BUILD = [
 @pytest.mark.parametrize("params,words", BUILD, ids=[str(p)[:50] for p, _ in BUILD])
 def test_the_builder_refuses_in_one_sentence(params, words):
     with pytest.raises(ValueError) as info:
-        S.build(*params[:4], S.Layout(*params[4:]))
+        S.build(*params[:4], S.RankLayout(*params[4:]))
     one_sentence(info, *words)
 
 
 @pytest.mark.parametrize("params,words", BUILD, ids=[str(p)[:50] for p, _ in BUILD])
 def test_the_executor_refuses_before_it_allocates(params, words):
     with pytest.raises(ValueError) as info:
-        simulate(*params[:4], Layout(*params[4:]))
+        simulate(*params[:4], RankLayout(*params[4:]))
     one_sentence(info, *words)
 
 
@@ -86,9 +86,9 @@ def test_hierarchical_called_directly_refuses_too(n, local, words):
 
 
 def test_a_good_root_and_pieces_still_build():
-    sched = S.build("broadcast", "ring", 4, 100, S.Layout(root=3, piece_elements=7))
+    sched = S.build("broadcast", "ring", 4, 100, S.RankLayout(root=3, piece_elements=7))
     assert sum(len(ops) for ops in sched.values()) > 0
-    ranks = simulate("reduce", "ring", 4, 100, Layout(root=3, piece_elements=7))
+    ranks = simulate("reduce", "ring", 4, 100, RankLayout(root=3, piece_elements=7))
     assert [r.wrong() for r in ranks] == [0] * 4
 
 

@@ -13,7 +13,7 @@ import pytest
 from harness import REPO
 from harness.commands import run
 from lab.kept import kept, kept_client
-from lab.kept.keeper import Experiment, Keeper, forward, node_order, removed_text, with_hosts
+from lab.kept.keeper import KeptRun, Keeper, forward, node_order, removed_text, with_hosts
 
 
 def test_messages_cross_a_socket_whole_however_they_are_cut():
@@ -112,7 +112,7 @@ def test_inspect_text_names_nodes_links_and_runs():
             "links": [{"kind": "server_leaf", "a": "h1-eth0", "b": "leaf1-eth1",
                        "rate_mbit": 1000.0, "queue_packets": 100, "delay_ms": 0.5,
                        "loss_percent": 0}],
-            "experiments": [vars(Experiment(1, ["--lab", "-b", "32K"], 0, 0, "/r/e1", 2.0))],
+            "experiments": [vars(KeptRun(1, ["--lab", "-b", "32K"], 0, 0, "/r/e1", 2.0))],
             "running": False}
     text = kept_client.inspect_text(info)
     assert "up 1h 2m 05s" in text and "keeper   pid 10" in text and "control  pid 11, port 6653" in text

@@ -122,19 +122,19 @@ def test_the_lab_says_what_nccl_would_run_on_the_named_servers():
     "simulated only" where a switch would reduce (NVLS, CollNet)."""
     import yaml
     from report.tables import auto_text
-    from runs.sweep import Model, resolved
+    from runs.sweep import RankCosts, resolved
     doc = yaml.safe_load((TOPOLOGIES / "rail-2x4.yaml").read_text())
     plain = parse_fabric(yaml.safe_dump(doc), "rail.yaml")
     doc["server"]["model"] = "hgx-h100"
     named = parse_fabric(yaml.safe_dump(doc), "rail.yaml")
     ranks = [h.name for h in named.endpoints]
     auto = Experiment(algorithm="auto")
-    small = resolved(auto, Model.of(named, ranks), 2, 50e-6)[1]
-    large = resolved(auto, Model.of(named, ranks), 1 << 22, 50e-6)[1]
+    small = resolved(auto, RankCosts.of(named, ranks), 2, 50e-6)[1]
+    large = resolved(auto, RankCosts.of(named, ranks), 1 << 22, 50e-6)[1]
     assert small["nccl_model"] == "hgx-h100: Tree/LL"
     assert large["nccl_model"] == "hgx-h100: NVLSTree/Simple, simulated only"
     assert auto_text(large) == f"{large['nccl']}; hgx-h100: NVLSTree/Simple, simulated only"
-    unnamed = resolved(auto, Model.of(plain, ranks), 1 << 22, 50e-6)[1]
+    unnamed = resolved(auto, RankCosts.of(plain, ranks), 1 << 22, 50e-6)[1]
     assert "nccl_model" not in unnamed and auto_text(unnamed) == unnamed["nccl"]
     assert {k: v for k, v in large.items() if k != "nccl_model"} == unnamed
 

@@ -135,7 +135,7 @@ def collectives(draw):
 @given(collectives())
 def test_every_rank_ends_with_exactly_what_the_collective_delivers(case):
     collective, algorithm, n, count, piece, root, local = case
-    sched = S.build(collective, algorithm, n, count, S.Layout(root, piece, local))
+    sched = S.build(collective, algorithm, n, count, S.RankLayout(root, piece, local))
     assert sorted(sched) == list(range(n))
     bufs = run(sched, start(collective, n, count, root))
     for r in range(n):
@@ -149,8 +149,8 @@ def test_pieces_change_how_data_moves_not_how_much(case):
     """Splitting into pieces keeps every rank's bytes sent and received and
     the algorithm's steps; no piece is longer than asked."""
     collective, algorithm, n, count, piece, root, local = case
-    whole = S.build(collective, algorithm, n, count, S.Layout(root, 0, local))
-    split = S.build(collective, algorithm, n, count, S.Layout(root, piece, local))
+    whole = S.build(collective, algorithm, n, count, S.RankLayout(root, 0, local))
+    split = S.build(collective, algorithm, n, count, S.RankLayout(root, piece, local))
 
     def moved(sched):
         return Counter(

@@ -8,7 +8,7 @@ from collectives import metrics as M
 from sim import alphabeta
 from collectives import schedules as S
 from collectives.executor import RankExecutor
-from harness.collectives import Layout, expected_sum, simulate
+from harness.collectives import RankLayout, expected_sum, simulate
 
 CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]
 
@@ -20,7 +20,7 @@ def test_every_rank_ends_with_the_right_data(collective, algorithm, piece):
         count = S.round_count(collective, n, 100)
         roots = (0, n - 1) if collective in S.ROOTED else (0,)
         for root in roots:
-            ranks = simulate(collective, algorithm, n, count, Layout(root, piece))
+            ranks = simulate(collective, algorithm, n, count, RankLayout(root, piece))
             assert all(r.finished for r in ranks)
             assert [r.wrong() for r in ranks] == [0] * n, (n, root)
             assert sum(r.bad_chunk_elements for r in ranks) == 0, (n, root)
@@ -40,7 +40,7 @@ def test_a_wrong_byte_is_counted():
 
 
 def test_forwarding_waits_for_the_receive_and_pieces_pipeline():
-    sched = S.build("broadcast", "ring", 3, 30, S.Layout(root=0, piece_elements=10))
+    sched = S.build("broadcast", "ring", 3, 30, S.RankLayout(root=0, piece_elements=10))
     middle = sched[1]
     assert [(o.kind, o.offset) for o in middle] == [
         ("recv", 0), ("recv", 10), ("recv", 20), ("send", 0), ("send", 10), ("send", 20)]
@@ -78,7 +78,7 @@ def test_unknown_algorithm_is_refused():
 
 
 def test_an_executor_can_run_again_from_scratch():
-    ranks = simulate("reduce", "ring", 3, 9, Layout(root=2))
+    ranks = simulate("reduce", "ring", 3, 9, RankLayout(root=2))
     x: RankExecutor = ranks[2]
     x.reset()
     assert not x.finished and x.wrong() > 0
@@ -88,7 +88,7 @@ def test_an_executor_can_run_again_from_scratch():
 @pytest.mark.parametrize("count,piece", [(1000, 0), (1000, 64), (5, 0)])
 def test_hierarchical_allreduce_is_right_on_multi_gpu_servers(n, local, count, piece):
     ranks = simulate("allreduce", "hierarchical", n, count,
-                     Layout(piece_elements=piece, local=local))
+                     RankLayout(piece_elements=piece, local=local))
     assert [r.wrong() for r in ranks] == [0] * n
     assert sum(r.bad_chunk_elements for r in ranks) == 0
 
@@ -96,7 +96,7 @@ def test_hierarchical_allreduce_is_right_on_multi_gpu_servers(n, local, count, p
 def test_hierarchical_allreduce_sends_across_servers_only_along_rails():
     n, local, count = 16, 4, 4000
     m = n // local
-    sched = S.build("allreduce", "hierarchical", n, count, S.Layout(local=local))
+    sched = S.build("allreduce", "hierarchical", n, count, S.RankLayout(local=local))
     split = M.traffic_split(sched, lambda r: r // local)
     # per GPU: 2(m-1)/m of its block (count/local) leaves the server ...
     assert split["inter"] == n * 2 * (m - 1) * count // (m * local) * M.TYPE_SIZE
@@ -120,7 +120,7 @@ def test_hierarchical_allreduce_sends_across_servers_only_along_rails():
 
 def test_hierarchical_needs_whole_servers():
     with pytest.raises(ValueError, match="not a multiple of 4 GPUs per server"):
-        S.build("allreduce", "hierarchical", 10, 100, S.Layout(local=4))
+        S.build("allreduce", "hierarchical", 10, 100, S.RankLayout(local=4))
 
 
 # levels of a binary tree over n ranks (floor(log2 n)), and the buffers the

@@ -272,12 +272,12 @@ def test_hierarchical_2x2_by_hand():
             snd(1, (4, 1), 2), rcv(1, (3, 1), 2, al),
             snd(2, (3, 2), 3), rcv(2, (0, 3), 3, al)],
     }
-    assert table(S.build("allreduce", "hierarchical", 4, 5, S.Layout(local=2))) == want
+    assert table(S.build("allreduce", "hierarchical", 4, 5, S.RankLayout(local=2))) == want
 
 
 def test_hierarchical_2_nodes_of_3_rank_0_by_hand():
     al = range(6)
-    got = table(S.build("allreduce", "hierarchical", 6, 6, S.Layout(local=3)))[0]
+    got = table(S.build("allreduce", "hierarchical", 6, 6, S.RankLayout(local=3)))[0]
     assert got == [
         snd(1, (4, 2), 0), rcv(2, (2, 2), 0, {2}, True),
         snd(1, (2, 2), 1), rcv(2, (0, 2), 1, {1, 2}, True),
@@ -288,7 +288,7 @@ def test_hierarchical_2_nodes_of_3_rank_0_by_hand():
 
 
 def test_hierarchical_3_nodes_of_2_rank_0():
-    sched = table(S.build("allreduce", "hierarchical", 6, 12, S.Layout(local=2)))
+    sched = table(S.build("allreduce", "hierarchical", 6, 12, S.RankLayout(local=2)))
     al = range(6)
     # node blocks (0,6) (6,6); rail [0, 2, 4] splits (0,6) into (0,2) (2,2) (4,2)
     assert sched[0] == [
@@ -301,7 +301,7 @@ def test_hierarchical_3_nodes_of_2_rank_0():
 
 
 def test_hierarchical_one_node_is_a_ring_inside_it():
-    sched = table(S.build("allreduce", "hierarchical", 3, 3, S.Layout(local=3)))
+    sched = table(S.build("allreduce", "hierarchical", 3, 3, S.RankLayout(local=3)))
     al = range(3)
     assert sched[0] == [
         snd(1, (2, 1), 0), rcv(2, (1, 1), 0, {2}, True),
@@ -311,7 +311,7 @@ def test_hierarchical_one_node_is_a_ring_inside_it():
 
 
 def test_hierarchical_one_gpu_per_server_is_a_ring_between_servers():
-    sched = table(S.build("allreduce", "hierarchical", 3, 3, S.Layout(local=1)))
+    sched = table(S.build("allreduce", "hierarchical", 3, 3, S.RankLayout(local=1)))
     al = range(3)
     assert sched[1] == [
         snd(2, (0, 1), 0), rcv(0, (2, 1), 0, {0}, True),
@@ -345,13 +345,13 @@ def test_phase_default_local_is_one():
 # --- chains, alltoall, sendrecv --------------------------------------------------------------
 
 def test_chain_broadcast_by_hand():
-    assert table(S.build("broadcast", "ring", 4, 5, S.Layout(root=1))) == {
+    assert table(S.build("broadcast", "ring", 4, 5, S.RankLayout(root=1))) == {
         0: [rcv(3, W, 2, {1})],
         1: [snd(2, W, 0)],
         2: [rcv(1, W, 0, {1}), snd(3, W, 1)],
         3: [rcv(2, W, 1, {1}), snd(0, W, 2)],
     }
-    assert table(S.build("broadcast", "ring", 3, 5, S.Layout(root=2))) == {
+    assert table(S.build("broadcast", "ring", 3, 5, S.RankLayout(root=2))) == {
         0: [rcv(2, W, 0, {2}), snd(1, W, 1)],
         1: [rcv(0, W, 1, {2})],
         2: [snd(0, W, 0)],
@@ -361,7 +361,7 @@ def test_chain_broadcast_by_hand():
 
 
 def test_chain_reduce_by_hand():
-    assert table(S.build("reduce", "ring", 4, 5, S.Layout(root=1))) == {
+    assert table(S.build("reduce", "ring", 4, 5, S.RankLayout(root=1))) == {
         2: [snd(3, W, 0)],
         3: [rcv(2, W, 0, {2}, True), snd(0, W, 1)],
         0: [rcv(3, W, 1, {2, 3}, True), snd(1, W, 2)],
@@ -397,7 +397,7 @@ def test_ring_sendrecv_by_hand():
 def test_transfers_lists_every_send_sorted():
     assert S.transfers(S.build("sendrecv", "ring", 3, 4)) == [
         (0, 0, 1, 4), (0, 1, 2, 4), (0, 2, 0, 4)]
-    assert S.transfers(S.build("reduce", "ring", 3, 5, S.Layout(root=0))) == [
+    assert S.transfers(S.build("reduce", "ring", 3, 5, S.RankLayout(root=0))) == [
         (0, 1, 2, 5), (1, 2, 0, 5)]
     assert S.transfers(S.build("allreduce", "tree", 4, 5)) == [
         (0, 3, 1, 5), (1, 1, 0, 5), (1, 2, 0, 5), (3, 0, 1, 5), (3, 0, 2, 5), (4, 1, 3, 5)]
@@ -409,8 +409,8 @@ def test_without_data_receives_carry_no_contributors():
     for coll, alg, kw in [("allreduce", "ring", {}), ("allreduce", "hierarchical", {"local": 2}),
                           ("allreduce", "rhd", {}), ("broadcast", "ring", {"root": 1}),
                           ("alltoall", "pairwise", {})]:
-        lean = S.build(coll, alg, 4, 8, S.Layout(**kw), data=False)
-        full = S.build(coll, alg, 4, 8, S.Layout(**kw))
+        lean = S.build(coll, alg, 4, 8, S.RankLayout(**kw), data=False)
+        full = S.build(coll, alg, 4, 8, S.RankLayout(**kw))
         recvs = [o for ops in lean.values() for o in ops if o.kind == "recv"]
         assert recvs and all(o.contributors == frozenset() for o in recvs)
         # everything else is the same, and the next build carries data again
@@ -426,7 +426,7 @@ def test_data_flag_is_restored_even_after_an_error():
 
 
 def test_pieces_split_both_ends_alike():
-    sched = table(S.build("allreduce", "tree", 2, 10, S.Layout(piece_elements=4)))
+    sched = table(S.build("allreduce", "tree", 2, 10, S.RankLayout(piece_elements=4)))
     al = range(2)
     assert sched[1] == [snd(0, (0, 4), 0), snd(0, (4, 4), 0), snd(0, (8, 2), 0),
                         rcv(0, (0, 4), 2, al), rcv(0, (4, 4), 2, al), rcv(0, (8, 2), 2, al)]
@@ -436,7 +436,7 @@ def test_pieces_split_both_ends_alike():
 
 
 def test_pieces_keep_the_source_offset_apart():
-    sched = table(S.build("alltoall", "pairwise", 2, 8, S.Layout(piece_elements=3)))
+    sched = table(S.build("alltoall", "pairwise", 2, 8, S.RankLayout(piece_elements=3)))
     assert sched[0] == [
         cpy(0, (0, 3)), cpy(0, (3, 1)),
         snd(1, (4, 3), 0, True), snd(1, (7, 1), 0, True),
@@ -447,10 +447,10 @@ def test_pieces_keep_the_source_offset_apart():
 def test_a_piece_as_long_as_the_op_or_longer_leaves_it_whole():
     w = (0, 4)
     for piece in (4, 5, 100):
-        assert table(S.build("sendrecv", "ring", 2, 4, S.Layout(piece_elements=piece))) == {
+        assert table(S.build("sendrecv", "ring", 2, 4, S.RankLayout(piece_elements=piece))) == {
             0: [snd(1, w, 0, True), rcv(1, w, 0, {1})], 1: [snd(0, w, 0, True), rcv(0, w, 0, {0})]}
     # piece 1: every element alone
-    one = table(S.build("sendrecv", "ring", 2, 3, S.Layout(piece_elements=1)))[0]
+    one = table(S.build("sendrecv", "ring", 2, 3, S.RankLayout(piece_elements=1)))[0]
     assert one == [snd(1, (0, 1), 0, True), snd(1, (1, 1), 0, True), snd(1, (2, 1), 0, True),
                    rcv(1, (0, 1), 0, {1}), rcv(1, (1, 1), 0, {1}), rcv(1, (2, 1), 0, {1})]
 
@@ -506,7 +506,7 @@ def test_build_accepts_numpy_integers():
 ])
 def test_refused_parameters(args, kw, message):
     with pytest.raises(ValueError) as err:
-        S.build(*args, S.Layout(**kw))
+        S.build(*args, S.RankLayout(**kw))
     assert str(err.value) == message
     with pytest.raises(ValueError) as again:
         S.check_params(*args, **kw)
@@ -609,9 +609,9 @@ def test_dependencies_with_offsets_not_at_zero():
 
 
 def test_pipelined_broadcast_forwards_each_piece_when_it_is_in():
-    ops = S.build("broadcast", "ring", 3, 9, S.Layout(piece_elements=3))[1]
+    ops = S.build("broadcast", "ring", 3, 9, S.RankLayout(piece_elements=3))[1]
     assert S.dependencies(ops) == [[], [], [], [0], [1], [2]]
-    ops = S.build("reduce", "ring", 3, 6, S.Layout(piece_elements=3))[2]   # recv (reduce) then send
+    ops = S.build("reduce", "ring", 3, 6, S.RankLayout(piece_elements=3))[2]   # recv (reduce) then send
     assert S.dependencies(ops) == [[], [], [0], [1]]
 
 
@@ -1037,6 +1037,6 @@ def test_hierarchical_defaults_to_one_gpu_per_server():
     # without `local`, every rank is its own server: a ring between servers
     S.check_params("allreduce", "hierarchical", 3, 3)
     assert table(S.build("allreduce", "hierarchical", 3, 3)) == table(
-        S.build("allreduce", "hierarchical", 3, 3, S.Layout(local=1)))
+        S.build("allreduce", "hierarchical", 3, 3, S.RankLayout(local=1)))
     assert table(S.build("allreduce", "hierarchical", 3, 3))[1][:2] == [
         snd(2, (0, 1), 0), rcv(0, (2, 1), 0, {0}, True)]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from collectives import metrics as M
 from collectives import schedules as S
-from harness.collectives import Layout, Values, simulate
+from harness.collectives import RankLayout, Values, simulate
 from sim import alphabeta
 
 NEW = ("rail-ring", "nccl-tree")
@@ -49,7 +49,7 @@ def layouts(draw, max_servers=6, max_gpus=5):
 @pytest.mark.parametrize("count,piece", [(1000, 0), (1000, 64), (5, 0), (1, 0)])
 def test_every_rank_ends_with_the_right_data(algorithm, m, local, count, piece):
     n = m * local
-    ranks = simulate("allreduce", algorithm, n, count, Layout(piece_elements=piece, local=local))
+    ranks = simulate("allreduce", algorithm, n, count, RankLayout(piece_elements=piece, local=local))
     assert all(r.finished for r in ranks)
     assert [r.wrong() for r in ranks] == [0] * n
     assert sum(r.bad_chunk_elements for r in ranks) == 0
@@ -59,7 +59,7 @@ def test_every_rank_ends_with_the_right_data(algorithm, m, local, count, piece):
 @pytest.mark.parametrize("dtype,op", [("int8", "prod"), ("bfloat16", "sum"), ("half", "avg"),
                                       ("int32", "max")])
 def test_every_type_and_op_reduces_right(algorithm, dtype, op):
-    ranks = simulate("allreduce", algorithm, 8, 300, Layout(piece_elements=16, local=4),
+    ranks = simulate("allreduce", algorithm, 8, 300, RankLayout(piece_elements=16, local=4),
                      Values(dtype, op))
     assert [r.wrong() for r in ranks] == [0] * 8
     assert sum(r.bad_chunk_elements for r in ranks) == 0
@@ -70,14 +70,14 @@ def test_every_type_and_op_reduces_right(algorithm, dtype, op):
 def test_any_layout_size_and_piece_is_right(layout, algorithm, count, piece):
     m, local = layout
     n = m * local
-    ranks = simulate("allreduce", algorithm, n, count, Layout(piece_elements=piece, local=local))
+    ranks = simulate("allreduce", algorithm, n, count, RankLayout(piece_elements=piece, local=local))
     assert [r.wrong() for r in ranks] == [0] * n
     assert sum(r.bad_chunk_elements for r in ranks) == 0
 
 
 def test_a_wrong_contributor_is_caught():
     """The check above can fail: a receive claiming one rank too few is seen."""
-    sched = S.build("allreduce", "rail-ring", 8, 64, S.Layout(local=4))
+    sched = S.build("allreduce", "rail-ring", 8, 64, S.RankLayout(local=4))
     i = next(i for i, op in enumerate(sched[5])
              if op.kind == "recv" and op.reduce and len(op.contributors) > 1)
     op = sched[5][i]
@@ -103,7 +103,7 @@ def test_a_wrong_contributor_is_caught():
 @given(layouts(), st.sampled_from(NEW), st.integers(1, 500))
 def test_every_hop_between_servers_is_rail_matched(layout, algorithm, count):
     m, local = layout
-    sched = S.build("allreduce", algorithm, m * local, count, S.Layout(local=local))
+    sched = S.build("allreduce", algorithm, m * local, count, S.RankLayout(local=local))
     crossing = [(r, op.peer) for r, ops in sched.items() for op in ops
                 if op.kind == "send" and op.peer // local != r // local]
     assert all(src % local == dst % local for src, dst in crossing), crossing
@@ -119,7 +119,7 @@ def test_rail_ring_every_nic_sends_and_receives_the_same_bytes(layout, blocks):
     m, local = layout
     n = m * local
     for count in (blocks * n * local, blocks * n * local + 1 + blocks % (n * local - 1 or 1)):
-        nic = nic_bytes(S.build("allreduce", "rail-ring", n, count, S.Layout(local=local)), local)
+        nic = nic_bytes(S.build("allreduce", "rail-ring", n, count, S.RankLayout(local=local)), local)
         values = [v for way in nic.values() for v in way]
         if m == 1:
             assert values == [0] * len(values)
@@ -136,7 +136,7 @@ def test_rail_ring_nic_bytes_by_hand():
     ranks (blocks of 2) whose hop between servers carries 2 x 7 blocks = 28
     elements; each NIC carries one channel's hop each way. A flat ring
     sends 2 x 7/8 x 64 = 112 elements out of a server's one boundary GPU."""
-    nic = nic_bytes(S.build("allreduce", "rail-ring", 8, 64, S.Layout(local=4)), 4)
+    nic = nic_bytes(S.build("allreduce", "rail-ring", 8, 64, S.RankLayout(local=4)), 4)
     assert nic == {r: [28, 28] for r in range(8)}
     flat = nic_bytes(S.build("allreduce", "ring", 8, 64), 4)
     assert flat[3] == [112, 0] and flat[4] == [0, 112] and flat[0] == [0, 112]
@@ -174,7 +174,7 @@ def test_rail_ring_orders_are_rings_through_every_rank(layout):
 
 
 def test_rail_ring_on_one_server_is_a_ring_per_channel_over_nvlink():
-    sched = S.build("allreduce", "rail-ring", 4, 400, S.Layout(local=4))
+    sched = S.build("allreduce", "rail-ring", 4, 400, S.RankLayout(local=4))
     for r, ops in sched.items():
         assert {op.peer for op in ops if op.kind == "send"} == {(r + 1) % 4}
         assert {op.peer for op in ops if op.kind == "recv"} == {(r - 1) % 4}
@@ -191,7 +191,7 @@ def test_rail_ring_of_one_gpu_per_server_is_the_ring():
 
 
 def test_rail_ring_of_an_odd_count_of_2_gpu_servers_is_hierarchical():
-    lay = S.Layout(local=2)
+    lay = S.RankLayout(local=2)
     assert S.build("allreduce", "rail-ring", 6, 60, lay) == \
         S.build("allreduce", "hierarchical", 6, 60, lay)
     assert S.build("allreduce", "rail-ring", 8, 60, lay) != \
@@ -201,7 +201,7 @@ def test_rail_ring_of_an_odd_count_of_2_gpu_servers_is_hierarchical():
 def test_rail_ring_costs_a_ring_per_channel():
     """2(n-1) dependent steps, as a ring; each rank moves 2(n-1)/n of the
     buffer, its channels' shares together."""
-    sched = S.build("allreduce", "rail-ring", 8, 64, S.Layout(local=4))
+    sched = S.build("allreduce", "rail-ring", 8, 64, S.RankLayout(local=4))
     assert alphabeta.schedule_cost(sched, "rail-ring") == {"steps": 14, "max_rank_elements": 112}
 
 
@@ -209,7 +209,7 @@ def test_both_need_whole_servers():
     for algorithm in NEW:
         with pytest.raises(ValueError, match=f"{algorithm} AllReduce needs whole servers: 10 "
                                              "ranks are not a multiple of 4 GPUs per server"):
-            S.build("allreduce", algorithm, 10, 100, S.Layout(local=4))
+            S.build("allreduce", algorithm, 10, 100, S.RankLayout(local=4))
 
 
 # --- NCCL's double binary tree -------------------------------------------------------------
@@ -275,7 +275,7 @@ def test_double_tree_leaves_and_interiors(m):
 def test_nccl_tree_steps(m, local, height):
     """Up the chain (local - 1), up and down the deeper tree (its height),
     down the chain: the dependent steps, by hand."""
-    sched = S.build("allreduce", "nccl-tree", m * local, 240, S.Layout(local=local))
+    sched = S.build("allreduce", "nccl-tree", m * local, 240, S.RankLayout(local=local))
     assert alphabeta.schedule_cost(sched, "nccl-tree")["steps"] == 2 * (local - 1) + 2 * height
 
 
@@ -284,7 +284,7 @@ def test_nccl_tree_2x4_by_hand():
     tree t on rail j: tree 0 has server 0 at its root, tree 1 server 1. Each
     NIC sends one channel's share up and one down: 4 elements each way;
     GPU 0 chains 0 <- 1 <- 2 <- 3 in channels 0 and 1."""
-    sched = S.build("allreduce", "nccl-tree", 8, 16, S.Layout(local=4))
+    sched = S.build("allreduce", "nccl-tree", 8, 16, S.RankLayout(local=4))
     assert nic_bytes(sched, 4) == {r: [4, 4] for r in range(8)}
     sends = [(op.peer, op.offset, op.step) for op in sched[4] if op.kind == "send"]
     # server 1's head on rail 0: channel 0 (tree 0) sends its sum up to rank 0
@@ -302,7 +302,7 @@ def test_nccl_tree_every_nic_of_a_server_carries_the_same_bytes(m):
     differ: an interior node of a tree moves more than its leaves)."""
     local = 4
     nic = nic_bytes(S.build("allreduce", "nccl-tree", m * local, 64 * local,
-                            S.Layout(local=local)), local)
+                            S.RankLayout(local=local)), local)
     for s in range(m):
         assert len({tuple(nic[s * local + g]) for g in range(local)}) == 1, (s, nic)
     assert all(nic[r][0] > 0 for r in nic)
@@ -318,7 +318,7 @@ def test_nccl_tree_of_one_gpu_per_server_is_two_trees_over_the_ranks():
 
 def test_merged_channels_send_before_they_receive_at_each_step():
     for algorithm in NEW:
-        sched = S.build("allreduce", algorithm, 8, 64, S.Layout(local=4))
+        sched = S.build("allreduce", algorithm, 8, 64, S.RankLayout(local=4))
         for ops in sched.values():
             keys = [(op.step, op.kind != "send") for op in ops]
             assert [k[0] for k in keys] == sorted(k[0] for k in keys)
@@ -328,7 +328,7 @@ def test_traffic_split_of_rail_ring_keeps_a_servers_share_inside():
     """Rail-ring moves most of its bytes over NVLink: per channel a ring of
     n hops has m between servers."""
     n, local, count = 8, 4, 6400
-    split = M.traffic_split(S.build("allreduce", "rail-ring", n, count, S.Layout(local=local)),
+    split = M.traffic_split(S.build("allreduce", "rail-ring", n, count, S.RankLayout(local=local)),
                             lambda r: r // local)
     hop = 2 * (n - 1) * count // (n * local) * M.TYPE_SIZE      # a channel's hop, in bytes
     assert split["inter"] == 2 * local * hop
@@ -344,6 +344,6 @@ def test_traffic_split_of_rail_ring_keeps_a_servers_share_inside():
     ("nccl-tree", 4, 1, ["inter-node reduce"] * 2 + ["inter-node broadcast"] * 2)])
 def test_phases_of_every_step(algorithm, m, local, want):
     """Each step of the schedule has the phase its timeline shows."""
-    sched = S.build("allreduce", algorithm, m * local, 240, S.Layout(local=local))
+    sched = S.build("allreduce", algorithm, m * local, 240, S.RankLayout(local=local))
     steps = sorted({op.step for ops in sched.values() for op in ops})
     assert [S.phase(algorithm, step, m * local, local) for step in steps] == want

@@ -12,7 +12,7 @@ import pytest
 from collectives import schedules as S
 from collectives.executor import RankExecutor
 from harness import TOPOLOGIES
-from harness.collectives import Layout, simulate
+from harness.collectives import RankLayout, simulate
 from runs.experiment import ExperimentError, experiment_from
 from sim import alphabeta
 from sim.network import Network
@@ -46,7 +46,7 @@ def test_every_rank_ends_with_the_right_data(collective, piece):
             (ops,) = pat(collective, 1, count).values()
             ranks = [RankExecutor(0, 1, ops, collective, count)]
         else:
-            ranks = simulate(collective, "pat", n, count, Layout(0, piece))
+            ranks = simulate(collective, "pat", n, count, RankLayout(0, piece))
         assert all(r.finished for r in ranks), n
         assert [r.wrong() for r in ranks] == [0] * n, n
         assert sum(r.bad_chunk_elements for r in ranks) == 0, n
@@ -122,7 +122,7 @@ def test_reducescatter_of_6_reduces_as_it_goes_and_doubles_the_distance():
 @pytest.mark.parametrize("collective", PAT)
 def test_pieces_and_timing_only_keep_the_transfers(collective):
     whole = S.build(collective, "pat", 12, 120)
-    split = S.build(collective, "pat", 12, 120, S.Layout(piece_elements=4))
+    split = S.build(collective, "pat", 12, 120, S.RankLayout(piece_elements=4))
     assert steps_of(split) == steps_of(whole) == {0, 1, 2, 3}
 
     def per_step(sched):

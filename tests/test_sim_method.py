@@ -12,7 +12,7 @@ from harness import TOPOLOGIES
 from harness.commands import run
 from runs.experiment import Experiment
 from runs.simulated import SimBackend, phase_prediction, simulate_experiment
-from runs.sweep import Model
+from runs.sweep import RankCosts
 from sim import alphabeta, phases
 from topologies.fabric import load_fabric
 import sim.simulator as simulator_module
@@ -70,7 +70,7 @@ def test_a_ring_over_512_ranks_replays_event_by_event_only_while_its_blocks_are_
                                          (100_003, 777), (100_003, 1 << 20)])
 def test_the_replays_operations_are_counted_without_building_its_schedule(algorithm, n, local,
                                                                           count, piece):
-    built = S.build("allreduce", algorithm, n, count, S.Layout(0, piece, local), data=False)
+    built = S.build("allreduce", algorithm, n, count, S.RankLayout(0, piece, local), data=False)
     ops = sum(len(v) for v in built.values())
     counted = replay_operations(algorithm, n, Work(count, piece * 4, local))
     if count % n == 0:
@@ -129,12 +129,12 @@ def test_the_shortcut_agrees_with_the_full_simulation_and_says_it_ran(monkeypatc
 def test_the_phases_price_alpha_beta_as_the_schedule_does(algorithm, name):
     fabric = load_fabric(TOPOLOGIES / name)
     ranks = [h.name for h in fabric.endpoints]
-    model = Model.of(fabric, ranks)
+    model = RankCosts.of(fabric, ranks)
     count = model.n * 4096
     costs = alphabeta.Costs(1e-5, model.beta, model.beta_intra, model.nic_of.__getitem__)
     expected = alphabeta.predict("allreduce", algorithm, model.n, count, costs, 0, model.local)
     steps = alphabeta.schedule_cost(S.build("allreduce", algorithm, model.n, count,
-                                            S.Layout(local=model.local), data=False),
+                                            S.RankLayout(local=model.local), data=False),
                                     algorithm)["steps"]
     parts = phases.allreduce_phases(algorithm, model.n, count, model.local)
     assert phase_prediction(parts, model, 1e-5) == (pytest.approx(expected, rel=1e-12), steps)
@@ -149,7 +149,7 @@ def test_the_sweep_builds_no_schedule_where_the_shortcut_prices_it(monkeypatch):
     monkeypatch.setattr(S, "build", never)
     record = simulate_experiment(fabric, Experiment(**SIZES))
     assert record.simulated["method"] == PHASES and len(record.runs) == 3
-    _, sched, steps = SimBackend(fabric).price(Experiment(**SIZES), Model.of(
+    _, sched, steps = SimBackend(fabric).price(Experiment(**SIZES), RankCosts.of(
         fabric, [h.name for h in fabric.endpoints]), 4096, 0.0)
     assert sched == {} and steps == 2 * 15
 

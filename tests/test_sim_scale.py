@@ -45,7 +45,7 @@ def built_sends(sched, channels):
 @pytest.mark.parametrize("channels", [1, 2, 3])
 def test_the_phases_are_the_sends_of_the_schedule_they_stand_for(shape, algorithm, channels):
     n, count = shape.n, shape.n * shape.gpus * 320
-    built = S.build("allreduce", algorithm, n, count, S.Layout(local=shape.gpus), data=False)
+    built = S.build("allreduce", algorithm, n, count, S.RankLayout(local=shape.gpus), data=False)
     phased = Counter()
     for ph in allreduce_phases(algorithm, n, count, shape.gpus, channels):
         for src, dst, ch in ph.transfers:
@@ -60,7 +60,7 @@ def test_the_phases_are_the_sends_of_the_schedule_they_stand_for(shape, algorith
 def test_the_phases_agree_with_the_full_simulation(shape, algorithm, hop):
     # one connection per peer, as the planner simulates: within 7% over three draws
     n, count = shape.n, shape.n * shape.gpus * 320
-    sched = S.build("allreduce", algorithm, n, count, S.Layout(local=shape.gpus), data=False)
+    sched = S.build("allreduce", algorithm, n, count, S.RankLayout(local=shape.gpus), data=False)
     phases = allreduce_phases(algorithm, n, count, shape.gpus)
     for seed in range(3):
         net = ClosNetwork(shape, seed)
@@ -74,7 +74,7 @@ def test_with_several_channels_the_phases_lean_slow_within_bounds():
     # at most a tenth faster, than the full simulation
     shape = SHAPES[0]
     n, count = shape.n, shape.n * shape.gpus * 320
-    sched = S.build("allreduce", "hierarchical", n, count, S.Layout(local=shape.gpus), data=False)
+    sched = S.build("allreduce", "hierarchical", n, count, S.RankLayout(local=shape.gpus), data=False)
     phases = allreduce_phases("hierarchical", n, count, shape.gpus, 2)
     for seed in range(3):
         net = ClosNetwork(shape, seed)
@@ -153,7 +153,7 @@ def test_on_a_fabric_file_of_the_same_shape_the_two_agree_where_ecmp_has_no_choi
                           intra_bps=spec["intra_node"]["rate_mbit"] * 1e6,
                           switch_s=fabric.switch_latency_us * 1e-6)    # the switches' latency too
         count = 32 * 4096
-        sched = S.build("allreduce", algorithm, 32, count, S.Layout(local=4), data=False)
+        sched = S.build("allreduce", algorithm, 32, count, S.RankLayout(local=4), data=False)
         full = stepwise_seconds(Network(fabric), [h.name for h in fabric.endpoints], sched,
                                 1, 1.0, 1e-4)
         assert stepwise_seconds(ClosNetwork(shape), list(range(32)), sched, 1, 1.0, 1e-4) == \
@@ -172,7 +172,7 @@ def test_where_ecmp_decides_both_draw_collisions_alike():
                       fabric_bps=spec["leaf_spine"]["rate_mbit"] * 1e6,
                       intra_bps=spec["intra_node"]["rate_mbit"] * 1e6)
     count = 32 * 4096
-    sched = S.build("allreduce", "hierarchical", 32, count, S.Layout(local=4), data=False)
+    sched = S.build("allreduce", "hierarchical", 32, count, S.RankLayout(local=4), data=False)
     ranks = [h.name for h in fabric.endpoints]
     full = [stepwise_seconds(Network(fabric, seed), ranks, sched, 1) for seed in range(24)]
     scale = [stepwise_seconds(ClosNetwork(shape, seed), list(range(32)), sched, 1)

@@ -55,7 +55,7 @@ network: {{switch_latency_us: {switch_us}}}
 def replay(fabric, collective, algorithm, count, piece=0, channels=1, seed=0, hop=0.0,
            wire=1.0):
     ranks = [h.name for h in fabric.endpoints]
-    sched = S.build(collective, algorithm, len(ranks), count, S.Layout(piece_elements=piece))
+    sched = S.build(collective, algorithm, len(ranks), count, S.RankLayout(piece_elements=piece))
     return Replay(Network(fabric, seed), ranks, sched, channels, wire, hop).run()
 
 
@@ -204,7 +204,7 @@ def test_beside_an_emulated_run_the_ecmp_draw_matching_its_counters_is_chosen():
     fabric = leaf_spine(2, 2, 2, rate=20)
     ranks = [h.name for h in fabric.endpoints]
     job = Job("allreduce", "rhd", 1 << 16, channels=2)
-    sched = S.build("allreduce", "rhd", 4, 1 << 16, S.Layout(piece_elements=job.piece_bytes // 4))
+    sched = S.build("allreduce", "rhd", 4, 1 << 16, S.RankLayout(piece_elements=job.piece_bytes // 4))
     # the "lab": paths drawn with seed 5, two timed iterations counted
     lab = Replay(Network(fabric, seed=5), ranks, sched, 2, 1 / M.payload_share(fabric.mtu)).run()
     record = {"time_s": lab.seconds, "links": {i: {"tx_bytes": 2 * b}
@@ -233,7 +233,7 @@ links:
 """, "odd.yaml")
     ranks = [h.name for h in fabric.endpoints][:5]
     job = Job("allreduce", "rhd", 1 << 16)
-    sched = S.build("allreduce", "rhd", 5, 1 << 16, S.Layout(piece_elements=job.piece_bytes // 4))
+    sched = S.build("allreduce", "rhd", 5, 1 << 16, S.RankLayout(piece_elements=job.piece_bytes // 4))
     inter = [i for l in fabric.links if l.kind == "leaf_spine" for i in (l.a_intf, l.b_intf)]
     for lab_seed in (1000, 1001, 1002):
         lab = Replay(Network(fabric, seed=lab_seed), ranks, sched, 1,

@@ -297,15 +297,15 @@ def test_a_step_with_an_algorithm_laid_out_by_server_gets_the_server_layout(algo
     its step's communication is a quarter of the flat ring's (measured in
     the simulator: 2.96 s against 11.83 s; given one GPU per server, as
     before, rail-ring took the 11.83 s too)."""
-    from runs.sweep import Model
+    from runs.sweep import RankCosts
     from runs.training import jobs_of, simulate_step
     fabric, exp = rail_step(algorithm)
-    jobs = jobs_of(exp, exp.plan(), Model.of(fabric, [h.name for h in fabric.endpoints]),
+    jobs = jobs_of(exp, exp.plan(), RankCosts.of(fabric, [h.name for h in fabric.endpoints]),
                    fabric.policy)
     assert jobs and {(j.collective, j.algorithm, j.local) for j in jobs.values()} == {
         ("allreduce", algorithm, 4)}
     flat_fabric, flat = rail_step("ring")
-    assert {j.local for j in jobs_of(flat, flat.plan(), Model.of(
+    assert {j.local for j in jobs_of(flat, flat.plan(), RankCosts.of(
         fabric, [h.name for h in fabric.endpoints]), fabric.policy).values()} == {1}
     if algorithm == "rail-ring":
         comm, flat_comm = (simulate_step(f, e)["summary"]["comm_s"]

@@ -51,7 +51,7 @@ class Cancelled(BaseException):
 
 
 @dataclass
-class Job:
+class Task:
     op: str
     conn: socket.socket
     request: dict
@@ -60,7 +60,7 @@ class Job:
 
 
 @dataclass
-class Experiment:
+class KeptRun:
     """One experiment run on the kept lab, for inspect."""
     number: int
     command: List[str]
@@ -98,11 +98,11 @@ class Keeper:
     ready: Callable                      # ready(lab) -> (text, ok): once built
     experiment: Callable                 # experiment(lab, argv, cwd, number) -> (exit, folder)
     folder: str                          # the lab's folder (its log, controller log)
-    experiments: List[Experiment] = field(default_factory=list)
+    experiments: List[KeptRun] = field(default_factory=list)
 
     def __post_init__(self):
-        self.jobs: "queue.Queue[Job]" = queue.Queue()
-        self.current: Optional[Job] = None
+        self.jobs: "queue.Queue[Task]" = queue.Queue()
+        self.current: Optional[Task] = None
         self.going_down = False
         self.execs: List[subprocess.Popen] = []
         self.lock = threading.Lock()
@@ -117,7 +117,7 @@ class Keeper:
         """Claim the one kept lab, build it, serve until down (0) or a signal
         (Interrupted, after the teardown); the record and socket go last."""
         claim(self.folder, f"{self.lab.fabric.name} ({self.lab.fabric.source})")
-        down: Optional[Job] = None
+        down: Optional[Task] = None
         try:
             signal.signal(signal.SIGUSR1, self._cancel_signal)
             removed = {}
@@ -157,7 +157,7 @@ class Keeper:
         print(f"keeper   up: {self.reach}; socket {kept.SOCKET}", flush=True)
         return listener
 
-    def _serve(self) -> Job:
+    def _serve(self) -> Task:
         """Run experiments as they come; return the down request."""
         while True:
             try:
@@ -182,9 +182,9 @@ class Keeper:
 
     # --- experiments (main thread) ---------------------------------------------------
 
-    def _run(self, job: Job) -> None:
+    def _run(self, job: Task) -> None:
         argv, cwd = job.request.get("argv", []), job.request.get("cwd", "/")
-        record = Experiment(len(self.experiments) + 1, ["--lab", *argv], time.time())
+        record = KeptRun(len(self.experiments) + 1, ["--lab", *argv], time.time())
         self.experiments.append(record)
         streams = sys.stdout, sys.stderr
         code = 130
@@ -244,7 +244,7 @@ class Keeper:
             elif op == "exec":
                 self._exec(conn, request, reader)
             elif op in ("run", "down"):
-                handed_over = self._hand_over(Job(op, conn, request))
+                handed_over = self._hand_over(Task(op, conn, request))
             else:
                 send(conn, error=f"unknown request {op!r}: expected inspect, exec, run or down")
         except OSError:
@@ -253,7 +253,7 @@ class Keeper:
             if not handed_over:
                 conn.close()
 
-    def _hand_over(self, job: Job) -> bool:
+    def _hand_over(self, job: Task) -> bool:
         """Queue a run or down for the main thread; for a run, watch its
         connection: a cancel or the client gone stops it."""
         if job.op == "run" and (self.current is not None or not self.jobs.empty()):
@@ -271,7 +271,7 @@ class Keeper:
             self._cancel(job)
         return True
 
-    def _cancel(self, job: Job) -> None:
+    def _cancel(self, job: Task) -> None:
         if job.done:
             return
         job.cancelled = True

@@ -43,7 +43,7 @@ class Iperf3Replay(Engine):
 
     def prepare(self, job: Job) -> None:
         sched = schedules.build(job.collective, job.algorithm, len(self.ranks), job.count,
-                                schedules.Layout(job.root, local=job.local))
+                                schedules.RankLayout(job.root, local=job.local))
         self.by_step: Dict[int, Dict[tuple, int]] = {}
         for step, src, dst, elements in schedules.transfers(sched):
             pair = self.by_step.setdefault(step, {})

@@ -27,7 +27,7 @@ class RoceAgents(AgentProcesses, Engine):
 
     def prepare(self, job: Job) -> None:
         sched = schedules.build(job.collective, job.algorithm, self.n, job.count,
-                                schedules.Layout(job.root, local=job.local))
+                                schedules.RankLayout(job.root, local=job.local))
         transfers = [(step, src, dst, n * TYPE_SIZE) for step, src, dst, n in schedules.transfers(sched)]
         self.steps = sorted({t[0] for t in transfers})
         rate = self.fabric.nic_rate_mbit

@@ -164,4 +164,4 @@ def kept_experiment(lab, argv, cwd, number, usage: str, results: Path):
         measure(lab, exp, args, run_dir, summary, say)
         summary.results, summary.lab = str(run_dir), str(lab.run_dir)
         return finish(summary, run_dir, args, f"results in {run_dir} (the lab stays up)")
-    return failing(run)
+    return failing(run), str(run_dir)

@@ -145,3 +145,24 @@ def test_a_simulated_runs_summary_has_the_link_classes_a_labs_has(tmp_path):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["links"]["server_leaf"].startswith("20 Mbit/s, queue ") and "datapath" not in doc
+
+
+class FailingLab:
+    """A kept lab whose every question fails as a broken lab's would."""
+
+    def __init__(self, fabric, run_dir):
+        self.fabric, self.run_dir = fabric, run_dir
+
+    def __getattr__(self, name):
+        from lab.host import LabError
+        raise LabError("the controller is gone")
+
+
+def test_a_kept_experiment_gives_the_keeper_its_status_and_folder(fabric, tmp_path, capsys):
+    from runner.kept_runs import kept_experiment
+    lab = FailingLab(fabric, tmp_path / "lab")
+    code, folder = kept_experiment(lab, ["-b", "32K", "-e", "32K"], str(tmp_path), 3, "",
+                                   tmp_path / "results")
+    assert code == 1 and folder.endswith("-exp3") and folder.startswith(str(tmp_path))
+    assert "error: the controller is gone" in capsys.readouterr().err
+    assert kept_experiment(lab, ["--engine", "sim"], str(tmp_path), 4, "", tmp_path) == (2, None)

@@ -210,7 +210,7 @@ class Lab:
 
     # --- what runs use (lab/protocol.py) ---------------------------------------------
 
-    spread = False                          # across several machines
+    multi_machine = False                   # across several machines
 
     def hosts(self) -> List[str]:
         """The machines the lab runs on (this one alone: none named)."""

@@ -58,7 +58,7 @@ class RunningLab(Protocol):
     ecn: object                       # lab/ecn.py EcnPlan: marking and DCTCP, asked and done
     timings: Dict[str, float]         # start's steps and the teardown, in seconds
     status: dict                      # the controller's (or spanning tree's) at readiness
-    spread: bool                      # across several machines (cluster mode)
+    multi_machine: bool               # across several machines (cluster mode)
 
     @property
     def controlled(self) -> bool:

@@ -112,7 +112,7 @@ def lab_summary(lab, summary: Summary, say) -> None:
     if lab.ecn.asked:
         summary.ecn = lab.ecn.to_dict()
         say(f"ecn      {lab.fabric.network.title}: {lab.ecn.note}")
-    if lab.spread:
+    if lab.multi_machine:
         summary.cluster = lab.summary()
         say(console.cluster_text(summary.cluster))
 
@@ -144,7 +144,8 @@ def _traffic(lab, exp, run_dir, args, summary: Summary, say) -> None:
     results, figures, failed = run_sweeps(
         lab.fabric, exp, args.compare,
         lambda e, folder: run_experiment(lab, e, folder, progress=progress(args.json, args.front)),
-        Outputs(run_dir, args.csv, say, machines=lab.hosts() if lab.spread else None),
+        Outputs(run_dir, args.csv, say,
+                machines=lab.hosts() if lab.multi_machine else None),
         args.front)
     summary.swept(results, exp.algorithm)
     say(f"figures  {', '.join(figures)} in {run_dir}" if failed is None

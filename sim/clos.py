@@ -164,7 +164,7 @@ class ClosNetwork:
             s.up * (s.radix // 2)
         return lid // before % n
 
-    def spread(self, src: int, dst: int) -> dict:
+    def even_split(self, src: int, dst: int) -> dict:
         """The links a flow split evenly over every equal-cost path loads, as
         pools: all of a leaf's uplinks as one, all of the downlinks into a
         leaf as one (and a pod's, across three tiers), each pool's capacity

@@ -146,7 +146,7 @@ class Network:
             node = hops[-1].dst
         raise RuntimeError(f"no route from {src} to {dst} (a loop?)")
 
-    def spread(self, src: str, dst: str) -> Dict[str, float]:
+    def even_split(self, src: str, dst: str) -> Dict[str, float]:
         """The share of a flow from `src` to `dst` each directed link carries
         when the flow is split evenly over every equal-cost path (at each
         switch, equally over its group's ports): packet spraying and

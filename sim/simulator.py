@@ -259,8 +259,8 @@ class _Ranked:
     def path(self, src: int, dst: int, flow: int = 0):
         return self.network.path(self.ranks[src], self.ranks[dst], flow)
 
-    def spread(self, src: int, dst: int):
-        return self.network.spread(self.ranks[src], self.ranks[dst])
+    def even_split(self, src: int, dst: int):
+        return self.network.even_split(self.ranks[src], self.ranks[dst])
 
 
 def simulation_method(collective: str, algorithm: str, n: int, nccl_model: bool = False,

@@ -72,7 +72,7 @@ def transfer_times(network, transfers, hop_latency_s: float = 0.0,
         links = network.path(s, d, flow=c)
         key = (s, d, c)
         if split:
-            shares[key] = network.spread(s, d)
+            shares[key] = network.even_split(s, d)
             paths[key] = tuple(shares[key])
         else:
             paths[key] = tuple(l.intf for l in links)

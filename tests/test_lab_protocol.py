@@ -35,9 +35,9 @@ def test_every_kind_of_lab_provides_the_protocol(tmp_path):
         assert isinstance(lab, RunningLab) and isinstance(lab, KeptLab), name
 
 
-def test_only_a_cluster_lab_is_spread_and_names_its_machines(tmp_path):
+def test_only_a_cluster_lab_is_on_several_machines_and_names_them(tmp_path):
     built = labs(tmp_path)
-    assert [lab.spread for lab in built.values()] == [False, True, False]
+    assert [lab.multi_machine for lab in built.values()] == [False, True, False]
     assert built["lab"].hosts() == [] and built["lab"].summary() is None
     built["cluster"].machines = [SimpleNamespace(host="m1"), SimpleNamespace(host="m2")]
     assert built["cluster"].hosts() == ["m1", "m2"]

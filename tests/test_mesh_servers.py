@@ -150,7 +150,7 @@ def test_the_simulator_reaches_a_peer_of_the_server_by_the_link_to_it():
     fabric = load_fabric(AMD_MESH)
     net = Network(fabric)
     assert [l.intf for l in net.path("h1g2", "h1g4")] == ["h1g2-eth4"]
-    assert net.spread("h1g4", "h1g1") == {"h1g4-eth1": 1.0}
+    assert net.even_split("h1g4", "h1g1") == {"h1g4-eth1": 1.0}
     assert net.path("h1g1", "h2g1")[0].intf == "h1g1-eth0"        # the network: its NIC
 
 

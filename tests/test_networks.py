@@ -127,7 +127,7 @@ def test_weighted_max_min_is_max_min_with_shares_of_one_and_splits_a_flow_over_p
 
 def test_spread_splits_a_flow_evenly_over_every_equal_cost_path():
     net = Network(leaf_spine(4, 2, 2, policy="spray"))
-    share = net.spread("h1", "h3")
+    share = net.even_split("h1", "h3")
     ups = {f"leaf1-eth{l.a_port}" for l in net.fabric.uplinks("leaf1")}
     assert {i: share[i] for i in ups} == pytest.approx({i: 0.25 for i in ups})
     # the server link, the uplinks a quarter each, the spines down, the far server link
@@ -197,7 +197,7 @@ def test_every_clos_routing_keeps_the_flow_on_shortest_paths(routing):
     net = ClosNetwork(shape)
     for src, dst in ((0, 8 * 40 + 3), (5, 8 * 63 + 5), (1, 9)):
         assert len(net.path(src, dst)) in (2, 4, 6)
-        assert set(net.spread(src, dst)) >= {("nic", "up", src // 8, src % 8)}
+        assert set(net.even_split(src, dst)) >= {("nic", "up", src // 8, src % 8)}
     assert clos_routing(policy("spray")) == "split" and clos_routing(policy("dmodk")) == "dmodk"
 
 

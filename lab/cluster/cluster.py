@@ -293,7 +293,7 @@ class ClusterLab(Lab):
         for m, its in ends.items():
             self.machines[m].ask({"cmd": "link", "ends": its, "up": up, "silent": silent})
 
-    spread = True
+    multi_machine = True
 
     def hosts(self) -> List[str]:
         return [m.host for m in self.machines]

@@ -29,7 +29,7 @@ the two layer norms' inputs 4 h.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Dict, Optional
 
 MLPS = {"gelu": 2, "swiglu": 3}           # weight matrices in one MLP (or expert)
@@ -84,12 +84,6 @@ class Model:
     @property
     def params(self) -> int:
         return self.layers * self.layer_params + self.embedding_params
-
-    @property
-    def active_params(self) -> int:
-        """Parameters one token's forward pass multiplies by."""
-        dense = self.attention_params + self.top_k * self.expert_params
-        return self.layers * dense + self.vocab * self.hidden
 
     def layer_flops(self, tokens: float) -> float:
         """One layer's forward FLOPs for `tokens` tokens of full sequences."""
@@ -167,6 +161,3 @@ def model(name: str) -> Model:
     except KeyError:
         raise ValueError(f"no model called {name!r}; there are: {', '.join(MODELS)}") from None
 
-
-def with_seq(m: Model, seq: int) -> Model:
-    return replace(m, seq=seq)

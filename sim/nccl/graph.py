@@ -28,12 +28,13 @@ modelled as the fastest intra speed whose channels fit the NVLink.
 On a full mesh (AMD's Infinity Fabric, `Gpu.mesh`) a ring's hop is one link
 to the next GPU, so no channel runs faster than one link; RCCL's search
 lays its rings over distinct links (8 GPUs, 7 links each: 7 rings of one
-link), with RCCL's own speed table (its search.cc under HIP). The speed tables
-and which of connect.cc's rules apply are the GPU's generation's
-(topologies/gpus/: `intra_speeds`, `inter_speeds`, `keeps_slow_channels`,
-`doubles_across_servers`). The NVLink
+link), with RCCL's own speed table (its search.cc under HIP). The NVLink
 domain is NCCL's node whatever its size: on an NVL72 rack (MNNVL) the
 search runs over the 72 GPUs of the clique, and across cliques over NICs.
+
+The speed tables, and which of connect.cc's rules apply, are the GPU's
+generation's (topologies/gpus/: `intra_speeds`, `inter_speeds`,
+`keeps_slow_channels`, `doubles_across_servers`).
 """
 
 from __future__ import annotations

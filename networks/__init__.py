@@ -9,24 +9,22 @@ what each parameter means).
 
 A new technology is one new module here (and its tests): the registry
 imports every module of this package, and each registers its class with
-@register. The bottom layer: nothing here imports another package of the
-project (routing policies are named, not imported).
+@register (registries/: the one registry pattern). The bottom layer: nothing
+here imports another package of the project but registries/ (routing
+policies are named, not imported).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Dict, Tuple
 
 from networks.technology import REGISTRY, Technology, register
+from registries import discover
 
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "technology":
-        importlib.import_module(f"{__name__}.{_module.name}")
+discover(__name__, __path__, skip=("technology",))
 
 # the names, in the order --network and the schema list them
-NETWORKS: Tuple[str, ...] = tuple(sorted(REGISTRY, key=lambda name: (REGISTRY[name].order, name)))
+NETWORKS: Tuple[str, ...] = REGISTRY.names()
 # a fabric file without `network:`: the Ethernet most AI clusters run, as
 # the project's fabrics always were (ECMP-hashed)
 DEFAULT = "roce"
@@ -34,15 +32,11 @@ DEFAULT = "roce"
 
 def network(name: str) -> Technology:
     """The technology called `name`, or ValueError: one sentence naming those there are."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"no network technology called {name!r}; there are: "
-                         f"{', '.join(NETWORKS)}") from None
+    return REGISTRY.find(name)
 
 
 def all_networks() -> Dict[str, Technology]:
-    return {name: REGISTRY[name] for name in NETWORKS}
+    return dict(REGISTRY.items())
 
 
 __all__ = ["DEFAULT", "NETWORKS", "Technology", "all_networks", "network", "register"]

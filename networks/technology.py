@@ -41,20 +41,18 @@ from __future__ import annotations
 
 from typing import ClassVar, Dict, Optional, Tuple
 
-REGISTRY: Dict[str, "Technology"] = {}
+from registries import Registry
+
+# the technologies, in the order --network and the schema list them
+REGISTRY = Registry("network technology", "network technologies",
+                    key=lambda t: (t.order, t.name))
+# class decorator: one instance of the class registered under its name
+register = REGISTRY.register
 
 # the path NCCL's net constants were measured over: one switch (the rail
 # leaf) of InfiniBand's latency between two servers' NICs
 REFERENCE_SWITCHES = 1
 REFERENCE_SWITCH_US = 0.13
-
-
-def register(cls):
-    """Class decorator: one instance of `cls` registered under `cls.name`."""
-    if cls.name in REGISTRY:
-        raise ValueError(f"two network technologies are called {cls.name!r}")
-    REGISTRY[cls.name] = cls()
-    return cls
 
 
 class Technology:

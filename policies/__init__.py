@@ -7,24 +7,22 @@ controller at all (base.py: the Policy class and what each hook means).
     policy("spray").connections_per_peer(channels=1, entropy=16)   # 16
 
 A new policy is one new module here (and its tests): the registry imports
-every module of this package, and each registers its class with @register.
-The bottom layer: nothing here imports another package of the project.
+every module of this package, and each registers its class with @register
+(registries/: the one registry pattern). The bottom layer: nothing here
+imports another package of the project but registries/.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Dict, Tuple
 
 from policies.policy import REGISTRY, Policy, register
+from registries import discover
 
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "policy":
-        importlib.import_module(f"{__name__}.{_module.name}")
+discover(__name__, __path__, skip=("policy",))
 
 # the names, in the order --policy and the schema list them
-POLICIES: Tuple[str, ...] = tuple(sorted(REGISTRY, key=lambda name: (REGISTRY[name].order, name)))
+POLICIES: Tuple[str, ...] = REGISTRY.names()
 
 
 def policy(name: str) -> Policy:
@@ -33,7 +31,7 @@ def policy(name: str) -> Policy:
 
 
 def all_policies() -> Dict[str, Policy]:
-    return {name: REGISTRY[name] for name in POLICIES}
+    return dict(REGISTRY.items())
 
 
 __all__ = ["POLICIES", "Policy", "all_policies", "policy", "register"]

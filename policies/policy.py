@@ -24,17 +24,14 @@ comparing its name:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Dict, Optional, Sequence, Tuple
+from typing import Callable, ClassVar, Optional, Sequence, Tuple
 
-REGISTRY: Dict[str, "Policy"] = {}
+from registries import Registry
 
-
-def register(cls):
-    """Class decorator: one instance of `cls` registered under `cls.name`."""
-    if cls.name in REGISTRY:
-        raise ValueError(f"two routing policies are called {cls.name!r}")
-    REGISTRY[cls.name] = cls()
-    return cls
+# the policies, in the order --policy and the schema list them
+REGISTRY = Registry("routing policy", "routing policies", key=lambda p: (p.order, p.name))
+# class decorator: one instance of the class registered under its name
+register = REGISTRY.register
 
 
 @dataclass

@@ -64,7 +64,7 @@ def test_each_module_of_the_package_registers_one_kind():
 
 
 def test_a_name_is_registered_once():
-    with pytest.raises(ValueError, match="a name of its own, got 'leaf-spine'"):
+    with pytest.raises(ValueError, match="two fabric kinds are called 'leaf-spine'"):
         kinds.REGISTRY.add(type(kinds.kind("leaf-spine"))())
 
 

@@ -2,6 +2,7 @@
 each once, in --policy's order; each says what it asks of the controller,
 the senders and the simulator; and a new policy is found from its file alone."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -101,8 +102,10 @@ def test_a_new_policy_is_one_new_file(tmp_path):
                               "routing: {policy: valiant}\\n")
         print(fabric.policy, len(Network(fabric).path("h1", "h2")))
     ''')
+    # the copied policies/ first, the rest of the project from this checkout
     out = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True,
-                         text=True, check=True).stdout
+                         text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     assert out.split("\n")[:2] == [
         "('ecmp', 'single-path', 'stp', 'flowlet', 'spray', 'adaptive', 'dmodk', 'valiant')",
         "valiant 4"]

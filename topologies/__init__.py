@@ -6,9 +6,10 @@ the kinds of fabric, a class each (kinds/: what each takes, lays out, prints
 and tells cluster mode, the planner and the Clos model), and the model
 derived from it (fabric.py: switches, endpoints, links, names,
 DPIDs, ports and addresses; placement.py: which machine each node runs on
-when a fabric is spread over several). The bottom layer: nothing here
-touches the system or imports another package of the project; the lab, the
-controller, the simulator and the planner all read the fabric from here.
+when a fabric is spread over several). Nothing here touches the system or
+imports another package of the project but those below it (registries/,
+policies/, networks/); the lab, the controller, the simulator and the
+planner all read the fabric from here.
 Besides, handover.py: every command's hand-over to the project's .venv
 (standard library only, so that any layer may call it first).
 """

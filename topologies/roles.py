@@ -6,8 +6,8 @@ and its row in the fabric figure.
 
 The roles below are those of the fabric kinds in topologies/kinds/; a kind
 that needs a new one (a super-spine, say) registers it from its own module
-with `register_role`, and the loader, the controller, the lab and the
-figures all ask this table.
+with `register_role` (registries/: the one registry pattern), and the
+loader, the controller, the lab and the figures all ask this table.
 
     role("spine").tier          # 3
     network_roles()             # ("leaf", "spine", "agg", "core")
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
+
+from registries import Registry
 
 DEFAULT_STP_PRIORITY = 0x8000       # Open vSwitch's bridge priority when none is set
 
@@ -32,17 +34,21 @@ class Role:
     names: Optional[str] = None     # what `names:` says its prefix names (network roles)
 
 
-ROLES: Dict[str, Role] = {}
+def _own_datapath_ids(new: Role) -> None:
+    """Refuse a role whose datapath ids would meet another's."""
+    for old in ROLES.values():
+        if old.dpid_base == new.dpid_base:
+            raise ValueError(f"role {new.name!r} would take datapath ids {new.dpid_base:#x} "
+                             f"and up, those of role {old.name!r}")
+
+
+# the roles, in the order registered: the order a fabric lists its switches in
+ROLES = Registry("switch role", "switch roles", check=_own_datapath_ids)
 
 
 def register_role(new: Role) -> Role:
-    """Add a role; its datapath ids must not meet another's."""
-    for old in ROLES.values():
-        if old.name != new.name and old.dpid_base == new.dpid_base:
-            raise ValueError(f"role {new.name!r} would take datapath ids {new.dpid_base:#x} "
-                             f"and up, those of role {old.name!r}")
-    ROLES[new.name] = new
-    return new
+    """Add a role; its name and its datapath ids must be its own."""
+    return ROLES.register(new)
 
 
 def role(name: str) -> Role:

@@ -22,7 +22,8 @@ GB/s busbw where 8 x 48 / 1.5 gives 490.7; NVL4 x 3, 234.43 where 4 x 48 /
 1.5 gives 234.7; the tuner's own figure, 8 x 24, is why NCCL runs Ring there
 by default. On Hopper and before the caps are what a tree runs at: trees
 need more SMs than NCCL's default gives them to reach their links (S.
-Jeaugey, NVIDIA/nccl issue 1649), so this applies to Blackwell only.
+Jeaugey, NVIDIA/nccl issue 1649), so this applies to Blackwell only (its
+generation says `tree_at_the_nics`, topologies/gpus/).
 """
 
 from __future__ import annotations
@@ -30,9 +31,6 @@ from __future__ import annotations
 from typing import Optional
 
 from sim.nccl.graph import Graph, Topology
-
-RUN_AT_THE_NICS = ("blackwell",)
-
 
 def tree_load(nodes: int) -> float:
     """Bytes through a node's busiest NIC per byte of a channel's share."""
@@ -44,7 +42,7 @@ def algorithm_bandwidth(topo: Topology, graph: Graph, algorithm: str, protocol: 
     """The algorithm bandwidth (GB/s) the pair runs at where it differs from
     the tuner's `tuned` figure; None where the tuner's is what runs."""
     if (algorithm != "tree" or protocol != "Simple" or topo.nodes < 2
-            or topo.server.gpu.arch not in RUN_AT_THE_NICS):
+            or not topo.server.gpu.generation.tree_at_the_nics):
         return None
     wire = graph.channels * graph.bw_inter * fabric_share / tree_load(topo.nodes)
     return max(tuned, wire)

@@ -31,6 +31,10 @@ lays its rings over distinct links (8 GPUs, 7 links each: 7 rings of one
 link), with RCCL's own speed table (its search.cc under HIP). The NVLink
 domain is NCCL's node whatever its size: on an NVL72 rack (MNNVL) the
 search runs over the 72 GPUs of the clique, and across cliques over NICs.
+
+The speed tables, and which of connect.cc's rules apply, are the GPU's
+generation's (topologies/gpus/: `intra_speeds`, `inter_speeds`,
+`keeps_slow_channels`, `doubles_across_servers`).
 """
 
 from __future__ import annotations
@@ -41,23 +45,6 @@ from typing import Dict
 
 from topologies.hardware import Server
 
-# per-channel speeds the search tries, GB/s, fastest first (search.cc)
-_RCCL_SPEEDS = (48, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12)
-INTRA_SPEEDS = {
-    "cdna3": _RCCL_SPEEDS, "cdna4": _RCCL_SPEEDS,
-    "volta": (40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
-    "ampere": (40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),
-    "hopper": (60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3),
-    "blackwell": (90, 80, 70, 60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3),
-}
-_INTER_OLD = (48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12)
-_INTER_HOPPER = (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12)
-INTER_SPEEDS = {
-    "cdna3": _RCCL_SPEEDS, "cdna4": _RCCL_SPEEDS,
-    "volta": _INTER_OLD, "ampere": _INTER_OLD, "hopper": _INTER_HOPPER,
-    # NCCL's sm100 table starts at 96; below that it is taken as Hopper's
-    "blackwell": (96, 90, 80, 70, 60) + _INTER_HOPPER,
-}
 MAX_SEARCH_CHANNELS = 32           # MAXCHANNELS / 2
 MAX_CHANNELS = 64                  # MAXCHANNELS: execution channels
 MAX_NVLS_HEADS = 16
@@ -98,8 +85,9 @@ def _intra_ring(topo: Topology):
     the GPU's NVLink holds, the fastest speed that reaches it."""
     gpu = topo.server.gpu
     nvlink = gpu.nvlink_gbytes
-    best = (0.0, 1, INTRA_SPEEDS[gpu.arch][-1])
-    for s in INTRA_SPEEDS[gpu.arch]:
+    speeds = gpu.generation.intra_speeds
+    best = (0.0, 1, speeds[-1])
+    for s in speeds:
         if gpu.mesh and s > gpu.link_gbytes + 1e-9:      # a hop is one link of the mesh
             continue
         ch = min(MAX_SEARCH_CHANNELS, int(nvlink // s))
@@ -112,7 +100,7 @@ def nic_speed(topo: Topology) -> float:
     """The per-channel speed of a channel through one NIC: the fastest
     inter-node speed the NIC and the GPU's PCIe path both carry."""
     cap = min(topo.server.nic_gbytes, topo.server.pcie_gbytes)
-    return _fastest(INTER_SPEEDS[topo.server.gpu.arch], lambda s: s <= cap + 1e-9)
+    return _fastest(topo.server.gpu.generation.inter_speeds, lambda s: s <= cap + 1e-9)
 
 
 def _inter_ring(topo: Topology):
@@ -126,13 +114,13 @@ def _inter_ring(topo: Topology):
     def fits(s):
         return s <= min(topo.server.nic_gbytes, topo.server.pcie_gbytes) + 1e-9 and \
             nics * s * share <= nvlink + 1e-9
-    return nics, _fastest(INTER_SPEEDS[topo.server.gpu.arch], fits)
+    return nics, _fastest(topo.server.gpu.generation.inter_speeds, fits)
 
 
 def _duplicated(topo: Topology, channels: int, speed: float):
     """connect.cc's duplication: twice the channels at half the speed."""
-    newer = topo.server.gpu.arch in ("hopper", "blackwell", "cdna3", "cdna4")
-    if speed >= 25 and not (newer and speed < 50 and channels > 4):
+    keeps = topo.server.gpu.generation.keeps_slow_channels
+    if speed >= 25 and not (keeps and speed < 50 and channels > 4):
         return min(MAX_SEARCH_CHANNELS * 2, channels * 2), speed / 2
     return channels, speed
 
@@ -152,19 +140,19 @@ def tree(topo: Topology) -> Graph:
     if topo.nodes != 2:
         return Graph("tree", r.channels, r.bw_intra, r.bw_inter)
     nvlink = topo.server.gpu.nvlink_gbytes
-    intra = _fastest(INTRA_SPEEDS[topo.server.gpu.arch],
+    intra = _fastest(topo.server.gpu.generation.intra_speeds,
                      lambda s: r.channels * s <= nvlink + 1e-9 and s <= 2 * r.bw_inter)
     return Graph("tree", r.channels, max(intra, r.bw_intra), r.bw_inter)
 
 
 def nvls(topo: Topology) -> Graph:
     """Heads: one per GPU (at most 16); (heads + 1) x speed fit the NVLink."""
-    arch = topo.server.gpu.arch
+    speeds = topo.server.gpu.generation.intra_speeds
     heads = min(MAX_NVLS_HEADS, topo.ppn)
     nvlink = topo.server.gpu.nvlink_gbytes
-    intra = _fastest(INTRA_SPEEDS[arch], lambda s: (heads + 1) * s <= nvlink + 1e-9)
+    intra = _fastest(speeds, lambda s: (heads + 1) * s <= nvlink + 1e-9)
     if topo.nodes == 1:
-        inter = min(2 * intra, INTRA_SPEEDS[arch][0])
+        inter = min(2 * intra, speeds[0])
     else:
         inter = nic_speed(topo) * min(1.0, topo.server.nics / heads)
     return Graph("nvls", heads, intra, inter)
@@ -187,8 +175,8 @@ def execution_channels(topo: Topology, graph: Graph, min_channels: int = 0) -> i
     doubled again on Hopper and later across servers while a fast graph
     has fewer than 16; raised to NCCL_MIN_NCHANNELS (`min_channels`)."""
     ch = min(MAX_CHANNELS, 2 * graph.channels)
-    newer = topo.server.gpu.arch in ("hopper", "blackwell")
-    if newer and topo.nodes > 1 and graph.bw_intra > 45 and ch < 16:
+    doubles = topo.server.gpu.generation.doubles_across_servers
+    if doubles and topo.nodes > 1 and graph.bw_intra > 45 and ch < 16:
         ch *= 2
     return min(MAX_CHANNELS, max(ch, min_channels))
 

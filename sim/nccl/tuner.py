@@ -17,7 +17,8 @@ An (algorithm, protocol) pair costs ``latency + bytes / algbw``:
   (`fabric_share` x the technology's efficiency), the protocol's efficiency (LL 1/2: 8-byte stores carry 4 bytes
   of data and a flag; LL128 0.92: 120 bytes of 128; Simple all), per-channel
   caps the tuner has measured per GPU generation, NVLS's efficiency on the
-  NVSwitch (Hopper 0.85, Blackwell 0.74); then bus to algorithm bandwidth:
+  NVSwitch (Hopper 0.85, Blackwell 0.74): each generation's, in its module
+  of topologies/gpus/; then bus to algorithm bandwidth:
   n/nsteps for ring and NVLS (exactly nccl-tests' busbw factor), 1/2 for
   tree and CollNet.
 
@@ -67,20 +68,12 @@ HW_LATENCY = {
             "nvls": (0, 0, 18), "nvls_tree": (0, 0, 20.9), "pat": (0, 0, 14)},
 }
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
-# GB/s; (1 server, 2 servers, more). On several servers the row is the host CPU's: AMD
-# (and mixed hosts) take row 1, every other vendor, Arm included, row 0 (tuning.cc)
-LL_MAX_ONE_SERVER = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+# GB/s; LL's cap on several servers: (2 servers, more), by the host CPU: AMD (and mixed
+# hosts) take row 1, every other vendor, Arm included, row 0 (tuning.cc). On one server
+# the cap, and the per-channel caps, are the GPU's generation's (topologies/gpus/)
 LL_MAX_SERVERS = {"intel": (39.0, 20.4), "amd": (22.5, 19.0), "arm": (39.0, 20.4)}
-PER_CHANNEL_RING_LL128 = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 40.0}
-PER_CHANNEL_TREE_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20),
-                          "hopper": (36.7, 36.7, 29.0), "blackwell": (55.6, 31.67, 20.0)}
-PER_CHANNEL_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
-                    "hopper": (38.7, 41.4, 36.0), "blackwell": (70.0, 42.8, 24.0)}
-PER_CHANNEL_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
-                         "hopper": (0, 57.7, 45.5), "blackwell": (0, 96.0, 80.0)}
-NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
 LL_EFFICIENCY, LL128_EFFICIENCY = 0.5, 0.92
-TREE_EFFICIENCY, PAT_EFFICIENCY, COLLNET_SM90 = 0.92, 0.75, 0.85
+TREE_EFFICIENCY, PAT_EFFICIENCY = 0.92, 0.75
 RING_PLATEAU = 1.4                  # a multi-server Ring/Simple AllReduce's latency, sm80 on
 # bytes per thread below which a channel is dropped (comm.h), and threads per channel
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
@@ -182,20 +175,20 @@ def _graph(cluster: Cluster, algorithm: str) -> graphs.Graph:
 
 def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: str) -> float:
     """The tuner's bus bandwidth, GB/s, of the pair (tuning.cc's busBw)."""
-    topo, arch = cluster.topo, cluster.topo.server.gpu.arch
+    topo, gen = cluster.topo, cluster.topo.server.gpu.generation
     g, col = _graph(cluster, algorithm), _column(cluster.topo)
     if topo.server.gpu.rccl:                # AMD GPUs: RCCL's own figure (rccl.py)
         return rccl.bus_bandwidth(topo, g, algorithm, protocol, cluster.fabric_share)
     caps_ch = max(g.channels, cluster.min_channels)
     share = cluster.fabric_share * cluster.network.efficiency if topo.nodes > 1 else 1.0
     if algorithm.startswith("nvls"):
-        intra = g.bw_intra * NVLS_EFFICIENCY[arch] * (g.channels - 1) / g.channels
+        intra = g.bw_intra * gen.nvls_efficiency * (g.channels - 1) / g.channels
         intra *= 2 if collective == "allreduce" else (topo.ppn - 1) / topo.ppn
         inter = g.bw_inter * (2 if algorithm == "nvls_tree" and topo.nodes <= 2 else 1) * share
         inter = min(inter, _transport_cap(cluster, g))
         bw = min(intra, inter)
         if algorithm == "nvls_tree":
-            bw = min(bw, PER_CHANNEL_NVLS_TREE[arch][col])
+            bw = min(bw, gen.per_channel_nvls_tree[col])
         return g.channels * bw
     per_channel = g.bw_intra if (topo.nodes <= 2 or algorithm.startswith("collnet")) \
         else g.bw_inter
@@ -209,20 +202,20 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
     if algorithm == "ring" and protocol == "LL":
         bus = min(_ll_max(cluster), LL_EFFICIENCY * bus)
     elif algorithm == "ring" and protocol == "LL128":
-        bus = min(LL128_EFFICIENCY * bus, caps_ch * PER_CHANNEL_RING_LL128[arch])
+        bus = min(LL128_EFFICIENCY * bus, caps_ch * gen.per_channel_ring_ll128)
     elif algorithm == "tree":
-        bus = min(TREE_EFFICIENCY * bus, caps_ch * PER_CHANNEL_TREE[arch][col])
+        bus = min(TREE_EFFICIENCY * bus, caps_ch * gen.per_channel_tree[col])
         if protocol == "LL":
             bus = min(bus / 3.8, _ll_max(cluster))
         elif protocol == "LL128":
             bus = min(bus * (7 / 9 if topo.nodes == 1 else 120 / 128),
-                      caps_ch * PER_CHANNEL_TREE_LL128[arch][col])
+                      caps_ch * gen.per_channel_tree_ll128[col])
     elif algorithm == "pat":
         bus *= PAT_EFFICIENCY
     elif algorithm == "collnet_direct":
         r = topo.ppn / g.channels
         bus /= r - (r - 1) / 2
-        bus *= COLLNET_SM90 if arch in ("hopper", "blackwell") else 1.0
+        bus *= gen.collnet_efficiency
     return bus
 
 
@@ -239,7 +232,7 @@ def _transport_cap(cluster: Cluster, g: graphs.Graph) -> float:
 def _ll_max(cluster: Cluster) -> float:
     topo = cluster.topo
     if topo.nodes == 1:
-        return LL_MAX_ONE_SERVER[topo.server.gpu.arch]
+        return topo.server.gpu.generation.ll_max_one_server
     return LL_MAX_SERVERS[topo.server.cpu][0 if topo.nodes == 2 else 1]
 
 
@@ -294,7 +287,7 @@ def channels_used(cluster: Cluster, algorithm: str, protocol: str, nbytes: float
     g = _graph(cluster, algorithm)
     ch = graphs.execution_channels(topo, g, cluster.min_channels)
     if algorithm.startswith("nvls"):
-        return min(ch, 16 if topo.server.gpu.arch == "hopper" else 24 if topo.nodes == 1 else 32)
+        return min(ch, topo.server.gpu.generation.nvls_channels[0 if topo.nodes == 1 else 1])
     if algorithm not in ("ring", "tree", "pat"):
         return ch
     threshold = THREAD_THRESHOLD[protocol] * (topo.ranks if

@@ -6,9 +6,9 @@ module in it, and each registers its kind: adding a kind is adding a module
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Dict, Tuple
+
+import registries
 
 from topologies.kinds.base import (COUNTS, LINK_CLASS_OF, REGISTRY, Count,  # noqa: F401
                                    FabricKind, Layout, register)
@@ -17,9 +17,7 @@ from topologies.kinds.base import (COUNTS, LINK_CLASS_OF, REGISTRY, Count,  # no
 def discover() -> None:
     """Import every module of this package (its path may hold more than one
     folder); each registers its kind when first imported."""
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "base":
-            importlib.import_module(f"{__name__}.{module.name}")
+    registries.discover(__name__, __path__, skip=("base",))
 
 
 def kinds() -> Tuple[FabricKind, ...]:
@@ -28,12 +26,12 @@ def kinds() -> Tuple[FabricKind, ...]:
 
 
 def names() -> Tuple[str, ...]:
-    return tuple(k.name for k in kinds())
+    return REGISTRY.names()
 
 
 def kind(name: str) -> FabricKind:
     """The kind called `name` (KeyError if none is; the schema has checked it)."""
-    return REGISTRY.by_name[name]
+    return REGISTRY[name]
 
 
 def link_class(link_kind: str) -> str:

@@ -15,10 +15,11 @@ shape of network, in one module of this package:
   an instance of (`planner_design`), and, for a Clos, its wiring in the Clos
   model (`clos_wiring`, `clos_leaves`, `clos_leaf`).
 
-`register` makes a class a kind; topologies/kinds/__init__.py imports every
-module of the package, so a kind's module is all it takes to add one. This
-module imports nothing of topologies but the error type and the limits, so
-that the schema can import the registry.
+`register` makes a class a kind (registries/: the one registry pattern);
+topologies/kinds/__init__.py imports every module of the package, so a
+kind's module is all it takes to add one. This module imports nothing of
+topologies but the error type and the limits, so that the schema can import
+the registry.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from registries import Registry
 from topologies.errors import FabricError
 from topologies.limits import MAX_ENDPOINTS
 
@@ -122,40 +124,21 @@ class FabricKind:
         return (server * nics + nic) % down
 
 
-class Registry:
-    """The kinds, by name; `version` counts registrations, so what is
-    derived from the kinds (the schema's fabric section) knows when to
-    derive again."""
-
-    def __init__(self):
-        self.by_name: Dict[str, FabricKind] = {}
-        self.version = 0
-
-    def add(self, kind: FabricKind) -> None:
-        if not kind.name or kind.name in self.by_name:
-            raise ValueError(f"a fabric kind needs a name of its own, got {kind.name!r}")
-        unknown = [k for k in kind.takes() if k not in COUNTS and k not in kind.counts]
-        if unknown:
-            raise ValueError(f"fabric kind {kind.name}: counts {unknown} are neither in "
-                             "COUNTS nor its own")
-        self.by_name[kind.name] = kind
-        self.version += 1
-
-    def remove(self, name: str) -> None:
-        del self.by_name[name]
-        self.version += 1
-
-    def all(self) -> Tuple[FabricKind, ...]:
-        return tuple(sorted(self.by_name.values(), key=lambda k: (k.order, k.name)))
+def _counts_known(kind: FabricKind) -> None:
+    """Refuse a kind taking a count neither shared nor its own."""
+    unknown = [k for k in kind.takes() if k not in COUNTS and k not in kind.counts]
+    if unknown:
+        raise ValueError(f"fabric kind {kind.name}: counts {unknown} are neither in "
+                         "COUNTS nor its own")
 
 
-REGISTRY = Registry()
-
-
-def register(cls):
-    """Class decorator: one instance of `cls` in the registry."""
-    REGISTRY.add(cls())
-    return cls
+# The kinds, by name, in their order; its `version` counts registrations, so
+# what is derived from the kinds (the schema's fabric section) knows when to
+# derive again.
+REGISTRY = Registry("fabric kind", "fabric kinds", key=lambda k: (k.order, k.name),
+                    check=_counts_known)
+# class decorator: one instance of the class in the registry
+register = REGISTRY.register
 
 
 def parallel(f: dict) -> str:

@@ -19,6 +19,7 @@ from harness.collectives import expected_sum
 from collectives.metrics import payload_share
 from traffic.engines.rank_processes import AgentProcesses
 from lab.processes import CheckError
+from topologies.fabric import Routing
 
 
 class Endpoint:
@@ -40,7 +41,8 @@ class LoopbackFabric:
     def __init__(self, n, gpus, mtu=9000, nic_mbit=1000.0, policy="ecmp"):
         self.mtu, self.links = mtu, (Link("server_leaf", nic_mbit), Link("intra_node", NVLINK_MBIT))
         self.policy = policy
-        self.spec = {"routing": {"policy": policy, "entropy": 8, "flowlet_gap_ms": 1}}
+        self.routing = Routing(policy, entropy=8, flowlet_gap_ms=1, adaptive_interval_ms=200,
+                               bfd_ms=0)
         self.hosts = {f"h{i // gpus + 1}g{i % gpus + 1}": Endpoint(i, f"h{i // gpus + 1}")
                       for i in range(n)}
 

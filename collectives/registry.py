@@ -1,12 +1,11 @@
-"""The names a user can ask for, in one place: collectives, their algorithms,
-and the engines that replay them. The experiment schema, the command-line
-flags and the engine factory all read these; the schedules module builds what
-they name.
+"""The names a user can ask for, in one place: collectives and their
+algorithms. The experiment schema and the command-line flags read these;
+the schedules module builds what they name. The engines that replay them
+register themselves (traffic/engines/, `ENGINES`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, Tuple
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
@@ -28,30 +27,6 @@ BY_SERVER = ("hierarchical", "rail-ring", "nccl-tree")   # laid out by the GPUs 
 ROOTED = ("broadcast", "reduce")
 EQUAL_BLOCKS = ("allgather", "reducescatter", "alltoall")   # count is n equal blocks
 REDUCING = ("allreduce", "reducescatter", "reduce")
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    """An engine by name: where its class lives and what it can promise."""
-    module: str             # imported only when the engine is used
-    cls: str
-    help: str
-    checks_data: bool       # every element received is checked (#wrong is a number)
-    needs_lab: bool         # replays on a running lab (real packets)
-    max_ranks: int = 0      # 0: no limit of its own
-
-
-ENGINES: Dict[str, EngineInfo] = {
-    "agents": EngineInfo("traffic.engines.agents", "RankAgents",
-                         "rank processes with real, checked data (default)", True, True),
-    "iperf3": EngineInfo("traffic.engines.iperf3", "Iperf3Replay",
-                         "the same transfers as iperf3 flows", False, True),
-    "scapy": EngineInfo("traffic.engines.scapy", "RoceAgents", "as RoCEv2 packets",
-                        False, True, max_ranks=256),
-    "sim": EngineInfo("traffic.engines.sim", "SimEngine",
-                      "flow-level simulation on the fabric graph: no network, no root",
-                      False, False),
-}
 
 
 def default_algorithm(collective: str) -> str:

@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import List, Optional
 
 from ncclperf.nccl_options import NcclFlagError, NcclOptions, parse
-from collectives.registry import ENGINES, REDUCING, ROOTED
+from collectives.registry import REDUCING, ROOTED
 from report import nccl_tests
 from runner import entry
 from runner.sweeping import Sweep
+from traffic.engines import ENGINES
 from runs.experiment import MAX_HOURS, MAX_SIZES, ExperimentError, check_experiment, size_text
 
 IN_PLACE_NOTE = ("note: in-place: the rank agents keep one buffer per rank and have no in-place "

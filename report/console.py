@@ -9,9 +9,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from topologies.fabric import describe_links, emulation_warning
 from collectives.metrics import imbalance
-from collectives.registry import ENGINES, REDUCING
+from collectives.registry import REDUCING
 from runs.experiment import LAB_SECONDS, SIZE_SECONDS, expected
 from runs.record import RunRecord
+from traffic.engines import ENGINES
 
 
 def warnings_of(fabric, exp, incast=None, calibrated: Optional[float] = None) -> List[str]:

@@ -19,7 +19,6 @@ import sys
 import threading
 from pathlib import Path
 
-from collectives.registry import ENGINES
 from lab.host import Interrupted
 from report import console
 from runner import kept_runs, on_lab
@@ -31,6 +30,7 @@ from runs.outputs import fresh_folder, output_problem, run_name
 from runs.provenance import provenance
 from sim.simulator import simulation_method
 from topologies.fabric import FabricError, check_emulation, check_policy, load_fabric
+from traffic.engines import ENGINES
 from topologies.placement import cluster_of, place_cluster, placement_text, refuse_in_cluster
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

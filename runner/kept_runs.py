@@ -19,7 +19,7 @@ from runner.sweeping import RunFront
 from runs import flags
 from runs.experiment import FIELDS, experiment_from
 from runs.outputs import output_problem, run_name
-from collectives.registry import ENGINES
+from traffic.engines import ENGINES
 from topologies.fabric import FabricError
 
 LAB_OPTIONS = ("fabric", "policy", "datapath", "results", "verbose", "up", "keeper", "name")

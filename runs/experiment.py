@@ -27,8 +27,9 @@ from sim.nccl import endhosts, tuner
 from sim.nccl.overrides import OverrideError, enabled
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
 from collectives.metrics import TYPE_SIZE, bus_factor
-from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, BY_SERVER, COLLECTIVES, ENGINES,
+from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, BY_SERVER, COLLECTIVES,
                                   REDUCING, ROOTED, default_algorithm)
+from traffic.engines import ENGINES
 
 SCALE_UP = ("packets", "memory")
 MAX_LAB_BYTES = 1 << 30     # a message on a lab: every rank holds its buffers in memory

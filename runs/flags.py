@@ -20,6 +20,7 @@ from collectives import registry
 from runs.provenance import version_text
 from collectives.datatypes import OPS, TYPE_NAMES
 from runs.experiment import FLAGS, SCHEMA
+from traffic.engines import ENGINES
 from sim.training_step import MODES, STEP_FLAGS, STEP_SCHEMA
 
 DATAPATHS = ("auto", "kernel", "user")
@@ -208,9 +209,8 @@ def _collective_flags(g) -> None:
     g.add_argument("--compare", metavar="ALG[,ALG]", type=_algorithms,
                    help="then replay these algorithms of the same collective in the same lab, "
                         "each with its tables; busbw.png draws every one")
-    g.add_argument("--engine", choices=tuple(registry.ENGINES), type=_field("engine"),
-                   help="; ".join(f"{name}: {info.help}" for name, info in
-                                  registry.ENGINES.items()))
+    g.add_argument("--engine", choices=ENGINES.names(), type=_field("engine"),
+                   help="; ".join(f"{name}: {engine.help}" for name, engine in ENGINES.items()))
     g.add_argument("-b", "--minbytes", type=_field("minbytes"),
                    help="smallest size, 4 to 1G (default 32K)")
     g.add_argument("-e", "--maxbytes", type=_field("maxbytes"),

@@ -21,8 +21,9 @@ from runs.simulated import simulate_experiment
 from topologies.fabric import load_fabric
 
 DEFAULT = REPO / "topologies" / "default.yaml"
-# what runs a lab, an engine or a simulation: report/ imports none of it
-RUNNING = ("lab", "traffic.engines", "runs.measured", "runs.simulated", "runs.training",
+# what runs a lab, an engine or a simulation: report/ imports none of it (the
+# engines' registry, traffic.engines' ENGINES, it may read: what an engine promises)
+RUNNING = ("lab", "traffic.engines.", "runs.measured", "runs.simulated", "runs.training",
            "runs.sweep", "runs.beside", "runs.lab_parts", "runs.parallel_step",
            "runs.incast_beside", "runs.rate_calibration", "runner")
 

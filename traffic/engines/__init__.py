@@ -3,7 +3,7 @@
 An engine replays one collective's schedule (collectives/schedules.py) between
 the endpoints given as ranks, and times it:
 
-    engine = make_engine(name, fabric, ranks, lab)   # by name, from collectives/registry.py
+    engine = make_engine(name, fabric, ranks, lab)   # by name, from ENGINES
     engine.prepare(job)          # once per message size: a Job says what to replay
     engine.iterate(i, timeout, timeline=False) -> dict   # once per iteration
     engine.close()               # always; stops whatever the engine started
@@ -16,17 +16,25 @@ no real data), any figures of its own named in its `EXTRAS` (frames sent and
 lost, TCP retransmits), and, when asked for and the engine can, ``timeline``:
 per rank, step and kind of operation, when it was busy.
 
-Engines that replay on a running lab (`needs_lab` in the registry) get the
-lab; one that needs none (a simulator) gets lab=None and the fabric alone.
+Engines that replay on a running lab (`needs_lab`) get the lab; one that
+needs none (a simulator) gets lab=None and the fabric alone.
+
+Each engine is a class in a module of this package that registers itself
+(`@register`) with what it promises as class attributes: `name` (what
+--engine takes), `help`, `checks_data` (every element received is checked:
+#wrong is a number), `needs_lab` (it replays on a running lab, real
+packets) and `max_ranks` (0: no limit of its own). `ENGINES` finds every
+one: a new engine is one new module and its tests.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-from collectives.registry import ENGINES
+from registries import Registry, discover
+
+ENGINES = Registry("engine", "engines")
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,11 @@ class Job:
 
 class Engine:
     """The interface every engine implements (see the module docstring)."""
+    name: str = ""
+    help: str = ""
+    checks_data: bool = False
+    needs_lab: bool = True
+    max_ranks: int = 0
     EXTRAS: Tuple[str, ...] = ()
 
     def prepare(self, job: Job) -> None:
@@ -66,10 +79,19 @@ class Engine:
         raise NotImplementedError
 
 
+def register(cls):
+    """Register an engine class under its `name` (the class itself: each run
+    makes its own)."""
+    ENGINES.add(cls)
+    return cls
+
+
 def make_engine(name: str, fabric, ranks: Sequence[str], lab: Optional[object] = None) -> Engine:
     """The engine called `name`, replaying between the endpoints `ranks` (in rank order)."""
-    info = ENGINES[name]
-    if info.needs_lab and lab is None:
+    cls = ENGINES.find(name)
+    if cls.needs_lab and lab is None:
         raise ValueError(f"the {name} engine replays on a running lab, and none was given")
-    cls = getattr(importlib.import_module(info.module), info.cls)
     return cls(fabric, ranks, lab)
+
+
+discover(__name__, __path__)

@@ -11,7 +11,7 @@ import zlib
 from typing import List, Sequence
 
 from lab.shaping import connection_windows
-from traffic.engines import Engine, Job
+from traffic.engines import Engine, Job, register
 from traffic.engines.rank_processes import AgentProcesses
 from collectives.datatypes import datatype
 from collectives.metrics import payload_share
@@ -46,7 +46,10 @@ def by_server(hosts) -> list:
     return list(groups.values())
 
 
+@register
 class RankAgents(AgentProcesses, Engine):
+    name, help = "agents", "rank processes with real, checked data (default)"
+    checks_data, needs_lab = True, True
     EXTRAS = ("scale_up_bytes", "pieces", "reordered", "unsettled")
 
     def __init__(self, fabric, ranks: Sequence[str], lab, port: int = AGENT_PORT,

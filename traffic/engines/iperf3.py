@@ -15,7 +15,7 @@ from typing import Dict, Sequence
 from lab.processes import CheckError, communicate_progressing, stop_process
 from lab.reachability import wait_listening
 from collectives import schedules
-from traffic.engines import Engine, Job
+from traffic.engines import Engine, Job, register
 from collectives.metrics import TYPE_SIZE
 
 BASE_PORT = 5200
@@ -27,7 +27,10 @@ def address(fabric, src: str, dst: str) -> str:
     return b.nv_ip if b.nv_ip and a.server == b.server else b.ip
 
 
+@register
 class Iperf3Replay(Engine):
+    name, help = "iperf3", "the same transfers as iperf3 flows"
+    checks_data, needs_lab = False, True
     EXTRAS = ("retransmits",)
 
     def __init__(self, fabric, ranks: Sequence[str], lab):

@@ -8,13 +8,16 @@ import sys
 from typing import Sequence
 
 from collectives import schedules
-from traffic.engines import Engine, Job
+from traffic.engines import Engine, Job, register
 from traffic.engines.rank_processes import AgentProcesses
 from collectives.metrics import TYPE_SIZE
 from policies import policy
 
 
+@register
 class RoceAgents(AgentProcesses, Engine):
+    name, help = "scapy", "as RoCEv2 packets"
+    checks_data, needs_lab, max_ranks = False, True, 256
     EXTRAS = ("frames_sent", "frames_lost", "pieces", "reordered")
 
     def __init__(self, fabric, ranks: Sequence[str], lab):

@@ -15,9 +15,13 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from sim.simulator import Simulator
-from traffic.engines import Engine, Job
+from traffic.engines import Engine, Job, register
 
+@register
 class SimEngine(Engine):
+    name = "sim"
+    help = "flow-level simulation on the fabric graph: no network, no root"
+    checks_data, needs_lab = False, False
     EXTRAS = ()
 
     def __init__(self, fabric, ranks: Sequence[str], lab=None,

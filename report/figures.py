@@ -1,34 +1,41 @@
-"""The pictures of a run, from its run records: the fabric with every link
-coloured by its bytes against the busiest link between the same tiers and
-each switch's up-link spread written beside it (a large fabric by tier, in
-bundles), busbw against message size (measured beside simulated, flagged
-sizes marked), and the step timeline of the last iteration (per rank, or
-per server when the ranks are many). Every title says whether the run was
-measured or simulated. PNG files in the results folder."""
+"""The pictures of a run, from its run records, as PNG files in the results
+folder. Each kind of picture is a module of report/ named png_*.py that
+registers one `RunFigure` in `FIGURES` (png_fabric: the fabric with every
+link coloured by its bytes against the busiest link between the same tiers;
+png_busbw: busbw against message size; png_timeline: the last iteration's
+steps): a new figure is one new module and its tests. Every title says
+whether the run was measured or simulated. This module holds what they
+share (which links carried what, the busiest link as the tables say it)."""
 
 from __future__ import annotations
 
-import math
+import importlib
+import pkgutil
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from matplotlib.figure import Figure
 
 from collectives.metrics import imbalance
+from registries import Registry
 from topologies.fabric import Fabric
 from topologies.roles import role
-from report import plots
-from report.busbw_plot import MEASURED, SIMULATED, busbw_figure
 from report.canvas import save
-from report.fabric_plot import SHARE, fabric_figure
-from report.fabric_tiers_plot import fabric_tiers_figure
-from report.timeline_heatmap import timeline_busy_figure
-from report.timeline_plot import timeline_figure
 from runs.record import ABSENT, RunRecord
 
-LARGE_NODES = 128            # a fabric with more nodes (or LARGE_LINKS links) is drawn by tier
-LARGE_LINKS = 256
-AGGREGATE_RANKS = 64         # a timeline of more ranks is drawn per server
+
+class RunFigure:
+    """One kind of picture of a run: its file, its place among the others,
+    and how it is drawn (None: this run has nothing for it)."""
+    name: str = ""              # its file, "fabric.png"
+    order: int = 0
+
+    def draw(self, fabric: Fabric, result: RunRecord, compared: Dict[str, RunRecord],
+             label: str) -> Optional[Figure]:
+        raise NotImplementedError
+
+
+FIGURES = Registry("figure", "figures", key=lambda f: f.order)
 
 
 def kind(result: RunRecord) -> str:
@@ -102,89 +109,19 @@ def busiest_text(fabric: Fabric, result: RunRecord) -> str:
     return f"busiest link at peak {peak:.0%} (mean {mean:.0%}) of its rate"
 
 
-def fabric_png(fabric: Fabric, result: RunRecord, label: str) -> Figure:
-    """fabric.png: the links during the largest size; a large fabric by tier."""
-    largest = result.runs[-1]
-    links = largest["links"]
-    nodes = fabric_nodes(fabric)
-    title = (f"{fabric.name}, {kind(result)}: bytes per link during {label}, "
-             f"{plots.size_label(largest['size_bytes'])}B\n{busiest_text(fabric, result)}; "
-             "x: a switch's up-links' max/mean")
-    edges, marks = link_shares(fabric, links), uplink_spread(fabric, links)
-    if len(nodes) > LARGE_NODES or len(edges) > LARGE_LINKS:
-        return fabric_tiers_figure(nodes, edges, title, endpoint_groups(fabric), marks)
-    return fabric_figure(nodes, edges, title, unit=SHARE, marks=marks)
-
-
-def _simulated_points(result: RunRecord) -> Optional[list]:
-    """The simulator's busbw per size beside a measured run (busbw scales as
-    1/time), None for a simulated run or when no size was simulated."""
-    if result.simulated is not ABSENT:
-        return None
-    points = [(r["size_bytes"], r["busbw_gbps"] * r["time_s"] / r["simulated_s"]
-               if r.get("simulated_s") and r.get("time_s") else math.nan) for r in result.runs]
-    return points if any(not math.isnan(b) for _, b in points) else None
-
-
-def busbw_png(fabric: Fabric, records: Dict[str, RunRecord]) -> Figure:
-    """busbw.png: a curve per algorithm, labelled measured or simulated, the
-    simulator's beside each measured one, every flagged size marked."""
-    curves, simulated, flagged = {}, {}, {}
-    for alg, record in records.items():
-        exp = record.experiment
-        name = f"{exp['collective']} ({alg})"
-        if len(records) == 1:
-            name = f"{fabric.name} {name}"
-        label = name + (SIMULATED if kind(record) == "simulated" else MEASURED)
-        curves[label] = [(r["size_bytes"], r["busbw_gbps"]) for r in record.runs]
-        beside = _simulated_points(record)
-        if beside:
-            simulated[label] = beside
-        marks = {r["size_bytes"]: r["flags"] for r in record.runs if r.get("flags")}
-        if marks:
-            flagged[label] = marks
-    first = next(iter(records.values()))
-    how = kind(first) + (", the simulator's dashed beside" if simulated else "")
-    return busbw_figure(curves, title=f"{first.experiment['collective']}, {how}: bus bandwidth "
-                                      f"by message size ({fabric.network.title})",
-                        link_gbps=first.link_rate_mbit / 8e3, flagged=flagged or None,
-                        simulated=simulated or None)
-
-
-def timeline_png(fabric: Fabric, result: RunRecord, label: str) -> Figure:
-    """timeline.png: per rank, or per server (a heat map of the share of its
-    ranks busy) past AGGREGATE_RANKS ranks."""
-    timeline = result.timeline
-    n = len(result.ranks)
-    head = (f"{label}, {plots.size_label(timeline['size_bytes'])}B, {n} ranks, {kind(result)}: "
-            "the last iteration")
-    if n <= AGGREGATE_RANKS:
-        return timeline_figure(timeline["events"], title=f"{head}, step by step")
-    box = {h.name: h.box or h.name for h in fabric.endpoints}
-    lane_of = {i: box.get(name, name) for i, name in enumerate(result.ranks)}
-    return timeline_busy_figure(timeline["events"], title=f"{head}, busy share per server",
-                                lane_of=lane_of)
-
-
 def figures(fabric: Fabric, result: RunRecord,
             compared: Dict[str, RunRecord] = None) -> Iterator[Tuple[str, Figure]]:
-    """(file name, figure) of each figure of a run, one at a time: fabric.png
-    (links during the largest size, where it has per-link figures: a size
-    NCCL's model priced has none), busbw.png (with a curve per algorithm of
-    `compared`, {algorithm: record}, the further algorithms swept) and,
-    when the engine recorded one, timeline.png. Nothing when the run has no
-    sizes."""
-    runs = result.runs
-    if not runs:
+    """(file name, figure) of each registered figure this run has, in their
+    order, one at a time (`compared`: {algorithm: record}, the further
+    algorithms swept). Nothing when the run has no sizes."""
+    if not result.runs:
         return
     exp = result.experiment
     label = f"{exp['collective']} ({exp['algorithm']})"
-    if runs[-1]["links"]:
-        yield "fabric.png", fabric_png(fabric, result, label)
-    yield "busbw.png", busbw_png(fabric, {exp["algorithm"]: result, **(compared or {})})
-    timeline = result.timeline
-    if timeline and timeline["events"]:
-        yield "timeline.png", timeline_png(fabric, result, label)
+    for figure in FIGURES.values():
+        drawn = figure.draw(fabric, result, compared or {}, label)
+        if drawn is not None:
+            yield figure.name, drawn
 
 
 def write_figures(fabric: Fabric, result: RunRecord, folder: Path,
@@ -193,3 +130,14 @@ def write_figures(fabric: Fabric, result: RunRecord, folder: Path,
     time. Returns the files written."""
     folder = Path(folder)
     return [save(fig, folder / name) for name, fig in figures(fabric, result, compared)]
+
+
+def _discover() -> None:
+    """Import every png_* module of report/: each registers its figure."""
+    folder = Path(__file__).parent
+    for module in pkgutil.iter_modules([str(folder)]):
+        if module.name.startswith("png_"):
+            importlib.import_module(f"report.{module.name}")
+
+
+_discover()

@@ -1,7 +1,8 @@
 """The names a user can ask for, in one place: collectives and their
-algorithms. The experiment schema and the command-line flags read these;
-the schedules module builds what they name. The engines that replay them
-register themselves (traffic/engines/, `ENGINES`).
+algorithms (these derived from the algorithms that register themselves,
+collectives/algorithms/). The experiment schema and the command-line flags
+read these; the schedules module builds what they name. The engines that
+replay them register themselves (traffic/engines/, `ENGINES`).
 """
 
 from __future__ import annotations
@@ -10,23 +11,21 @@ from typing import Dict, Tuple
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
                "alltoall", "sendrecv")
-ALGORITHMS: Dict[str, Tuple[str, ...]] = {
-    "allreduce": ("ring", "rhd", "tree", "hierarchical", "rail-ring", "nccl-tree"),
-    "allgather": ("ring", "pat"),
-    "reducescatter": ("ring", "pat"),
-    "broadcast": ("ring",),
-    "reduce": ("ring",),
-    "alltoall": ("pairwise",),
-    "sendrecv": ("ring",),
-}
-ALL_ALGORITHMS = tuple(sorted({a for names in ALGORITHMS.values() for a in names}))
 # per size, NCCL's choice among what the end hosts can run (sim/nccl/endhosts.py)
 AUTO = "auto"
-ALGORITHM_CHOICES = ALL_ALGORITHMS + (AUTO,)
-BY_SERVER = ("hierarchical", "rail-ring", "nccl-tree")   # laid out by the GPUs per server
 ROOTED = ("broadcast", "reduce")
 EQUAL_BLOCKS = ("allgather", "reducescatter", "alltoall")   # count is n equal blocks
 REDUCING = ("allreduce", "reducescatter", "reduce")
+
+# the algorithms register themselves (collectives/algorithms/): the names derived here
+from collectives.algorithms import ALGORITHM_REGISTRY  # noqa: E402 - after what they read
+
+ALGORITHMS: Dict[str, Tuple[str, ...]] = {
+    c: tuple(a.name for a in ALGORITHM_REGISTRY.values() if c in a.collectives)
+    for c in COLLECTIVES}
+ALL_ALGORITHMS = tuple(sorted(ALGORITHM_REGISTRY.names()))
+ALGORITHM_CHOICES = ALL_ALGORITHMS + (AUTO,)
+BY_SERVER = tuple(a.name for a in ALGORITHM_REGISTRY.values() if a.by_server)
 
 
 def default_algorithm(collective: str) -> str:

@@ -72,8 +72,8 @@ from dataclasses import dataclass, replace
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from topologies.schema import shown
-from collectives.registry import (ALGORITHMS, BY_SERVER, COLLECTIVES, EQUAL_BLOCKS,  # noqa: F401
-                                  ROOTED)
+from collectives import registry
+from collectives.registry import COLLECTIVES, EQUAL_BLOCKS
 
 
 def round_count(collective: str, n: int, count: int) -> int:
@@ -129,12 +129,12 @@ def bounds(count: int, parts: int) -> List[Tuple[int, int]]:
     return out
 
 
-def _send(peer, block, step, from_input=False):
+def send_op(peer, block, step, from_input=False):
     offset, length = block
     return Op("send", peer, offset, length, src_offset=offset, from_input=from_input, step=step)
 
 
-def _recv(peer, block, step, contributors, reduce=False, src_offset=None):
+def recv_op(peer, block, step, contributors, reduce=False, src_offset=None):
     """`contributors`: a set, or a function giving it (called only when the
     schedule carries data)."""
     offset, length = block
@@ -155,8 +155,8 @@ def _ring_reduce_scatter(n, count, sched, step0=0):
     for r in range(n):
         nxt, prv = (r + 1) % n, (r - 1) % n
         for s in range(n - 1):
-            sched[r].append(_send(nxt, blocks[(r - s - 1) % n], step0 + s))
-            sched[r].append(_recv(prv, blocks[(r - s - 2) % n], step0 + s,
+            sched[r].append(send_op(nxt, blocks[(r - s - 1) % n], step0 + s))
+            sched[r].append(recv_op(prv, blocks[(r - s - 2) % n], step0 + s,
                                   lambda: {(r - 1 - k) % n for k in range(s + 1)}, reduce=True))
     return step0 + n - 1
 
@@ -169,8 +169,8 @@ def _ring_all_gather(n, count, sched, owners, step0=0):
         nxt, prv = (r + 1) % n, (r - 1) % n
         for s in range(n - 1):
             b = (r - s - 1) % n
-            sched[r].append(_send(nxt, blocks[(r - s) % n], step0 + s))
-            sched[r].append(_recv(prv, blocks[b], step0 + s, owners(b)))
+            sched[r].append(send_op(nxt, blocks[(r - s) % n], step0 + s))
+            sched[r].append(recv_op(prv, blocks[b], step0 + s, owners(b)))
     return step0 + n - 1
 
 
@@ -204,10 +204,10 @@ def _group_reduce_scatter(group, region, sched, step0, holds):
     for i, r in enumerate(group):
         nxt, prv = group[(i + 1) % g], group[(i - 1) % g]
         for s in range(g - 1):
-            sched[r].append(_send(nxt, blocks[(i - s - 1) % g], step0 + s))
+            sched[r].append(send_op(nxt, blocks[(i - s - 1) % g], step0 + s))
             def held():
                 return set().union(*(holds(group[(i - 1 - k) % g]) for k in range(s + 1)))
-            sched[r].append(_recv(prv, blocks[(i - s - 2) % g], step0 + s, held, reduce=True))
+            sched[r].append(recv_op(prv, blocks[(i - s - 2) % g], step0 + s, held, reduce=True))
     return blocks
 
 
@@ -217,8 +217,8 @@ def _group_all_gather(group, blocks, sched, step0, everyone):
     for i, r in enumerate(group):
         nxt, prv = group[(i + 1) % g], group[(i - 1) % g]
         for s in range(g - 1):
-            sched[r].append(_send(nxt, blocks[(i - s) % g], step0 + s))
-            sched[r].append(_recv(prv, blocks[(i - s - 1) % g], step0 + s, everyone))
+            sched[r].append(send_op(nxt, blocks[(i - s) % g], step0 + s))
+            sched[r].append(recv_op(prv, blocks[(i - s - 1) % g], step0 + s, everyone))
 
 
 def hierarchical_allreduce(n, count, local):
@@ -401,17 +401,17 @@ def _tree_channel(n, local, parents, rail, region, height):
         chain = [s * local + (rail + i) % local for i in range(local)]
         for i in range(e):
             lower, upper = chain[i + 1], chain[i]
-            channel[lower].append(_send(upper, region, e - 1 - i))
-            channel[upper].append(_recv(lower, region, e - 1 - i, set(chain[i + 1:]), reduce=True))
-            channel[upper].append(_send(lower, region, e + 2 * height + i))
-            channel[lower].append(_recv(upper, region, e + 2 * height + i, everyone))
+            channel[lower].append(send_op(upper, region, e - 1 - i))
+            channel[upper].append(recv_op(lower, region, e - 1 - i, set(chain[i + 1:]), reduce=True))
+            channel[upper].append(send_op(lower, region, e + 2 * height + i))
+            channel[lower].append(recv_op(upper, region, e + 2 * height + i, everyone))
         if up is None:
             continue
         head, top, d = chain[0], up * local + rail, depth[s]
-        channel[head].append(_send(top, region, e + height - d))
-        channel[top].append(_recv(head, region, e + height - d, under[s], reduce=True))
-        channel[top].append(_send(head, region, e + height + d - 1))
-        channel[head].append(_recv(top, region, e + height + d - 1, everyone))
+        channel[head].append(send_op(top, region, e + height - d))
+        channel[top].append(recv_op(head, region, e + height - d, under[s], reduce=True))
+        channel[top].append(send_op(head, region, e + height + d - 1))
+        channel[head].append(recv_op(top, region, e + height + d - 1, everyone))
     return channel
 
 
@@ -442,8 +442,8 @@ def rhd_allreduce(n, count):
     p = 1 << (n.bit_length() - 1)
     extra = n - p
     for i in range(0, 2 * extra, 2):                      # fix-up in
-        sched[i].append(_send(i + 1, whole, 0))
-        sched[i + 1].append(_recv(i, whole, 0, {i}, reduce=True))
+        sched[i].append(send_op(i + 1, whole, 0))
+        sched[i + 1].append(recv_op(i, whole, 0, {i}, reduce=True))
     active = [i for i in range(n) if not (i < 2 * extra and i % 2 == 0)]
     members = {i: {i, i - 1} if i < 2 * extra else {i} for i in active}   # whose data it holds
     blocks = bounds(count, p)
@@ -459,8 +459,8 @@ def rhd_allreduce(n, count):
             mid = (lo + hi) // 2
             keep, give = ((lo, mid), (mid, hi)) if v & dist == 0 else ((mid, hi), (lo, mid))
             me, peer = active[v], active[partner]
-            sched[me].append(_send(peer, _region(blocks, give), 1 + k))
-            sched[me].append(_recv(peer, _region(blocks, keep), 1 + k, group[partner], reduce=True))
+            sched[me].append(send_op(peer, _region(blocks, give), 1 + k))
+            sched[me].append(recv_op(peer, _region(blocks, keep), 1 + k, group[partner], reduce=True))
             new_span[v], new_group[v] = keep, group[v] | group[partner]
         span, group = new_span, new_group
     for k in range(steps):                                 # recursive doubling
@@ -469,13 +469,13 @@ def rhd_allreduce(n, count):
         for v in range(p):
             partner = v ^ dist
             me, peer = active[v], active[partner]
-            sched[me].append(_send(peer, _region(blocks, span[v]), 1 + steps + k))
-            sched[me].append(_recv(peer, _region(blocks, span[partner]), 1 + steps + k, range(n)))
+            sched[me].append(send_op(peer, _region(blocks, span[v]), 1 + steps + k))
+            sched[me].append(recv_op(peer, _region(blocks, span[partner]), 1 + steps + k, range(n)))
             new_span[v] = (min(span[v][0], span[partner][0]), max(span[v][1], span[partner][1]))
         span = new_span
     for i in range(0, 2 * extra, 2):                      # fix-up out
-        sched[i + 1].append(_send(i, whole, 1 + 2 * steps))
-        sched[i].append(_recv(i + 1, whole, 1 + 2 * steps, range(n)))
+        sched[i + 1].append(send_op(i, whole, 1 + 2 * steps))
+        sched[i].append(recv_op(i + 1, whole, 1 + 2 * steps, range(n)))
     return sched
 
 
@@ -513,10 +513,10 @@ def pat_allgather(n, count):
         held = range(0, n - dist, 2 * dist)
         for r in range(n):
             for t in held:
-                sched[r].append(_send((r - dist) % n, blocks[(r + t) % n], k))
+                sched[r].append(send_op((r - dist) % n, blocks[(r + t) % n], k))
             for t in held:
                 b = (r + dist + t) % n
-                sched[r].append(_recv((r + dist) % n, blocks[b], k, {b}))
+                sched[r].append(recv_op((r + dist) % n, blocks[b], k, {b}))
     return sched
 
 
@@ -533,9 +533,9 @@ def pat_reducescatter(n, count):
         dist = 1 << k
         for r in range(n):
             for x in range(dist, n, 2 * dist):
-                sched[r].append(_send((r + dist) % n, blocks[(r + x) % n], k))
+                sched[r].append(send_op((r + dist) % n, blocks[(r + x) % n], k))
             for y in range(0, n - dist, 2 * dist):
-                sched[r].append(_recv(
+                sched[r].append(recv_op(
                     (r - dist) % n, blocks[(r + y) % n], k,
                     lambda: {(r - dist - z) % n for z in range(dist) if y + dist + z < n},
                     reduce=True))
@@ -559,14 +559,14 @@ def tree_allreduce(n, count):
     height = max(depth.values())
     for r in range(n):
         for c in children[r]:
-            sched[r].append(_recv(c, whole, height - depth[c], subtree[c], reduce=True))
+            sched[r].append(recv_op(c, whole, height - depth[c], subtree[c], reduce=True))
         if r:
-            sched[r].append(_send((r - 1) // 2, whole, height - depth[r]))
+            sched[r].append(send_op((r - 1) // 2, whole, height - depth[r]))
     for r in range(n):
         if r:
-            sched[r].append(_recv((r - 1) // 2, whole, height + depth[r], range(n)))
+            sched[r].append(recv_op((r - 1) // 2, whole, height + depth[r], range(n)))
         for c in children[r]:
-            sched[r].append(_send(c, whole, height + depth[c]))
+            sched[r].append(send_op(c, whole, height + depth[c]))
     return sched
 
 
@@ -577,9 +577,9 @@ def chain_broadcast(n, count, root=0):
     for k in range(n):
         r = (root + k) % n
         if k:
-            sched[r].append(_recv((r - 1) % n, whole, k - 1, {root}))
+            sched[r].append(recv_op((r - 1) % n, whole, k - 1, {root}))
         if k < n - 1:
-            sched[r].append(_send((r + 1) % n, whole, k))
+            sched[r].append(send_op((r + 1) % n, whole, k))
     return sched
 
 
@@ -590,10 +590,10 @@ def chain_reduce(n, count, root=0):
     for k in range(n):
         r = (root + 1 + k) % n
         if k:
-            sched[r].append(_recv((r - 1) % n, whole, k - 1,
+            sched[r].append(recv_op((r - 1) % n, whole, k - 1,
                                   {(root + 1 + j) % n for j in range(k)}, reduce=True))
         if k < n - 1:
-            sched[r].append(_send((r + 1) % n, whole, k))
+            sched[r].append(send_op((r + 1) % n, whole, k))
     return sched
 
 
@@ -605,35 +605,15 @@ def pairwise_alltoall(n, count):
     for s in range(1, n):
         for r in range(n):
             dst, src = (r + s) % n, (r - s) % n
-            sched[r].append(_send(dst, blocks[dst], s - 1, from_input=True))
-            sched[r].append(_recv(src, blocks[src], s - 1, {src}, src_offset=blocks[r][0]))
+            sched[r].append(send_op(dst, blocks[dst], s - 1, from_input=True))
+            sched[r].append(recv_op(src, blocks[src], s - 1, {src}, src_offset=blocks[r][0]))
     return sched
 
 
 def ring_sendrecv(n, count):
     whole = (0, count)
-    return {r: [_send((r + 1) % n, whole, 0, from_input=True),
-                _recv((r - 1) % n, whole, 0, {(r - 1) % n})] for r in range(n)}
-
-
-BUILDERS = {
-    ("allreduce", "ring"): ring_allreduce,
-    ("allreduce", "rhd"): rhd_allreduce,
-    ("allreduce", "tree"): tree_allreduce,
-    ("allgather", "ring"): ring_allgather,
-    ("reducescatter", "ring"): ring_reducescatter,
-    ("allgather", "pat"): pat_allgather,
-    ("reducescatter", "pat"): pat_reducescatter,
-    ("broadcast", "ring"): chain_broadcast,
-    ("reduce", "ring"): chain_reduce,
-    ("alltoall", "pairwise"): pairwise_alltoall,
-    ("sendrecv", "ring"): ring_sendrecv,
-}
-SERVER_BUILDERS = {           # laid out by the GPUs per server: (n, count, local)
-    "hierarchical": hierarchical_allreduce,
-    "rail-ring": rail_ring_allreduce,
-    "nccl-tree": nccl_tree_allreduce,
-}
+    return {r: [send_op((r + 1) % n, whole, 0, from_input=True),
+                recv_op((r - 1) % n, whole, 0, {(r - 1) % n})] for r in range(n)}
 
 
 def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
@@ -688,13 +668,10 @@ def build(collective: str, algorithm: str, n: int, count: int,
     (`check_params`)."""
     root, piece_elements, local = layout.root, layout.piece_elements, layout.local
     check_params(collective, algorithm, n, count, root, piece_elements, local)
+    from collectives.algorithms import ALGORITHM_REGISTRY
     token = _WITH_DATA.set(_WITH_DATA.get() if data is None else data)
     try:
-        if algorithm in BY_SERVER:
-            sched = SERVER_BUILDERS[algorithm](n, count, local)
-        else:
-            fn = BUILDERS[(collective, algorithm)]
-            sched = fn(n, count, root) if collective in ROOTED else fn(n, count)
+        sched = ALGORITHM_REGISTRY[algorithm].build(collective, n, count, root, local)
     finally:
         _WITH_DATA.reset(token)
     return chunked(sched, piece_elements) if piece_elements else sched
@@ -704,12 +681,13 @@ def check_params(collective, algorithm, n, count, root=0, piece_elements=0, loca
     """Raise ValueError with one sentence for what no schedule can be built
     from: an unknown name, a count of ranks, elements, GPUs or a piece size
     that is not a whole number in range, a root that is not a rank."""
-    if collective not in ALGORITHMS:
+    algorithms = registry.ALGORITHMS      # the registered ones, known once all are imported
+    if collective not in algorithms:
         raise ValueError(f"unknown collective {shown(collective)}; expected one of "
                          f"{', '.join(COLLECTIVES)}")
-    if algorithm not in ALGORITHMS[collective]:
+    if algorithm not in algorithms[collective]:
         raise ValueError(f"no {shown(algorithm)} algorithm for {collective}; expected one of "
-                         f"{', '.join(ALGORITHMS[collective])}")
+                         f"{', '.join(algorithms[collective])}")
     _whole(n, 2, "a collective needs a whole number of at least 2 ranks")
     _whole(count, 1, "count must be a whole number of at least 1 element")
     _whole(local, 1, "GPUs per server must be a whole number of at least 1")
@@ -720,7 +698,7 @@ def check_params(collective, algorithm, n, count, root=0, piece_elements=0, loca
     if collective in EQUAL_BLOCKS and count % n:
         raise ValueError(f"{collective} on {n} ranks needs a count that is a multiple of {n} "
                          f"(an equal block per rank), got {count}")
-    if algorithm in BY_SERVER and n % local:
+    if algorithm in registry.BY_SERVER and n % local:
         raise ValueError(f"{algorithm} AllReduce needs whole servers: {n} ranks are not "
                          f"a multiple of {local} GPUs per server")
 

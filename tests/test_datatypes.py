@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from collectives import datatypes as D
 from collectives import schedules as S
+from collectives import registry as R
 from harness.collectives import RankLayout, Values, as_floats, simulate
 from collectives.registry import REDUCING
 
-CASES = [(c, a) for c in REDUCING for a in S.ALGORITHMS[c]]
+CASES = [(c, a) for c in REDUCING for a in R.ALGORITHMS[c]]
 TYPES = ("float", "half", "bfloat16", "int8", "int32")
 BF16 = ml_dtypes.bfloat16
 UFUNC = {"sum": np.add, "avg": np.add, "prod": np.multiply, "min": np.minimum,

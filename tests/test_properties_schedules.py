@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 
 from collectives import datatypes as D
 from collectives import schedules as S
+from collectives import registry as R
 from harness.collectives import as_floats
 
 FAST = settings(max_examples=200, deadline=None)
-CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]
+CASES = [(c, a) for c, algs in R.ALGORITHMS.items() for a in algs]
 EQUAL = ("allgather", "reducescatter", "alltoall")      # n equal blocks
 
 
@@ -120,14 +121,14 @@ def collectives(draw):
     collective, algorithm = draw(st.sampled_from(CASES))
     n = draw(st.integers(2, 9))
     local = 1
-    if algorithm in S.BY_SERVER:                 # hierarchical, rail-ring, nccl-tree
+    if algorithm in R.BY_SERVER:                 # hierarchical, rail-ring, nccl-tree
         local = draw(st.sampled_from([g for g in range(1, n + 1) if n % g == 0]))
     if collective in EQUAL:
         count = n * draw(st.integers(1, 4))
     else:
         count = draw(st.integers(1, 24))
     piece = draw(st.integers(0, count))
-    root = draw(st.integers(0, n - 1)) if collective in S.ROOTED else 0
+    root = draw(st.integers(0, n - 1)) if collective in R.ROOTED else 0
     return collective, algorithm, n, count, piece, root, local
 
 

@@ -7,10 +7,11 @@ import pytest
 from collectives import metrics as M
 from sim import alphabeta
 from collectives import schedules as S
+from collectives import registry as R
 from collectives.executor import RankExecutor
 from harness.collectives import RankLayout, expected_sum, simulate
 
-CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]
+CASES = [(c, a) for c, algs in R.ALGORITHMS.items() for a in algs]
 
 
 @pytest.mark.parametrize("collective,algorithm", CASES, ids=[f"{c}-{a}" for c, a in CASES])
@@ -18,7 +19,7 @@ CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs]
 def test_every_rank_ends_with_the_right_data(collective, algorithm, piece):
     for n in range(2, 17):
         count = S.round_count(collective, n, 100)
-        roots = (0, n - 1) if collective in S.ROOTED else (0,)
+        roots = (0, n - 1) if collective in R.ROOTED else (0,)
         for root in roots:
             ranks = simulate(collective, algorithm, n, count, RankLayout(root, piece))
             assert all(r.finished for r in ranks)

@@ -10,6 +10,8 @@ import math
 import pytest
 
 from collectives import schedules as S
+from collectives import registry as R
+from collectives.algorithms import ALGORITHM_REGISTRY
 from collectives.executor import RankExecutor
 from harness import TOPOLOGIES
 from harness.collectives import RankLayout, simulate
@@ -33,7 +35,7 @@ def pat(collective, n, count):
     """The schedule; one rank built by its builder, as `build` refuses a
     collective of one rank whatever the algorithm."""
     if n == 1:
-        return S.BUILDERS[(collective, "pat")](1, count)
+        return ALGORITHM_REGISTRY["pat"].build(collective, 1, count, 0, 1)
     return S.build(collective, "pat", n, count)
 
 
@@ -177,7 +179,7 @@ def test_the_experiment_takes_pat_for_allgather_and_reducescatter_only():
             .algorithm == "pat"
     with pytest.raises(ExperimentError, match="not an algorithm of allreduce"):
         experiment_from(fabric, {"collective": "allreduce", "algorithm": "pat"})
-    assert S.ALGORITHMS["allgather"][0] == S.ALGORITHMS["reducescatter"][0] == "ring"
+    assert R.ALGORITHMS["allgather"][0] == R.ALGORITHMS["reducescatter"][0] == "ring"
 
 
 # --- -a auto -----------------------------------------------------------------------

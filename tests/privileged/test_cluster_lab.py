@@ -23,7 +23,7 @@ from harness.commands import run, start
 from harness.labs import OWNER_VARIABLE, ensure_no_testbed, foreign_records, our_state
 from topologies.fabric import load_fabric, parse_fabric
 from topologies.placement import cluster_of, place
-from collectives import schedules as S
+from collectives import registry as R
 from runs.experiment import Experiment
 from runs.measured import run_experiment
 
@@ -99,7 +99,7 @@ def every_collective(lab, tmp_path, cases):
     """(collective, algorithm, #wrong) of each case that was not right."""
     bad = []
     for collective, algorithm in cases:
-        root = 1 if collective in S.ROOTED else 0
+        root = 1 if collective in R.ROOTED else 0
         result = run_experiment(lab, small(collective=collective, algorithm=algorithm, root=root),
                                 tmp_path / f"{collective}-{algorithm}")
         r = result.runs[0]
@@ -118,7 +118,7 @@ def test_default_fabric_across_two_machines(bed, tmp_path):
             assert len(machine_state(ip)["bridges"]) == 2
         reach = all_pairs_reachability(lab)
         assert reach.complete and reach.total == 12
-        cases = [(c, S.ALGORITHMS[c][0]) for c in S.ALGORITHMS]
+        cases = [(c, R.ALGORITHMS[c][0]) for c in R.ALGORITHMS]
         assert every_collective(lab, tmp_path, cases) == []
         # a link between the machines fails: every pair still reaches every other
         crossing = next(l for l in fabric.links
@@ -140,7 +140,7 @@ def test_rail_optimized_multi_gpu_across_two_machines(bed, tmp_path):
     with cluster_lab(fabric, tmp_path) as lab:
         reach = all_pairs_reachability(lab)
         assert reach.complete and reach.total == 8 * 7
-        cases = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs
+        cases = [(c, a) for c, algs in R.ALGORITHMS.items() for a in algs
                  if c != "allreduce" or a in ("ring", "hierarchical")]
         assert every_collective(lab, tmp_path, cases) == []
     assert clean_everywhere() == {}

@@ -8,13 +8,13 @@ from harness.fabrics import leaf_spine
 from harness.labs import built
 from harness.verdicts import assert_verdict_follows_from_runs
 from collectives import metrics as M
-from collectives import schedules as S
+from collectives import registry as R
 from runs.experiment import Experiment
 from runs.lab_parts import UNMEASURED_ALPHA_S, Latency
 from runs.measured import run_experiment
 
 # (hierarchical needs multi-GPU servers: tests/privileged/test_multi_gpu_lab.py)
-CASES = [(c, a) for c, algs in S.ALGORITHMS.items() for a in algs if a != "hierarchical"]
+CASES = [(c, a) for c, algs in R.ALGORITHMS.items() for a in algs if a != "hierarchical"]
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +31,12 @@ def small(**kw):
 
 @pytest.mark.parametrize("collective,algorithm", CASES, ids=[f"{c}-{a}" for c, a in CASES])
 def test_every_collective_is_right_through_the_rank_agents(lab6, tmp_path, collective, algorithm):
-    root = 4 if collective in S.ROOTED else 0
+    root = 4 if collective in R.ROOTED else 0
     result = run_experiment(lab6, small(collective=collective, algorithm=algorithm, root=root,
                                         channels=2), tmp_path)
     run = result.runs[0]
     assert run["wrong"] == 0 and run["bad_chunk_elements"] == 0
-    assert run["ranks"] == 6 and run["root"] == (4 if collective in S.ROOTED else -1)
+    assert run["ranks"] == 6 and run["root"] == (4 if collective in R.ROOTED else -1)
     assert run["time_s"] > 0
     assert run["busbw_gbps"] == pytest.approx(run["algbw_gbps"] * M.bus_factor(collective, 6))
     assert result.idle_latency["samples"] > 0                 # the probe ran

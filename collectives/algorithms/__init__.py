@@ -1,0 +1,41 @@
+"""The collectives' algorithms, each a class registered in `ALGORITHM_REGISTRY`
+(the one registry pattern, registries/): one module of this package per
+algorithm, saying its name, its place in the lists (the first algorithm of a
+collective is its default), the collectives it runs and how it builds each
+one's schedule from the helpers of collectives/schedules.py. A new algorithm
+is one new module and its tests: the names collectives/registry.py derives
+(ALGORITHMS, BY_SERVER), the flags, the experiment section, the schedules'
+`build`, the engines and the simulator follow.
+
+    @register
+    class Ring(Algorithm):
+        name, order = "ring", 1
+        collectives = ("allreduce", "allgather", ...)
+
+        def build(self, collective, n, count, root, local): ...
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+from registries import Registry, discover
+
+
+class Algorithm:
+    """One algorithm (see the package)."""
+    name: str = ""
+    order: int = 0
+    collectives: Tuple[str, ...] = ()
+    by_server: bool = False     # laid out by the GPUs per server: needs whole servers
+
+    def build(self, collective: str, n: int, count: int, root: int, local: int):
+        """The schedule (collectives/schedules.py `Schedule`) of `collective`
+        on `n` ranks of `count` elements from `root`, `local` GPUs a server."""
+        raise NotImplementedError
+
+
+ALGORITHM_REGISTRY = Registry("algorithm", "algorithms", key=lambda a: a.order)
+register = ALGORITHM_REGISTRY.register
+
+discover(__name__, __path__)

@@ -1,0 +1,17 @@
+"""NCCL's Tree AllReduce on multi-GPU servers: a chain inside each server,
+the double binary tree across servers, two channels per rail."""
+
+from __future__ import annotations
+
+from collectives import schedules
+from collectives.algorithms import Algorithm, register
+
+
+@register
+class NcclTree(Algorithm):
+    name, order = "nccl-tree", 6
+    collectives = ("allreduce",)
+    by_server = True
+
+    def build(self, collective, n, count, root, local):
+        return schedules.nccl_tree_allreduce(n, count, local)

@@ -38,7 +38,7 @@ def _interrupted_early(signum, _frame):
 
 if __name__ == "__main__":
     # `sudo python run_topology.py` starts the system Python: hand over to .venv
-    from topologies.handover import hand_over_script
+    from toolkit.handover import hand_over_script
     hand_over_script(__file__)
     for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(_sig, _interrupted_early)

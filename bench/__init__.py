@@ -4,6 +4,6 @@ or the tests themselves side by side in one run and prints its figures
 `python -m bench.NAME`, or through `scripts/lab bench`; what they share
 with the tests is in harness/."""
 
-from topologies.handover import hand_over_module
+from toolkit.handover import hand_over_module
 
 hand_over_module(__name__)  # `python -m bench...` outside .venv runs in .venv

@@ -46,7 +46,7 @@ from lab.cluster.cluster import ClusterLab
 from lab.cluster.tunnels import VXLAN_OVERHEAD
 from lab.lifecycle import Lab
 from topologies.fabric import load_fabric
-from topologies.schema import parse_size
+from toolkit.validators import parse_size
 from topologies.placement import cluster_of, place
 from runs.experiment import Experiment
 from runs.measured import run_experiment

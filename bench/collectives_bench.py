@@ -28,7 +28,7 @@ from harness import REPO
 from harness.commandline import command_line
 from harness.fabrics import crossing_fabric, interleaved, with_rate
 from topologies.fabric import load_fabric
-from topologies.schema import parse_size
+from toolkit.validators import parse_size
 from lab.lifecycle import Lab
 from runs.experiment import Experiment
 from runs.measured import run_experiment

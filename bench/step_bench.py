@@ -40,7 +40,7 @@ from harness.commandline import command_line
 from harness.commands import python
 from harness.fabrics import crossing_fabric, interleaved
 from lab.lifecycle import Lab
-from topologies.schema import normalise
+from toolkit.validators import normalise
 from sim import training_step
 from runs.experiment import Experiment
 from runs.training import run_step

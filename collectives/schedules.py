@@ -71,7 +71,7 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from topologies.schema import shown
+from toolkit.errors import shown
 from collectives import registry
 from collectives.registry import COLLECTIVES, EQUAL_BLOCKS
 

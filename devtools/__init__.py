@@ -5,6 +5,6 @@ VM test (vmtest.py, a Debian VM that runs set-up and a short run,
 builds (rootfs.py). On the top layer: they may use any package, and no
 product package uses them."""
 
-from topologies.handover import hand_over_module
+from toolkit.handover import hand_over_module
 
 hand_over_module(__name__)  # `python -m devtools...` outside .venv runs in .venv

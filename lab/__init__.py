@@ -11,6 +11,6 @@ up between commands, lab/kept/. The fabric itself comes from `topologies`,
 as plain data.
 """
 
-from topologies.handover import hand_over_module
+from toolkit.handover import hand_over_module
 
 hand_over_module(__name__)  # `python -m lab...` outside .venv runs in .venv

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from collectives.registry import REDUCING, ROOTED
-from topologies.errors import OneLineParser
+from toolkit.errors import OneLineParser
 
 # nccl-tests' orders (src/common.cu test_typenames, test_opnames), where the lab has them
 TYPES = ("int8", "int32", "half", "float", "bfloat16")

@@ -24,7 +24,7 @@ The modules, each with one job:
 - cli: the command line (``python -m planner``).
 """
 
-from topologies.handover import hand_over_module
+from toolkit.handover import hand_over_module
 
 hand_over_module(__name__)  # `python -m planner...` outside .venv runs in .venv
 

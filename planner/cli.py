@@ -25,10 +25,10 @@ from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, format_side_by_side,
                                format_steps_side_by_side, nccl_plan, networks_side_by_side,
                                unhindered)
 from topologies.hardware import SERVERS
-from topologies.errors import OneLineParser
+from toolkit.errors import OneLineParser
 from report.progress import Progress
-from topologies.schema import shown
-from topologies.units import parse_count, parse_rate_mbit, parse_ratio
+from toolkit.errors import shown
+from toolkit.units import parse_count, parse_rate_mbit, parse_ratio
 
 
 PATH_SHOWN = 64             # characters of a path a message quotes
@@ -53,7 +53,7 @@ class _Parser(OneLineParser):
 
 
 def _cli_number(kind):
-    """An argparse type: a count as topologies/units.py reads them (200000,
+    """An argparse type: a count as toolkit/units.py reads them (200000,
     200,000, 2e5, 200k, 70B), or a rate in Gbit/s (400, 400G, 50GB/s), or a
     ratio (2:1)."""
     read = {"a whole number": lambda t: parse_count(t),

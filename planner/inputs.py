@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from topologies.schema import parse_size, shown
+from toolkit.validators import parse_size
+from toolkit.errors import shown
 
 MIN_GPUS, MAX_GPUS = 2, 10_000_000
 MIN_RADIX, MAX_RADIX = 4, 1024

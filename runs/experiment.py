@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional
 
-from topologies.schema import (MAX_FAILURES, OPTIONAL_SECTION, FabricError, choice,
-                               endpoint_pair, failures, integer, normalise, number, optional,
-                               shown, size, split_failure, text)
+from toolkit.validators import (MAX_FAILURES, OPTIONAL_SECTION, choice, endpoint_pair, failures,
+                                integer, normalise, number, optional, size, split_failure, text)
+from toolkit.errors import FabricError, shown
 from collectives import schedules
 from policies import policy
 from sim import hybrid_step, training_step

@@ -12,10 +12,11 @@ import re
 from pathlib import Path
 from typing import List, Optional
 
-from topologies.errors import OneLineParser
+from toolkit.errors import OneLineParser
 from networks import NETWORKS, all_networks
 from policies import POLICIES, all_policies, policy
-from topologies.schema import choice, integer, machines, shown
+from toolkit.validators import choice, integer, machines
+from toolkit.errors import shown
 from collectives import registry
 from runs.provenance import version_text
 from collectives.datatypes import OPS, TYPE_NAMES

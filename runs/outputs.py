@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from topologies.schema import shown
+from toolkit.errors import shown
 
 PATH_MAX, NAME_MAX = 4096, 255      # Linux's limits, in bytes: a whole path, one name in it
 BELOW_RUN = 64                      # the longest path a run writes inside its folder

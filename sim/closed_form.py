@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Tuple
 
-from topologies.schema import shown
+from toolkit.errors import shown
 
 MAX_RANKS, MAX_GPUS_PER_NODE = 10 ** 12, 10 ** 6
 

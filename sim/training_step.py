@@ -29,10 +29,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from topologies.schema import (Section, is_int, described, integer, number, optional, shown,
-                               size)
-from topologies.units import parse_count
-from topologies.schema import choice as _choice
+from toolkit.validators import Section, is_int, described, integer, number, optional, size
+from toolkit.errors import shown
+from toolkit.units import parse_count
+from toolkit.validators import choice as _choice
 from collectives.datatypes import datatype
 from collectives.metrics import TYPE_SIZE
 
@@ -44,7 +44,7 @@ DEFAULTS = {"layers": 8, "params": 512 * 1024, "fwd_ms": 50.0}
 
 
 def params_of(v, fail):
-    """A parameter count as counts are written (topologies/units.py: 1.3e9,
+    """A parameter count as counts are written (toolkit/units.py: 1.3e9,
     70B, 512k; SI prefixes, powers of 1000), rounded to a whole count."""
     n = parse_count(v, whole=False)
     n = int(round(n)) if n is not None else None

@@ -20,8 +20,8 @@ import yaml
 import topologies.fabric as fabric_module
 from topologies.fabric import FabricError, load_fabric, parse_fabric, spec_counts
 from topologies.jsonschema import json_schema
-from topologies.schema import shown
-from topologies.yaml_loader import load_yaml
+from toolkit.errors import shown
+from toolkit.yaml_loader import load_yaml
 from runs.experiment import experiment_from
 from report.console import check_summary
 

@@ -10,7 +10,7 @@ import yaml
 
 from harness.fabrics import EXPERIMENT_YAML
 from topologies.fabric import parse_fabric
-from topologies.schema import FabricError
+from toolkit.errors import FabricError
 from collectives import schedules as S
 from harness.collectives import RankLayout, simulate
 from runs.experiment import MAX_SIZES, Experiment, experiment_from

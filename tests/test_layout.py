@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The layers, bottom first: a module may import its own package and any layer
 # below, never one above (docs/how-it-works.md draws them).
 LAYERS = (
-    ("registries",),          # the one registry pattern every extension point uses
+    ("registries", "toolkit"),  # the one registry pattern; errors, units, YAML, validators
     ("policies", "networks"),  # routing policies; network technologies and their figures
     ("topologies",),          # the model: YAML to a Fabric
     ("collectives",),         # what a collective is: schedules, data types, busbw

@@ -14,7 +14,7 @@ from runs.experiment import Experiment
 from runs.simulated import simulate_experiment
 from sim import nccl
 from topologies.fabric import load_fabric, parse_fabric
-from topologies.schema import FabricError
+from toolkit.errors import FabricError
 
 H100_2X8 = load_fabric(TOPOLOGIES / "sim" / "hgx-h100-2x8.yaml", emulate=False)
 SWEEP = dict(engine="sim", iters=1, warmup=0)

@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from planner.inputs import parse_bytes
-from topologies.schema import parse_size
+from toolkit.validators import parse_size
 from runs.experiment import size_text
 from sim.training_step import params_of
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from harness import REPO
 from topologies.fabric import load_fabric, parse_fabric
-from topologies.schema import FabricError, normalise
+from toolkit.validators import normalise
+from toolkit.errors import FabricError
 from sim import training_step as T
 from runs.experiment import experiment_from
 from collectives import registry

@@ -33,7 +33,8 @@ its time apart.
 
 import pytest
 
-from topologies.schema import FabricError, normalise
+from toolkit.validators import normalise
+from toolkit.errors import FabricError
 from sim import training_step as T
 
 ALONE = {0: 0.25, 1: 0.5, 2: 0.25, 3: 0.125}

@@ -1,5 +1,5 @@
 """One number syntax for the fabric files, the flags and the planner
-(topologies/units.py): counts with SI prefixes, rates with their units,
+(toolkit/units.py): counts with SI prefixes, rates with their units,
 ratios as 2:1; each figure below worked out by hand."""
 
 import pytest
@@ -8,7 +8,7 @@ from harness import TOPOLOGIES
 from harness.commands import run
 from planner import main as plan_main
 from topologies.fabric import parse_fabric
-from topologies.units import parse_count, parse_rate_mbit, parse_ratio
+from toolkit.units import parse_count, parse_rate_mbit, parse_ratio
 
 
 @pytest.mark.parametrize("text,count", [

@@ -67,8 +67,10 @@ from topologies import hardware, kinds
 from topologies.roles import network_roles, role
 from topologies.sanity import (check_emulation, check_physics, check_policy,  # noqa: F401
                                check_size, check_whole, emulation_warning, fabric_warnings)
-from topologies.schema import (FabricError, interconnect, load_yaml, multi_gpu,  # noqa: F401
-                               name_from_file, normalise_fabric, nvlink_domain, read_text)
+from toolkit.errors import FabricError  # noqa: F401 - the model's error, as callers know it
+from toolkit.yaml_loader import load_yaml, read_text
+from topologies.schema import (interconnect, multi_gpu, name_from_file,  # noqa: F401
+                               normalise_fabric, nvlink_domain)
 
 DEFAULT_FABRIC = Path(__file__).with_name("default.yaml")
 

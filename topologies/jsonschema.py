@@ -18,7 +18,8 @@ import sys
 
 from topologies import kinds
 from topologies.kinds import FabricKind
-from topologies.schema import DEFAULT_KIND, OPTIONAL_SECTION, REQUIRED, SCHEMA, current
+from toolkit.validators import OPTIONAL_SECTION, REQUIRED
+from topologies.schema import DEFAULT_KIND, SCHEMA, current
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 LINK_CLASSES = tuple(SCHEMA["links"][0])

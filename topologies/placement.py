@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from topologies.errors import SOURCE_MAX, printable
+from toolkit.errors import SOURCE_MAX, printable
 from topologies.fabric import Fabric
 from topologies.roles import role
 from topologies.schema import SCHEMA

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from topologies.errors import FabricError, shown
+from toolkit.errors import FabricError, shown
 from topologies.kinds import link_class
 from topologies.roles import role
 from topologies.limits import (EMULATED_ENDPOINTS, EMULATED_GPUS, EMULATED_LINKS,
@@ -28,7 +28,7 @@ from topologies.limits import (EMULATED_ENDPOINTS, EMULATED_GPUS, EMULATED_LINKS
                                HOST_ESTIMATE_SLACK, HOST_SWITCH_FRAMES_PER_S, MAX_ENDPOINTS,
                                MAX_LINKS, MAX_RACK_GPUS, MAX_RATE_MBIT, MAX_SWITCHES)
 from topologies.schema import IFNAME_MAX, MAX_PER_LEAF, MIN_RATE_MBIT, multi_gpu
-from topologies.yaml_loader import quantity
+from toolkit.yaml_loader import quantity
 from policies import policy
 
 ETHERNET_HEADER = 14        # bytes a frame carries beyond the MTU

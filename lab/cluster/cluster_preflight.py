@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from topologies.errors import OneLineParser, printable
-from topologies.schema import SCHEMA, machines
+from toolkit.errors import OneLineParser, printable
+from toolkit.validators import machines
+from topologies.schema import SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 # ssh verifies every machine's host key against known_hosts, whatever the

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from registries import Registry
-from topologies.errors import FabricError
+from toolkit.errors import FabricError
 from topologies.limits import MAX_ENDPOINTS
 
 Wire = Tuple[str, Tuple[str, int], Tuple[str, int]]   # (link kind, (role, i), (role, j)), 1-based

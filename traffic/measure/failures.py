@@ -60,7 +60,7 @@ import networkx as nx
 from controller.routes import fabric_graph
 from lab.processes import communicate_progressing, stop_process
 from lab.shaping import ACK_CLASS_SHARE, FAILPROBE_PORTS
-from topologies.schema import split_failure
+from toolkit.validators import split_failure
 
 LEAD_S, TAIL_S, MAX_WATCH_S = 0.5, 1.0, 3.0
 INTERVAL_S, FLOWS = 0.002, 8     # the shortest interval; 8 flows for ECMP to spread

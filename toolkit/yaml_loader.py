@@ -34,7 +34,7 @@ from yaml.reader import Reader
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
-from topologies.errors import FabricError, printable, shown
+from toolkit.errors import FabricError, printable, shown
 
 MAX_FILE_BYTES = 1 << 20        # a fabric file is a page or two: 1 MiB is 1,000 times that
 MAX_DEPTH = 32                  # a fabric file nests 4 levels (links.server_leaf.rate_mbit)

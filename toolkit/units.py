@@ -5,7 +5,7 @@ command-line flags and the planner.
   ``200_000``, ``2e5``, ``200k``, ``70B`` (billion), ``1.3G``, ``2T``: SI
   prefixes, powers of 1000 (k or K, M, G or B, T, P); ``Ki``, ``Mi``,
   ``Gi``, ``Ti`` for powers of 1024.
-- **sizes** in bytes (topologies.schema.parse_size): as nccl-tests takes
+- **sizes** in bytes (toolkit.validators.parse_size): as nccl-tests takes
   them, K, M, G and T are powers of 1024 (``64K``, ``1G``, ``1GiB``); ``1e6``
   is a million bytes.
 - **rates**: a plain number is in the unit the key or flag names (Mbit/s

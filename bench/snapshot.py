@@ -29,8 +29,8 @@ from harness.commandline import command_line
 from harness.commands import python
 
 EXAMPLES = sorted(TOPOLOGIES.glob("*.yaml"))
-# wall-clock figures: they measure the host, not the code
-VOLATILE = re.compile(r"wall|elapsed|started|seconds_taken|cpu_s|duration_s$")
+# wall-clock figures: they measure the host, not the code; the commit the code is at
+VOLATILE = re.compile(r"wall|elapsed|started|seconds_taken|cpu_s|duration_s$|^commit$")
 SIM_CASES = (
     [("default", c, a) for c, a in (
         ("allreduce", "ring"), ("allreduce", "rhd"), ("allreduce", "tree"),
@@ -55,6 +55,7 @@ def scrub(value):
     if isinstance(value, list):
         return [scrub(v) for v in value]
     if isinstance(value, str):
+        value = re.sub(r"--results \S+", "--results <results>", value)   # a temporary folder
         return re.sub(r"/\S*/results/[^/\s\"]+", "<results>", value.replace(str(REPO), "<repo>"))
     return value
 

@@ -36,7 +36,8 @@ from report import nccl_tests
 from runner import entry
 from runner.sweeping import Sweep
 from traffic.engines import ENGINES
-from runs.experiment import MAX_HOURS, MAX_SIZES, ExperimentError, check_experiment, size_text
+from runs.experiment import (MAX_HOURS, MAX_SIZES, ExperimentError, check_experiment, size_text,
+                             sweep_sizes)
 
 IN_PLACE_NOTE = ("note: in-place: the rank agents keep one buffer per rank and have no in-place "
                  "mode, so the in-place columns are the same operation {verb} again, as a second "
@@ -154,7 +155,7 @@ class NcclSweeps:
     def _check_hours(self, fabric, exp, sweeps: int) -> None:
         """run_topology's 24-hour bound, over every sweep this run makes."""
         fastest = fabric.fastest_rate_mbit
-        sizes = [c[0] for c in self.chunks(exp)] if self.opts.stepbytes else exp.sizes()
+        sizes = [c[0] for c in self.chunks(exp)] if self.opts.stepbytes else sweep_sizes(exp)
         iters = 1 if not ENGINES[exp.engine].needs_lab else exp.iters + exp.warmup
         seconds = sweeps * iters * sum(sizes) / 2 * 8 / (fastest * 1e6)
         if seconds > MAX_HOURS * 3600:

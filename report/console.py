@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from topologies.fabric import describe_links, emulation_warning
 from collectives.metrics import imbalance
 from collectives.registry import REDUCING
-from runs.experiment import LAB_SECONDS, SIZE_SECONDS, expected
+from runs.experiment import LAB_SECONDS, SIZE_SECONDS, expected, step_plan
 from runs.record import RunRecord
 from traffic.engines import ENGINES
 
@@ -47,7 +47,7 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
     if exp is None:
         lines.append("  experiment: none (one server has no peer to exchange with)")
     elif exp.step is not None:
-        step = exp.plan()
+        step = step_plan(exp)
         lines.append(f"  experiment: a training step, {len(step.layers)} layers, "
                      f"{sum(l.params for l in step.layers):,} parameters, "
                      f"{step.gradient_bytes:,} B of {step.dtype} gradients in "

@@ -124,201 +124,214 @@ class Experiment:
     nccl_proto: Optional[str] = None                   # auto's NCCL_PROTO
     step: Optional[dict] = None                        # a training step (sim/training_step.py)
 
-    def plan(self) -> "training_step.Plan":
-        """The training step's plan (the step must be set and checked)."""
-        return training_step.plan_step(self.step, self.datatype)
 
-    def job(self, count: int, policy: str, local: int = 1):
-        """What the engines replay for a size of `count` float32-sized units."""
-        from traffic.engines import Job
-        return Job(self.collective, self.algorithm, count, self.root, self.piece_for(policy),
-                   self.channels, local, self.scale_up, datatype(self.datatype).name, self.op)
+def step_plan(exp: Experiment) -> "training_step.Plan":
+    """The training step's plan (the step must be set and checked)."""
+    return training_step.plan_step(exp.step, exp.datatype)
 
-    def piece_for(self, policy_name: str) -> int:
-        """The piece size the engines cut messages into under a routing
-        policy (spray cuts them small), never more than MAX_PIECES per message."""
-        fewest = -(-self.maxbytes // MAX_PIECES)
-        return policy(policy_name).piece_bytes(self.piece_bytes,
-                                               -(-fewest // TYPE_SIZE) * TYPE_SIZE)
 
-    def check(self, n_ranks: int, local: int = 1, names: Namer = _plain) -> None:
-        """Raise ExperimentError (a ValueError) with one sentence for an
-        impossible experiment; `names` says how the sentence names a field."""
-        def fail(key, detail, sentence=None):
-            raise ExperimentError(key, detail, sentence or (f"{names(key)}: {detail}" if key
-                                                            else detail))
-        for key, (validate, _default) in SCHEMA.items():
-            value = getattr(self, key)
-            if isinstance(validate, dict):
-                continue                                # the step: checked below
-            if (key not in ("probe", "cross", "fail") or value) and validate(
-                    value, lambda message, key=key: fail(key, message)) != value:
-                fail(key, f"expected it as a number, got {shown(value)}")      # "64K": parse it
-        if self.op != "sum" and self.collective not in REDUCING:
-            fail("op", f"{self.collective} reduces nothing; only {', '.join(REDUCING[:-1])} and {REDUCING[-1]} take "
-                 f"an op other than sum")
-        if self.algorithm not in ALGORITHMS[self.collective] + (AUTO,):
-            fail("algorithm", f"{shown(self.algorithm)} is not an algorithm of "
-                 f"{self.collective}; expected one of "
-                 f"{', '.join(ALGORITHMS[self.collective] + (AUTO,))}")
-        if not _whole(n_ranks) or n_ranks < 2:
-            fail(None, f"a collective needs at least 2 ranks (servers), got {shown(n_ranks)}")
-        if not _whole(local) or local < 1:
-            fail(None, f"GPUs per server must be a whole number of at least 1, got {shown(local)}")
-        for key in ("probe", "cross"):
-            pair = getattr(self, key)
-            if len(set(pair)) == 1:
-                fail(key, f"{shown(','.join(pair))} names one server twice; expected two "
-                     "different servers")
-        limit = ENGINES[self.engine].max_ranks
-        if limit and n_ranks > limit:
-            fail("engine", f"{self.engine} numbers queue pairs for at most {limit} ranks, "
-                 f"and this experiment has {n_ranks}")
-        self._check_sizes(fail, names)
-        self._check_ranks(n_ranks, local, fail)
-        self._check_scale_up(local, fail)
-        self._check_overrides(fail)
-        if self.step is not None:
-            self._check_step(fail)
-            self._check_parallel(n_ranks, local, fail)
+def job_of(exp: Experiment, count: int, policy: str, local: int = 1):
+    """What the engines replay for a size of `count` float32-sized units."""
+    from traffic.engines import Job
+    return Job(exp.collective, exp.algorithm, count, exp.root, piece_bytes_for(exp, policy),
+               exp.channels, local, exp.scale_up, datatype(exp.datatype).name, exp.op)
 
-    def _check_step(self, fail) -> None:
-        """A step runs on the agents (or the simulator), its collectives set
-        by its mode; what a sweep adds around it is refused by name."""
-        if self.engine not in ("agents", "sim"):
-            fail("engine", f"a training step runs on the rank agents or the simulator; the "
-                 f"{self.engine} engine replays collectives one at a time")
-        if self.collective != "allreduce":
-            fail("collective", "a training step's collectives come from step.mode "
-                 "(allreduce, or sharded: allgather and reducescatter)")
-        for key in ("cross", "fail"):
-            if getattr(self, key):
-                fail(key, "is for size sweeps; a training step runs without it")
-        try:
-            plan = self.plan()
-        except training_step.StepError as exc:
-            fail(f"step.{exc.key}" if exc.key else "step", exc.detail)
-        self._check_sharded(plan, fail)
-        held = plan.gradient_bytes * (2 if plan.mode == "sharded" else 1)
-        if held > MAX_STEP_BYTES:        # each rank keeps every bucket's buffers at once
-            what = "gradients and parameters" if plan.mode == "sharded" else "gradients"
-            fail("step", f"{held:,} bytes of {what} would be held by every rank; at most {size_text(MAX_STEP_BYTES)}: fewer "
-                 "parameters or a smaller type")
-        largest = max(b.bytes for b in plan.buckets)
-        if -(-largest // self.piece_bytes) > MAX_PIECES:
-            fail("piece_bytes", f"{size_text(self.piece_bytes)} cuts the largest bucket "
-                 f"({largest:,} bytes) into {-(-largest // self.piece_bytes):,} pieces; at "
-                 f"most {MAX_PIECES:,}: raise it")
-        return plan
 
-    def _check_parallel(self, n_ranks: int, local: int, fail) -> None:
-        """A hybrid layout (step.parallel) these ranks and layers can run."""
-        par = self.step.get("parallel")
-        if par is None:
-            return
-        layers = self.step["layers"]
-        layers = training_step.DEFAULTS["layers"] if layers is None else layers
-        if not isinstance(layers, int):
-            fail("step.layers", "a hybrid layout splits a layer count over its stages, not a "
-                 "list of layers")
-        if self.step["mode"] != "allreduce":
-            fail("step.mode", "a hybrid layout reduces its gradients by AllReduce over DP; "
-                 "sharded is for pure data parallelism")
-        try:
-            hybrid_step.check(par, n_ranks, local, layers)
-        except hybrid_step.HybridError as exc:
-            fail("step.parallel", str(exc))
+def piece_bytes_for(exp: Experiment, policy_name: str) -> int:
+    """The piece size the engines cut messages into under a routing
+    policy (spray cuts them small), never more than MAX_PIECES per message."""
+    fewest = -(-exp.maxbytes // MAX_PIECES)
+    return policy(policy_name).piece_bytes(exp.piece_bytes,
+                                           -(-fewest // TYPE_SIZE) * TYPE_SIZE)
 
-    def _check_step_duration(self, plan, fastest_mbit: float) -> None:
-        steps = self.iters + self.warmup
-        hours = steps * (plan.compute_s + plan.gradient_bytes * 8 / (fastest_mbit * 1e6)) / 3600
-        if hours > MAX_HOURS:
-            raise ExperimentError("step", f"{steps} steps would take at least {hours:,.0f} "
-                                  f"hours ({plan.compute_s:,.1f} s of compute and "
-                                  f"{plan.gradient_bytes:,} bytes of gradients each at "
-                                  f"{fastest_mbit:g} Mbit/s); at most {MAX_HOURS}: a smaller "
-                                  "model, less compute or fewer iterations",
-                                  f"the training step: {steps} steps would take at least "
-                                  f"{hours:,.0f} hours; at most {MAX_HOURS}")
 
-    def _check_sharded(self, plan, fail) -> None:
-        if plan.mode == "sharded" and self.algorithm not in ("ring", AUTO):
-            fail("algorithm", f"sharded steps run ring AllGather and ReduceScatter; "
-                 f"{self.algorithm} is an AllReduce algorithm (use mode allreduce)")
+def check_for_ranks(exp: Experiment, n_ranks: int, local: int = 1, names: Namer = _plain) -> None:
+    """Raise ExperimentError (a ValueError) with one sentence for an
+    impossible experiment; `names` says how the sentence names a field."""
+    def fail(key, detail, sentence=None):
+        raise ExperimentError(key, detail, sentence or (f"{names(key)}: {detail}" if key
+                                                        else detail))
+    for key, (validate, _default) in SCHEMA.items():
+        value = getattr(exp, key)
+        if isinstance(validate, dict):
+            continue                                # the step: checked below
+        if (key not in ("probe", "cross", "fail") or value) and validate(
+                value, lambda message, key=key: fail(key, message)) != value:
+            fail(key, f"expected it as a number, got {shown(value)}")      # "64K": parse it
+    if exp.op != "sum" and exp.collective not in REDUCING:
+        fail("op", f"{exp.collective} reduces nothing; only {', '.join(REDUCING[:-1])} and {REDUCING[-1]} take "
+             f"an op other than sum")
+    if exp.algorithm not in ALGORITHMS[exp.collective] + (AUTO,):
+        fail("algorithm", f"{shown(exp.algorithm)} is not an algorithm of "
+             f"{exp.collective}; expected one of "
+             f"{', '.join(ALGORITHMS[exp.collective] + (AUTO,))}")
+    if not _whole(n_ranks) or n_ranks < 2:
+        fail(None, f"a collective needs at least 2 ranks (servers), got {shown(n_ranks)}")
+    if not _whole(local) or local < 1:
+        fail(None, f"GPUs per server must be a whole number of at least 1, got {shown(local)}")
+    for key in ("probe", "cross"):
+        pair = getattr(exp, key)
+        if len(set(pair)) == 1:
+            fail(key, f"{shown(','.join(pair))} names one server twice; expected two "
+                 "different servers")
+    limit = ENGINES[exp.engine].max_ranks
+    if limit and n_ranks > limit:
+        fail("engine", f"{exp.engine} numbers queue pairs for at most {limit} ranks, "
+             f"and this experiment has {n_ranks}")
+    _check_sizes(exp, fail, names)
+    _check_ranks(exp, n_ranks, local, fail)
+    _check_scale_up(exp, local, fail)
+    _check_overrides(exp, fail)
+    if exp.step is not None:
+        _check_step(exp, fail)
+        _check_parallel(exp, n_ranks, local, fail)
 
-    def _check_overrides(self, fail) -> None:
-        """NCCL_ALGO / NCCL_PROTO narrow auto's choice, as NCCL's would."""
-        for key, value in (("nccl_algo", self.nccl_algo), ("nccl_proto", self.nccl_proto)):
-            if value and self.algorithm != AUTO:
-                fail(key, f"narrows -a auto's choice; -a {self.algorithm} names the algorithm "
-                     "itself")
-        try:
-            enabled(self.nccl_algo, self.nccl_proto)
-        except OverrideError as exc:
-            key = "nccl_algo" if str(exc).startswith("NCCL_ALGO") else "nccl_proto"
-            fail(key, str(exc).split(": ", 1)[1])
 
-    def _check_scale_up(self, local: int, fail) -> None:
-        if self.scale_up != "memory":
-            return
-        if local == 1:
-            fail("scale_up", "memory hands NVLink transfers over inside each server's agent "
-                 "process: it needs servers of several GPUs (server.gpus above 1)")
-        if self.engine not in ("agents", "sim"):
-            fail("scale_up", f"memory is how the rank agents carry NVLink traffic; the "
-                 f"{self.engine} engine sends it as packets (use packets, or --engine agents)")
+def _check_step(exp: Experiment, fail) -> None:
+    """A step runs on the agents (or the simulator), its collectives set
+    by its mode; what a sweep adds around it is refused by name."""
+    if exp.engine not in ("agents", "sim"):
+        fail("engine", f"a training step runs on the rank agents or the simulator; the "
+             f"{exp.engine} engine replays collectives one at a time")
+    if exp.collective != "allreduce":
+        fail("collective", "a training step's collectives come from step.mode "
+             "(allreduce, or sharded: allgather and reducescatter)")
+    for key in ("cross", "fail"):
+        if getattr(exp, key):
+            fail(key, "is for size sweeps; a training step runs without it")
+    try:
+        plan = step_plan(exp)
+    except training_step.StepError as exc:
+        fail(f"step.{exc.key}" if exc.key else "step", exc.detail)
+    _check_sharded(exp, plan, fail)
+    held = plan.gradient_bytes * (2 if plan.mode == "sharded" else 1)
+    if held > MAX_STEP_BYTES:        # each rank keeps every bucket's buffers at once
+        what = "gradients and parameters" if plan.mode == "sharded" else "gradients"
+        fail("step", f"{held:,} bytes of {what} would be held by every rank; at most {size_text(MAX_STEP_BYTES)}: fewer "
+             "parameters or a smaller type")
+    largest = max(b.bytes for b in plan.buckets)
+    if -(-largest // exp.piece_bytes) > MAX_PIECES:
+        fail("piece_bytes", f"{size_text(exp.piece_bytes)} cuts the largest bucket "
+             f"({largest:,} bytes) into {-(-largest // exp.piece_bytes):,} pieces; at "
+             f"most {MAX_PIECES:,}: raise it")
+    return plan
 
-    def sizes(self, limit: int = MAX_SIZES) -> List[int]:
-        """The sweep's sizes (nccl-tests' -b/-e/-f), at most `limit` + 1 of them."""
-        out, size_ = [], self.minbytes
-        while size_ <= self.maxbytes and len(out) <= limit:
-            out.append(int(size_))
-            if self.stepfactor <= 1:
-                break
-            size_ *= self.stepfactor
-        return out
 
-    def _check_sizes(self, fail, names: Namer) -> None:
-        lo, hi, factor = self.minbytes, self.maxbytes, self.stepfactor
-        if lo > hi:
-            fail("minbytes", f"{size_text(lo)} is larger than {names('maxbytes')} "
-                 f"({size_text(hi)})", f"{names('minbytes')} {size_text(lo)} is larger than "
-                 f"{names('maxbytes')} {size_text(hi)}")
-        if factor <= 1 and hi > lo:
-            fail("stepfactor", f"{shown(factor)} never reaches {names('maxbytes')} from "
-                 f"{names('minbytes')}; expected a factor above 1")
-        if len(self.sizes()) > MAX_SIZES:
-            total = int(math.log(hi / lo) / math.log(factor)) + 1
-            fail("stepfactor", f"{shown(factor)} would run {total:,} sizes from {size_text(lo)} to "
-                 f"{size_text(hi)}; at most {MAX_SIZES}: raise the step factor")
-        if ENGINES[self.engine].needs_lab and hi > MAX_LAB_BYTES:
-            fail("maxbytes", f"{size_text(hi)} is more than a lab's {size_text(MAX_LAB_BYTES)} "
-                 f"(every rank holds its buffers in memory); --engine sim takes up to "
-                 f"{size_text(MAX_SIM_BYTES)}")
-        pieces = -(-hi // self.piece_bytes)
-        if pieces > MAX_PIECES and ENGINES[self.engine].needs_lab:
-            fail("piece_bytes", f"{size_text(self.piece_bytes)} cuts the largest message "
-                 f"({size_text(hi)}) into {pieces:,} pieces; at most {MAX_PIECES:,}: raise it "
-                 f"or lower {names('maxbytes')}")
+def _check_parallel(exp: Experiment, n_ranks: int, local: int, fail) -> None:
+    """A hybrid layout (step.parallel) these ranks and layers can run."""
+    par = exp.step.get("parallel")
+    if par is None:
+        return
+    layers = exp.step["layers"]
+    layers = training_step.DEFAULTS["layers"] if layers is None else layers
+    if not isinstance(layers, int):
+        fail("step.layers", "a hybrid layout splits a layer count over its stages, not a "
+             "list of layers")
+    if exp.step["mode"] != "allreduce":
+        fail("step.mode", "a hybrid layout reduces its gradients by AllReduce over DP; "
+             "sharded is for pure data parallelism")
+    try:
+        hybrid_step.check(par, n_ranks, local, layers)
+    except hybrid_step.HybridError as exc:
+        fail("step.parallel", str(exc))
 
-    def _check_ranks(self, n_ranks: int, local: int, fail) -> None:
-        if self.algorithm == "hierarchical" and local == 1:
-            fail("algorithm", "hierarchical needs servers with several GPUs (server.gpus), "
-                 "ranks in whole servers; with one GPU per server it is the ring")
-        if self.algorithm == "hierarchical" and n_ranks % local:
-            fail("algorithm", f"hierarchical needs whole servers: {n_ranks} ranks are not a "
-                 f"multiple of {local} GPUs per server")
-        if not 0 <= self.root < n_ranks:
-            fail("root", f"{self.root} is not a rank: there are {n_ranks} ranks, 0 to "
-                 f"{n_ranks - 1}")
-        algorithm = default_algorithm(self.collective) if self.algorithm == AUTO \
-            else self.algorithm         # auto's candidates hold whole servers by themselves
-        try:                        # what the schedules hold a caller to, before any is built
-            schedules.check_params(self.collective, algorithm, n_ranks,
-                           schedules.round_count(self.collective, n_ranks, self.minbytes // TYPE_SIZE),
-                           self.root, self.piece_bytes // TYPE_SIZE, local)
-        except ValueError as exc:
-            fail(None, str(exc))
+
+def _check_step_duration(exp: Experiment, plan, fastest_mbit: float) -> None:
+    steps = exp.iters + exp.warmup
+    hours = steps * (plan.compute_s + plan.gradient_bytes * 8 / (fastest_mbit * 1e6)) / 3600
+    if hours > MAX_HOURS:
+        raise ExperimentError("step", f"{steps} steps would take at least {hours:,.0f} "
+                              f"hours ({plan.compute_s:,.1f} s of compute and "
+                              f"{plan.gradient_bytes:,} bytes of gradients each at "
+                              f"{fastest_mbit:g} Mbit/s); at most {MAX_HOURS}: a smaller "
+                              "model, less compute or fewer iterations",
+                              f"the training step: {steps} steps would take at least "
+                              f"{hours:,.0f} hours; at most {MAX_HOURS}")
+
+
+def _check_sharded(exp: Experiment, plan, fail) -> None:
+    if plan.mode == "sharded" and exp.algorithm not in ("ring", AUTO):
+        fail("algorithm", f"sharded steps run ring AllGather and ReduceScatter; "
+             f"{exp.algorithm} is an AllReduce algorithm (use mode allreduce)")
+
+
+def _check_overrides(exp: Experiment, fail) -> None:
+    """NCCL_ALGO / NCCL_PROTO narrow auto's choice, as NCCL's would."""
+    for key, value in (("nccl_algo", exp.nccl_algo), ("nccl_proto", exp.nccl_proto)):
+        if value and exp.algorithm != AUTO:
+            fail(key, f"narrows -a auto's choice; -a {exp.algorithm} names the algorithm "
+                 "itself")
+    try:
+        enabled(exp.nccl_algo, exp.nccl_proto)
+    except OverrideError as exc:
+        key = "nccl_algo" if str(exc).startswith("NCCL_ALGO") else "nccl_proto"
+        fail(key, str(exc).split(": ", 1)[1])
+
+
+def _check_scale_up(exp: Experiment, local: int, fail) -> None:
+    if exp.scale_up != "memory":
+        return
+    if local == 1:
+        fail("scale_up", "memory hands NVLink transfers over inside each server's agent "
+             "process: it needs servers of several GPUs (server.gpus above 1)")
+    if exp.engine not in ("agents", "sim"):
+        fail("scale_up", f"memory is how the rank agents carry NVLink traffic; the "
+             f"{exp.engine} engine sends it as packets (use packets, or --engine agents)")
+
+
+def sweep_sizes(exp: Experiment, limit: int = MAX_SIZES) -> List[int]:
+    """The sweep's sizes (nccl-tests' -b/-e/-f), at most `limit` + 1 of them."""
+    out, size_ = [], exp.minbytes
+    while size_ <= exp.maxbytes and len(out) <= limit:
+        out.append(int(size_))
+        if exp.stepfactor <= 1:
+            break
+        size_ *= exp.stepfactor
+    return out
+
+
+def _check_sizes(exp: Experiment, fail, names: Namer) -> None:
+    lo, hi, factor = exp.minbytes, exp.maxbytes, exp.stepfactor
+    if lo > hi:
+        fail("minbytes", f"{size_text(lo)} is larger than {names('maxbytes')} "
+             f"({size_text(hi)})", f"{names('minbytes')} {size_text(lo)} is larger than "
+             f"{names('maxbytes')} {size_text(hi)}")
+    if factor <= 1 and hi > lo:
+        fail("stepfactor", f"{shown(factor)} never reaches {names('maxbytes')} from "
+             f"{names('minbytes')}; expected a factor above 1")
+    if len(sweep_sizes(exp)) > MAX_SIZES:
+        total = int(math.log(hi / lo) / math.log(factor)) + 1
+        fail("stepfactor", f"{shown(factor)} would run {total:,} sizes from {size_text(lo)} to "
+             f"{size_text(hi)}; at most {MAX_SIZES}: raise the step factor")
+    if ENGINES[exp.engine].needs_lab and hi > MAX_LAB_BYTES:
+        fail("maxbytes", f"{size_text(hi)} is more than a lab's {size_text(MAX_LAB_BYTES)} "
+             f"(every rank holds its buffers in memory); --engine sim takes up to "
+             f"{size_text(MAX_SIM_BYTES)}")
+    pieces = -(-hi // exp.piece_bytes)
+    if pieces > MAX_PIECES and ENGINES[exp.engine].needs_lab:
+        fail("piece_bytes", f"{size_text(exp.piece_bytes)} cuts the largest message "
+             f"({size_text(hi)}) into {pieces:,} pieces; at most {MAX_PIECES:,}: raise it "
+             f"or lower {names('maxbytes')}")
+
+
+def _check_ranks(exp: Experiment, n_ranks: int, local: int, fail) -> None:
+    if exp.algorithm == "hierarchical" and local == 1:
+        fail("algorithm", "hierarchical needs servers with several GPUs (server.gpus), "
+             "ranks in whole servers; with one GPU per server it is the ring")
+    if exp.algorithm == "hierarchical" and n_ranks % local:
+        fail("algorithm", f"hierarchical needs whole servers: {n_ranks} ranks are not a "
+             f"multiple of {local} GPUs per server")
+    if not 0 <= exp.root < n_ranks:
+        fail("root", f"{exp.root} is not a rank: there are {n_ranks} ranks, 0 to "
+             f"{n_ranks - 1}")
+    algorithm = default_algorithm(exp.collective) if exp.algorithm == AUTO \
+        else exp.algorithm         # auto's candidates hold whole servers by themselves
+    try:                        # what the schedules hold a caller to, before any is built
+        schedules.check_params(exp.collective, algorithm, n_ranks,
+                       schedules.round_count(exp.collective, n_ranks, exp.minbytes // TYPE_SIZE),
+                       exp.root, exp.piece_bytes // TYPE_SIZE, local)
+    except ValueError as exc:
+        fail(None, str(exc))
 
 
 def experiment_from(fabric, flags: Optional[dict] = None,
@@ -394,7 +407,7 @@ def check_experiment(fabric, exp: Experiment, names: Namer, compare: List[str] =
     """`exp` and the algorithms to compare on `fabric`, before anything is
     built: ExperimentError naming each field as `names` does."""
     n, local = len(fabric.endpoints), fabric.gpus_per_server
-    exp.check(n, local, names)
+    check_for_ranks(exp, n, local, names)
     _check_overrides_leave(fabric, exp, names)
     _check_flag_endpoints(fabric, exp, names)
     _check_failures(fabric, exp, names)
@@ -407,8 +420,8 @@ def check_experiment(fabric, exp: Experiment, names: Namer, compare: List[str] =
                f"{algorithm} is named twice" if algorithm in compare[:i] else None)
         if why:
             raise ExperimentError("algorithm", why, f"--compare: {why}")
-        replace(exp, algorithm=algorithm).check(
-            n, local, lambda key: "--compare" if key == "algorithm" else names(key))
+        check_for_ranks(
+            replace(exp, algorithm=algorithm), n, local, lambda key: "--compare" if key == "algorithm" else names(key))
     _check_duration(fabric, exp, 1 + len(compare))
 
 
@@ -466,9 +479,9 @@ def _check_duration(fabric, exp: Experiment, runs: int) -> None:
     fastest."""
     fastest = fabric.fastest_rate_mbit
     if exp.step is not None:
-        exp._check_step_duration(exp.plan(), fastest)
+        _check_step_duration(exp, step_plan(exp), fastest)
         return
-    sizes = exp.sizes()
+    sizes = sweep_sizes(exp)
     seconds = runs * (exp.iters + exp.warmup) * sum(sizes) / 2 * 8 / (fastest * 1e6)
     if seconds > MAX_HOURS * 3600:
         took = f"{seconds / 3600:,.0f} hours" if seconds < 3 * 86400 else \
@@ -509,7 +522,7 @@ def expected(fabric, exp: Experiment, runs: int = 1,
         return None
     plan = plan if plan is not None else [exp] * runs
     wire = sum(_wire_seconds(fabric, e) for e in plan)
-    sizes = sum(0 if e.step is not None else len(e.sizes()) for e in plan)
+    sizes = sum(0 if e.step is not None else len(sweep_sizes(e)) for e in plan)
     seconds = LAB_SECONDS + wire + sum(e.idle_seconds for e in plan) + SIZE_SECONDS * sizes
     return {"seconds": seconds, "wire_s": wire, "sweeps": len(plan), "sizes": sizes}
 
@@ -521,10 +534,10 @@ def _wire_seconds(fabric, exp: Experiment) -> float:
     if exp.algorithm in BY_SERVER + (AUTO,) and fabric.gpus_per_server > 1:
         nic_bps *= fabric.nics_per_server    # laid out by server: every NIC at once
     if exp.step is not None:
-        plan = exp.plan()
+        plan = step_plan(exp)
         wire = bus_factor("allreduce", n) * plan.gradient_bytes * 8 / nic_bps
         return (exp.iters + exp.warmup) * (plan.compute_s + wire)
-    per_pass = sum(bus_factor(exp.collective, n) * s * 8 / nic_bps for s in exp.sizes())
+    per_pass = sum(bus_factor(exp.collective, n) * s * 8 / nic_bps for s in sweep_sizes(exp))
     return (exp.iters + exp.warmup) * per_pass
 
 

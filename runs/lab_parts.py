@@ -35,7 +35,7 @@ from typing import List, Optional, Tuple
 from collectives import metrics
 from policies import policy
 from runs.beside import Twin
-from runs.experiment import Experiment
+from runs.experiment import Experiment, job_of
 from runs.sweep import RankCosts, Size
 from traffic.measure import background
 from traffic.measure.failures import Failures
@@ -218,7 +218,7 @@ class Simulation(Part):
         whole = {**record, **out}
         exp = replace(self.run.exp, algorithm=whole["algorithm"])     # what -a auto ran
         try:
-            self.twin.beside(whole, exp.job(whole["elements"], self.run.fabric.policy,
+            self.twin.beside(whole, job_of(exp, whole["elements"], self.run.fabric.policy,
                                             self.run.model.local), exp.iters)
             out.update({k: v for k, v in whole.items() if k.startswith("simulated")
                         or k == "measured_over_simulated"})

@@ -21,7 +21,7 @@ from collectives.datatypes import datatype
 from sim import hybrid_step, training_step
 from sim.simulator import Simulator
 from traffic.engines import make_engine
-from runs.experiment import Experiment
+from runs.experiment import Experiment, job_of, piece_bytes_for
 from runs.step_lanes import lanes
 from runs.sweep import RankCosts
 
@@ -40,7 +40,7 @@ def predict(fabric, exp: Experiment, ranks: List[str], plan: hybrid_step.HybridP
     """The simulator's step, each wave's collectives replayed together, and
     its timeline (`_lanes`)."""
     simulator = Simulator.on_fabric(fabric, ranks)
-    piece = max(1, exp.piece_for(fabric.policy) // datatype(exp.datatype).size)
+    piece = max(1, piece_bytes_for(exp, fabric.policy) // datatype(exp.datatype).size)
     shapes: Dict[tuple, float] = {}
     shape_of: Dict[tuple, tuple] = {}
     for c in plan.collectives:
@@ -127,14 +127,14 @@ def run_parallel_step(lab, exp: Experiment, progress: Callable[[str], None]) -> 
     predicted, _ = predict(fabric, exp, ranks, plan)
     message = {"collectives": [{"id": c["id"], "collective": c["collective"],
                                 "algorithm": c["algorithm"], "count": c["count"],
-                                "piece": max(1, exp.piece_for(fabric.policy)
+                                "piece": max(1, piece_bytes_for(exp, fabric.policy)
                                              // datatype(exp.datatype).size),
                                 "members": c["members"], "root": c["root"]}
                                for c in plan.collectives],
                "tasks": {str(r): t for r, t in plan.tasks.items()},
                "initial": {str(r): i for r, i in plan.initial.items()}, "in_flight": IN_FLIGHT}
-    job = replace(exp, collective="allreduce", algorithm="ring").job(
-        plan.collectives[0]["count"], fabric.policy, 1)
+    job = job_of(replace(exp, collective="allreduce", algorithm="ring"),
+                 plan.collectives[0]["count"], fabric.policy, 1)
     monitor = Monitor(fabric, source=lab.counters).start()
     engine, steps = make_engine(exp.engine, fabric, ranks, lab), []
     try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Callable, Dict, Tuple
 
 from collectives import metrics, registry
-from runs.experiment import Experiment
+from runs.experiment import Experiment, piece_bytes_for
 from runs.record import RunRecord
 from runs.sweep import Size, price_schedule, sweep
 from sim import nccl, phases
@@ -85,7 +85,7 @@ class SimBackend:
             self.simulator.use_time(self.choice.chosen.time_us * 1e-6)
             return 0.0, {}, 0
         self.method = simulation_method(exp.collective, exp.algorithm, model.n, work=Work(
-            count, exp.piece_for(self.fabric.policy), model.local))   # as the engine's job has it
+            count, piece_bytes_for(exp, self.fabric.policy), model.local))   # as the engine's job has it
         if self.method == PHASES:
             predicted, steps = phase_prediction(
                 phases.allreduce_phases(exp.algorithm, model.n, count, model.local), model, alpha)

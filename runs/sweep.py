@@ -34,7 +34,7 @@ from collectives import metrics, registry
 from sim import alphabeta, nccl
 from sim.nccl import endhosts, tuner
 from collectives import schedules
-from runs.experiment import Experiment
+from runs.experiment import Experiment, check_for_ranks, job_of
 from runs.record import RunRecord, SizeRecord
 from sim.simulator import FULL_RANKS
 from topologies.hardware import Server
@@ -122,7 +122,7 @@ def sweep(backend: Backend, exp: Experiment,
     # experiment_from checked what a user asked for; this holds callers that
     # build an Experiment themselves (benchmarks) to the same contract, on the
     # ranks actually chosen, before anything starts
-    exp.check(model.n, model.local)
+    check_for_ranks(exp, model.n, model.local)
     runs: List[SizeRecord] = []
     timeline = None
     try:
@@ -169,7 +169,7 @@ def _one_size(loop: _Loop, size: int, label: str, last_size: bool) -> tuple:
     predicted, sched, steps = backend.price(exp, model, count, loop.alpha)
     label = f"{label} {count * metrics.TYPE_SIZE} B"
     progress(f"{label}: setting up")
-    engine.prepare(exp.job(count, backend.fabric.policy, model.local))
+    engine.prepare(job_of(exp, count, backend.fabric.policy, model.local))
     warmup, timed = backend.iterations(exp)
     iters = []
     # the step timeline of the very last iteration, where the engine records one and it

@@ -27,7 +27,7 @@ from sim import training_step
 from sim.simulator import Simulator
 from traffic.engines import make_engine
 from traffic.measure.monitor import host_summary
-from runs.experiment import Experiment
+from runs.experiment import Experiment, check_for_ranks, job_of, step_plan
 from runs.step_lanes import lanes
 from runs.parallel_step import SUMMARY_KEYS, run_parallel_step, simulate_parallel_step
 from runs.sweep import RankCosts, resolved
@@ -51,9 +51,9 @@ def jobs_of(exp: Experiment, plan: training_step.Plan, model, policy: str) -> Di
                                  0.0)[0].algorithm
         # the server layout for every algorithm laid out by whole servers
         # (without it rail-ring would run the flat ring, nccl-tree the plain tree)
-        job = replace(exp, collective=c["collective"], algorithm=algorithm,
-                      maxbytes=largest).job(
-            count, policy, local if algorithm in registry.BY_SERVER else 1)
+        job = job_of(replace(exp, collective=c["collective"], algorithm=algorithm,
+                             maxbytes=largest),
+                     count, policy, local if algorithm in registry.BY_SERVER else 1)
         out[c["id"]] = job
     return out
 
@@ -61,7 +61,7 @@ def jobs_of(exp: Experiment, plan: training_step.Plan, model, policy: str) -> Di
 def predict(fabric, exp: Experiment, ranks: List[str]) -> dict:
     """The simulator's step, overlap on and off, from each collective's
     simulated time alone on this fabric (one simulation per distinct size)."""
-    plan = exp.plan()
+    plan = step_plan(exp)
     jobs = jobs_of(exp, plan, RankCosts.of(fabric, ranks), fabric.policy)
     simulator, alone = Simulator.on_fabric(fabric, ranks), {}
     for cid, job in jobs.items():
@@ -71,8 +71,8 @@ def predict(fabric, exp: Experiment, ranks: List[str]) -> dict:
     seconds = {cid: alone[(job.collective, job.count)] for cid, job in jobs.items()}
     out = {}
     for overlap in (True, False):
-        p = plan if plan.overlap == overlap else replace(exp, step={
-            **exp.step, "overlap": overlap}).plan()
+        p = plan if plan.overlap == overlap else step_plan(replace(exp, step={
+            **exp.step, "overlap": overlap}))
         t = training_step.timeline(p, lambda c: seconds[c["id"]])
         comm = sum(seconds.values()) if p.in_flight == 1 else t["comm_s"]
         low, high = training_step.bounds(p, comm)
@@ -136,8 +136,8 @@ def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: N
     fabric = lab.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     model = RankCosts.of(fabric, ranks)
-    exp.check(model.n, model.local)
-    plan = exp.plan()
+    check_for_ranks(exp, model.n, model.local)
+    plan = step_plan(exp)
     jobs = jobs_of(exp, plan, model, fabric.policy)
     progress("simulating the step")
     predicted = predict(fabric, exp, ranks)
@@ -187,8 +187,8 @@ def simulate_step(fabric, exp: Experiment) -> dict:
         return simulate_parallel_step(fabric, exp)
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     model = RankCosts.of(fabric, ranks)
-    exp.check(model.n, model.local)
-    plan = exp.plan()
+    check_for_ranks(exp, model.n, model.local)
+    plan = step_plan(exp)
     predicted = predict(fabric, exp, ranks)
     mine = predicted["overlap_on" if plan.overlap else "overlap_off"]
     step = {**{k: mine[k] for k in SUMMARY_KEYS}, "wrong": None, "bad_chunk_elements": None,

@@ -7,7 +7,7 @@ import pytest
 
 from harness import TOPOLOGIES
 from report.tables import nccl_table
-from runs.experiment import Experiment, experiment_from
+from runs.experiment import Experiment, experiment_from, step_plan
 from runs.simulated import simulate_experiment
 from sim import alphabeta
 from sim.nccl import endhosts
@@ -67,7 +67,7 @@ def test_a_training_steps_buckets_run_what_auto_picks_for_their_size():
     step = {"layers": 2, "params": 1 << 20, "fwd_ms": 1.0}
     exp = experiment_from(rail, {"step": step, "engine": "sim", "algorithm": "auto"})
     assert exp.algorithm == "auto"
-    jobs = jobs_of(exp, exp.plan(), RankCosts.of(rail, [h.name for h in rail.endpoints]),
+    jobs = jobs_of(exp, step_plan(exp), RankCosts.of(rail, [h.name for h in rail.endpoints]),
                    rail.policy)
     model = RankCosts.of(rail, [h.name for h in rail.endpoints])
     (count,) = {j.count for j in jobs.values()}

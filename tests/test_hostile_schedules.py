@@ -13,7 +13,7 @@ from topologies.fabric import parse_fabric
 from toolkit.errors import FabricError
 from collectives import schedules as S
 from harness.collectives import RankLayout, simulate
-from runs.experiment import MAX_SIZES, Experiment, experiment_from
+from runs.experiment import Experiment, MAX_SIZES, check_for_ranks, experiment_from
 
 LINE_MAX = 200
 
@@ -135,7 +135,7 @@ EXPERIMENTS = [
                          ids=[str(f)[:40] + f" n={n} local={l}" for f, n, l, _ in EXPERIMENTS])
 def test_an_impossible_experiment_is_one_sentence_naming_the_field(fields, n, local, words):
     with pytest.raises(ValueError) as info:
-        Experiment(**fields).check(n, local)
+        check_for_ranks(Experiment(**fields), n, local)
     one_sentence(info, *words)
 
 
@@ -161,7 +161,7 @@ def test_a_tiny_step_factor_is_refused_at_once():
     at most MAX_SIZES + 1 of them (counted, whatever the host's speed)."""
     factor = _CountedFactor(1 + 1e-12)
     with pytest.raises(ValueError, match="stepfactor"):
-        Experiment(minbytes=4, maxbytes=1 << 30, stepfactor=factor).check(4)
+        check_for_ranks(Experiment(minbytes=4, maxbytes=1 << 30, stepfactor=factor), 4)
     assert 0 < factor.multiplications <= MAX_SIZES + 1
 
 

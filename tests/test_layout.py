@@ -214,3 +214,14 @@ def test_programs_in_namespaces_import_only_collectives_and_policies():
 def test_every_package_says_what_it_is_for(package):
     doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
     assert doc and len(doc.split()) >= 10
+
+
+def test_the_experiment_is_plain_data():
+    """What an experiment is, without what is done with it: checking,
+    planning and cutting it into jobs are functions of runs/experiment.py."""
+    from dataclasses import fields, is_dataclass
+    from runs.experiment import Experiment
+    assert is_dataclass(Experiment)
+    own = [name for name, value in vars(Experiment).items()
+           if callable(value) and not name.startswith("__")]
+    assert own == [] and len(fields(Experiment)) == 22

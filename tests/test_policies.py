@@ -11,7 +11,7 @@ from controller.routes import compute_plan
 from tests.flowtable import wire
 from harness.fabrics import leaf_spine
 from tests.test_controller_core import Switches, datapath
-from runs.experiment import MAX_PIECES, Experiment
+from runs.experiment import Experiment, MAX_PIECES, piece_bytes_for
 from policies import policy
 from policies.policy import Lane
 from sim.network import Network, sim_channels
@@ -50,10 +50,10 @@ def test_a_flowlet_stays_on_its_connection_until_idle_with_everything_acknowledg
 
 def test_spray_cuts_pieces_to_a_jumbo_frame_but_never_into_too_many():
     exp = Experiment(maxbytes=8 << 20)
-    assert exp.piece_for("ecmp") == 64 << 10 and exp.piece_for("spray") == 8 << 10
-    assert Experiment(piece_bytes=4096).piece_for("spray") == 4096
+    assert piece_bytes_for(exp, "ecmp") == 64 << 10 and piece_bytes_for(exp, "spray") == 8 << 10
+    assert piece_bytes_for(Experiment(piece_bytes=4096), "spray") == 4096
     huge = Experiment(maxbytes=1 << 30)
-    assert huge.piece_for("spray") == (1 << 30) // MAX_PIECES
+    assert piece_bytes_for(huge, "spray") == (1 << 30) // MAX_PIECES
 
 
 def test_connections_per_peer_follow_the_policy():

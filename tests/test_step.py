@@ -16,7 +16,7 @@ from topologies.fabric import load_fabric, parse_fabric
 from toolkit.validators import normalise
 from toolkit.errors import FabricError
 from sim import training_step as T
-from runs.experiment import experiment_from
+from runs.experiment import experiment_from, step_plan
 from collectives import registry
 
 
@@ -195,7 +195,7 @@ def test_flags_override_the_files_step_key_by_key():
     exp = experiment_from(fabric, {"step": {"overlap": False}})
     assert exp.step["layers"] == 4 and exp.step["bucket"] == 1 << 20
     assert exp.step["overlap"] is False
-    assert experiment_from(load_fabric(), {"step": {}}).plan().overlap is True
+    assert step_plan(experiment_from(load_fabric(), {"step": {}})).overlap is True
 
 
 # --- communication time: the union of the collectives' busy spans -------------------
@@ -301,12 +301,12 @@ def test_a_step_with_an_algorithm_laid_out_by_server_gets_the_server_layout(algo
     from runs.sweep import RankCosts
     from runs.training import jobs_of, simulate_step
     fabric, exp = rail_step(algorithm)
-    jobs = jobs_of(exp, exp.plan(), RankCosts.of(fabric, [h.name for h in fabric.endpoints]),
+    jobs = jobs_of(exp, step_plan(exp), RankCosts.of(fabric, [h.name for h in fabric.endpoints]),
                    fabric.policy)
     assert jobs and {(j.collective, j.algorithm, j.local) for j in jobs.values()} == {
         ("allreduce", algorithm, 4)}
     flat_fabric, flat = rail_step("ring")
-    assert {j.local for j in jobs_of(flat, flat.plan(), RankCosts.of(
+    assert {j.local for j in jobs_of(flat, step_plan(flat), RankCosts.of(
         fabric, [h.name for h in fabric.endpoints]), fabric.policy).values()} == {1}
     if algorithm == "rail-ring":
         comm, flat_comm = (simulate_step(f, e)["summary"]["comm_s"]

@@ -54,7 +54,7 @@ def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 4) 
                                    text=True)
         still = {}
         for src, proc in procs.items():
-            out = _pings_output(src, proc, len(pending[src]), gap_ms, wait_ms)
+            out = pings_output(src, proc, len(pending[src]), gap_ms, wait_ms)
             ok = {line.split()[1] for line in out.splitlines() if line.startswith("ok ")}
             still[src] = [ip for ip in pending[src] if ip not in ok]
             result.ok += len(ok & set(pending[src]))
@@ -63,7 +63,7 @@ def all_pairs_reachability(lab, sources: Sequence[str] = (), attempts: int = 4) 
     return result
 
 
-def _pings_output(src: str, proc, count: int, gap_ms: int, wait_ms: int) -> str:
+def pings_output(src: str, proc, count: int, gap_ms: int, wait_ms: int) -> str:
     """What a source's pings printed, once they end: bounded by their
     progress (the CPU of the shell, fping and sed), not the clock. fping
     may rightly sit still for an answer's whole wait (`wait_ms`, twice with

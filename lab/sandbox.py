@@ -117,13 +117,13 @@ def _end(pids: List[int], patience: float) -> List[int]:
     left, last, since = pids, len(pids), time.monotonic()
     while left and time.monotonic() - since < patience:
         time.sleep(0.01)
-        left = [p for p in left if _alive(p)]
+        left = [p for p in left if is_alive(p)]
         if len(left) < last:
             last, since = len(left), time.monotonic()
     return pids
 
 
-def _alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
     """Not a zombie (a killed child of ours that nobody waited for yet)."""
     try:
         with open(f"/proc/{pid}/stat") as f:

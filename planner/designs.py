@@ -99,7 +99,7 @@ def leaf_split(radix, oversubscription):
     return down, radix - down
 
 
-def _max_endpoints(name, radix, oversubscription):
+def max_endpoints_of(name, radix, oversubscription):
     if name not in FORMS:
         raise PlanError(f"design must be one of {', '.join(DESIGNS)}, got {name!r}")
     return FORMS[name].max_endpoints(radix, oversubscription)
@@ -113,7 +113,7 @@ def _needed_radix(name, endpoints, oversubscription):
         return max(MIN_RADIX, closed_form(endpoints))
 
     def fits(half):  # radix = 2 * half; max endpoints grow with the radix
-        return _max_endpoints(name, 2 * half, oversubscription) >= endpoints
+        return max_endpoints_of(name, 2 * half, oversubscription) >= endpoints
 
     hi = MIN_RADIX // 2
     while not fits(hi):
@@ -160,7 +160,7 @@ def _too_big(name, endpoints, radix, max_endpoints, ratio, needed):
     """Why a Clos does not hold the endpoints, and what would: more oversubscription
     is offered only where it can help."""
     ways = [f"a higher radix ({needed:,})"]
-    if _max_endpoints(name, radix, radix - 1) >= endpoints:   # all but one port down
+    if max_endpoints_of(name, radix, radix - 1) >= endpoints:   # all but one port down
         ways.append("more oversubscription")
     ways.append("another tier")
     return (f"{endpoints:,} endpoints exceed the largest {name} at radix {radix} and "
@@ -202,7 +202,7 @@ def clos_design(name, E, R, r, o):
         aggs = math.ceil(leaf_up_cables / (R // 2))
         tiers = {"leaf": leaves, "agg": aggs, "core": math.ceil(aggs * (R // 2) / R)}
         fabric_cables = leaf_up_cables + aggs * (R // 2)
-    max_endpoints = _max_endpoints(name, R, o)
+    max_endpoints = max_endpoints_of(name, R, o)
     needed = _needed_radix(name, E, o)
     fits = E <= max_endpoints
     reason = "" if fits else _too_big(name, E, R, max_endpoints, ratio, needed)

@@ -177,19 +177,19 @@ def format_training(t: dict, inp: dict) -> str:
         f"{t['buckets']:,} DDP buckets of up to {t['bucket_bytes']:,} B, AllReduced one at a "
         f"time as the backward pass makes them; {count_text(t['tokens_per_gpu'])} tokens per GPU "
         f"per step on {count_text(t['gpus'])} GPUs",
-        f"# compute {_dur(t['compute_s'])} a step (6 x params x tokens at "
+        f"# compute {duration_text(t['compute_s'])} a step (6 x params x tokens at "
         f"{number_text(inp['gpu_flops'] / 1e15)} PFLOP/s x {inp['utilisation']:g}); "
         f"{inp['total_flops']:.0e} FLOPs = ".replace("e+", "e") + f"{t['steps']:,.0f} steps = "
-        f"{_days(t['days_compute_only'])} days on compute alone",
+        f"{days_text(t['days_compute_only'])} days on compute alone",
         *_memory_line(t.get("memory"), t["params"]),
         f"#  {'design':<8} {'wiring':<16} {'per bucket':>12} {'comm/step':>10} "
         f"{'exposed':>9} {'step':>9} {'hidden':>7} {'days':>9} {'no overlap':>11}"]
     for r in t["rows"]:
         lines.append(
             f"   {r['design']:<8} {WIRING_NAMES[r['wiring']]:<16} "
-            f"{_dur(r['bucket_allreduce_s']):>12} {_dur(r['comm_s']):>10} "
-            f"{_dur(r['exposed_s']):>9} {_dur(r['step_s']):>9} {r['overlap_efficiency']:7.0%} "
-            f"{_days(r['days']):>9} {_days(r['days_no_overlap']):>10}")
+            f"{duration_text(r['bucket_allreduce_s']):>12} {duration_text(r['comm_s']):>10} "
+            f"{duration_text(r['exposed_s']):>9} {duration_text(r['step_s']):>9} {r['overlap_efficiency']:7.0%} "
+            f"{days_text(r['days']):>9} {days_text(r['days_no_overlap']):>10}")
     bound = [r for r in t["rows"] if r["bucket_allreduce_s"] > 10 * r["bucket_bandwidth_s"]]
     if bound:
         r = bound[0]
@@ -218,7 +218,7 @@ def _which(rows) -> str:
     return f"as NCCL would run it ({algorithm} for the largest bucket)"
 
 
-def _dur(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     """A duration in the unit that suits it, four significant figures."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale or unit == "us":
@@ -227,5 +227,5 @@ def _dur(seconds: float) -> str:
     return ""
 
 
-def _days(d: float) -> str:
+def days_text(d: float) -> str:
     return f"{d:,.0f}" if d >= 100 else f"{d:.1f}" if d >= 1 else f"{d:.3g}"

@@ -102,12 +102,27 @@ def test_the_spec_reading_check_finds_a_read():
         "link.spec.rate_mbit")
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
 def private_imports(path: Path):
-    """`from module import _name`: a name another module keeps to itself."""
-    for node in ast.walk(ast.parse(path.read_text())):
+    """A name another module keeps to itself: `from module import _name`,
+    or `module._name` where `module` is one of the project's, imported."""
+    tree = ast.parse(path.read_text())
+    modules = {}                                    # local name -> project module
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
-            yield from (f"{node.module}.{a.name}" for a in node.names
-                        if a.name.startswith("_") and not a.name.startswith("__"))
+            yield from (f"{node.module}.{a.name}" for a in node.names if _private(a.name))
+            modules.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names
+                            if f"{node.module}.{a.name}" in MODULES})
+        elif isinstance(node, ast.Import):
+            modules.update({a.asname or a.name: a.name for a in node.names
+                            if a.name in MODULES and (a.asname or "." not in a.name)})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in modules and _private(node.attr)):
+            yield f"{modules[node.value.id]}.{node.attr}"
 
 
 @pytest.mark.parametrize("path", PRODUCT + sorted((REPO / "tests").rglob("*.py")),
@@ -118,8 +133,11 @@ def test_no_module_imports_a_private_name_of_another(path):
 
 def test_the_private_import_check_finds_one(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("from report.tables import _auto, nccl_table\nfrom x import __version__\n")
-    assert list(private_imports(probe)) == ["report.tables._auto"]
+    probe.write_text("from report.tables import _auto, nccl_table\nfrom x import __version__\n"
+                     "from sim.nccl import rails\nimport planner.steptime as ST\nimport os\n"
+                     "rails._share(1)\nST._dur(2)\nos._exit(0)\n")
+    assert list(private_imports(probe)) == ["report.tables._auto", "sim.nccl.rails._share",
+                                            "planner.steptime._dur"]
 
 
 def test_no_two_modules_share_a_name():

@@ -104,20 +104,20 @@ def test_duplication_boundary_on_hopper_and_later():
     # connect.cc (3.2): doubled at half speed when bwIntra >= 25, except sm > 80 with
     # bwIntra < 50 and more than 4 channels; at most 64 channels
     h1, b1, a1 = topo(H100, 1), topo(B200, 1), topo(A100, 1)
-    assert graph._duplicated(h1, 8, 50) == (16, 25)          # exactly 50 is not below 50
-    assert graph._duplicated(h1, 8, 49) == (8, 49)
-    assert graph._duplicated(h1, 4, 40) == (8, 20)           # exactly 4 channels is not more
-    assert graph._duplicated(h1, 5, 40) == (5, 40)
-    assert graph._duplicated(b1, 8, 40) == (8, 40)           # Blackwell is sm > 80 too
-    assert graph._duplicated(a1, 8, 40) == (16, 20)          # Ampere always doubles
-    assert graph._duplicated(a1, 4, 25) == (8, 12.5)         # exactly 25 doubles
-    assert graph._duplicated(a1, 4, 24) == (4, 24)
-    assert graph._duplicated(a1, 40, 30) == (64, 15)         # 80 capped at 64
+    assert graph.duplicated(h1, 8, 50) == (16, 25)          # exactly 50 is not below 50
+    assert graph.duplicated(h1, 8, 49) == (8, 49)
+    assert graph.duplicated(h1, 4, 40) == (8, 20)           # exactly 4 channels is not more
+    assert graph.duplicated(h1, 5, 40) == (5, 40)
+    assert graph.duplicated(b1, 8, 40) == (8, 40)           # Blackwell is sm > 80 too
+    assert graph.duplicated(a1, 8, 40) == (16, 20)          # Ampere always doubles
+    assert graph.duplicated(a1, 4, 25) == (8, 12.5)         # exactly 25 doubles
+    assert graph.duplicated(a1, 4, 24) == (4, 24)
+    assert graph.duplicated(a1, 40, 30) == (64, 15)         # 80 capped at 64
 
 
 def test_fastest_falls_back_to_the_slowest():
-    assert graph._fastest((5, 4, 3), lambda s: False) == 3
-    assert graph._fastest((5, 4, 3), lambda s: s < 5) == 4
+    assert graph.fastest_speed((5, 4, 3), lambda s: False) == 3
+    assert graph.fastest_speed((5, 4, 3), lambda s: s < 5) == 4
 
 
 def test_nvls_heads_fit_the_nvlink():

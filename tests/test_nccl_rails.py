@@ -31,7 +31,7 @@ def fake_fabric(monkeypatch, seconds_by_seed, ideal=1.0):
         return seconds_by_seed[seed]
 
     monkeypatch.setattr(rails, "phase_seconds", seconds)
-    monkeypatch.setattr(rails, "_ideal_seconds", lambda shape, ph: ideal)
+    monkeypatch.setattr(rails, "ideal_seconds", lambda shape, ph: ideal)
     return asked
 
 
@@ -76,5 +76,5 @@ def test_where_gpus_share_a_nic_the_ideal_is_each_nic_carrying_two_rings():
     phases = [p for p in allreduce_phases("hierarchical", shape.n, 1 << 20, 8)
               if p.name.startswith("inter")]
     one_ring = sum(p.steps * p.elements * 4 * 8 / 400e9 for p in phases)
-    assert rails._ideal_seconds(shape, phases) == pytest.approx(2 * one_ring, rel=1e-9)
+    assert rails.ideal_seconds(shape, phases) == pytest.approx(2 * one_ring, rel=1e-9)
     assert 0 < rails.share(shape, 1, seeds=3) < 1

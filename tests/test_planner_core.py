@@ -267,7 +267,7 @@ def test_min_radix_refusals():
 
 
 def test_max_endpoints_of_an_unknown_design_is_refused():
-    refused(D._max_endpoints, "torus", 64, 1.0,
+    refused(D.max_endpoints_of, "torus", 64, 1.0,
             message="design must be one of full-mesh, single-switch, clos-2, clos-3, got 'torus'")
 
 
@@ -732,15 +732,15 @@ def test_step_flags_accept_their_ends(kw):
 
 
 def test_durations_and_days_as_printed():
-    assert ST._dur(2.5) == "2.5 s" and ST._dur(1.0) == "1 s"
-    assert ST._dur(1234.6) == "1,235 s" and ST._dur(1000.0) == "1,000 s"
-    assert ST._dur(999.94) == "999.9 s"
-    assert ST._dur(0.0123456) == "12.35 ms" and ST._dur(1e-3) == "1 ms"
-    assert ST._dur(0.000999) == "999 us" and ST._dur(5e-9) == "0.005 us"
-    assert ST._dur(1e-6) == "1 us" and ST._dur(0.0) == "0 us"
-    assert ST._days(150.4) == "150" and ST._days(100) == "100" and ST._days(1234.6) == "1,235"
-    assert ST._days(99.94) == "99.9" and ST._days(5.26) == "5.3" and ST._days(1) == "1.0"
-    assert ST._days(0.5) == "0.5" and ST._days(0.012345) == "0.0123"
+    assert ST.duration_text(2.5) == "2.5 s" and ST.duration_text(1.0) == "1 s"
+    assert ST.duration_text(1234.6) == "1,235 s" and ST.duration_text(1000.0) == "1,000 s"
+    assert ST.duration_text(999.94) == "999.9 s"
+    assert ST.duration_text(0.0123456) == "12.35 ms" and ST.duration_text(1e-3) == "1 ms"
+    assert ST.duration_text(0.000999) == "999 us" and ST.duration_text(5e-9) == "0.005 us"
+    assert ST.duration_text(1e-6) == "1 us" and ST.duration_text(0.0) == "0 us"
+    assert ST.days_text(150.4) == "150" and ST.days_text(100) == "100" and ST.days_text(1234.6) == "1,235"
+    assert ST.days_text(99.94) == "99.9" and ST.days_text(5.26) == "5.3" and ST.days_text(1) == "1.0"
+    assert ST.days_text(0.5) == "0.5" and ST.days_text(0.012345) == "0.0123"
 
 
 def _row(**kw):

@@ -180,7 +180,7 @@ def test_the_pings_output_is_read_once_they_end(monkeypatch):
     from lab import reachability
     proc = subprocess.Popen(["sh", "-c", "sleep 0.3; echo ok 10.0.0.2"], stdout=subprocess.PIPE,
                             text=True)
-    assert reachability._pings_output("h1", proc, 1, 1, 1000) == "ok 10.0.0.2\n"
+    assert reachability.pings_output("h1", proc, 1, 1, 1000) == "ok 10.0.0.2\n"
 
 
 def test_pings_that_sit_still_past_their_own_wait_are_a_hang(monkeypatch):
@@ -192,7 +192,7 @@ def test_pings_that_sit_still_past_their_own_wait_are_a_hang(monkeypatch):
     try:
         with pytest.raises(CheckError, match="the pings from h1 did not end: it made no "
                                              "progress"):
-            reachability._pings_output("h1", proc, 1, 1, wait_ms=100)
+            reachability.pings_output("h1", proc, 1, 1, wait_ms=100)
         assert proc.poll() is not None
     finally:
         os.killpg(proc.pid, signal.SIGKILL)       # the sleep the shell left

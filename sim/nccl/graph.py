@@ -72,7 +72,7 @@ class Topology:
         return self.nodes * self.ppn
 
 
-def _fastest(speeds, fits) -> float:
+def fastest_speed(speeds, fits) -> float:
     """The fastest speed of the table that `fits`, or the slowest there is."""
     for s in speeds:
         if fits(s):
@@ -100,7 +100,7 @@ def nic_speed(topo: Topology) -> float:
     """The per-channel speed of a channel through one NIC: the fastest
     inter-node speed the NIC and the GPU's PCIe path both carry."""
     cap = min(topo.server.nic_gbytes, topo.server.pcie_gbytes)
-    return _fastest(topo.server.gpu.generation.inter_speeds, lambda s: s <= cap + 1e-9)
+    return fastest_speed(topo.server.gpu.generation.inter_speeds, lambda s: s <= cap + 1e-9)
 
 
 def _inter_ring(topo: Topology):
@@ -114,10 +114,10 @@ def _inter_ring(topo: Topology):
     def fits(s):
         return s <= min(topo.server.nic_gbytes, topo.server.pcie_gbytes) + 1e-9 and \
             nics * s * share <= nvlink + 1e-9
-    return nics, _fastest(topo.server.gpu.generation.inter_speeds, fits)
+    return nics, fastest_speed(topo.server.gpu.generation.inter_speeds, fits)
 
 
-def _duplicated(topo: Topology, channels: int, speed: float):
+def duplicated(topo: Topology, channels: int, speed: float):
     """connect.cc's duplication: twice the channels at half the speed."""
     keeps = topo.server.gpu.generation.keeps_slow_channels
     if speed >= 25 and not (keeps and speed < 50 and channels > 4):
@@ -130,7 +130,7 @@ def ring(topo: Topology) -> Graph:
         ch, s = _intra_ring(topo)
     else:
         ch, s = _inter_ring(topo)
-    ch, s = _duplicated(topo, ch, s)
+    ch, s = duplicated(topo, ch, s)
     return Graph("ring", ch, s, s)
 
 
@@ -140,7 +140,7 @@ def tree(topo: Topology) -> Graph:
     if topo.nodes != 2:
         return Graph("tree", r.channels, r.bw_intra, r.bw_inter)
     nvlink = topo.server.gpu.nvlink_gbytes
-    intra = _fastest(topo.server.gpu.generation.intra_speeds,
+    intra = fastest_speed(topo.server.gpu.generation.intra_speeds,
                      lambda s: r.channels * s <= nvlink + 1e-9 and s <= 2 * r.bw_inter)
     return Graph("tree", r.channels, max(intra, r.bw_intra), r.bw_inter)
 
@@ -150,7 +150,7 @@ def nvls(topo: Topology) -> Graph:
     speeds = topo.server.gpu.generation.intra_speeds
     heads = min(MAX_NVLS_HEADS, topo.ppn)
     nvlink = topo.server.gpu.nvlink_gbytes
-    intra = _fastest(speeds, lambda s: (heads + 1) * s <= nvlink + 1e-9)
+    intra = fastest_speed(speeds, lambda s: (heads + 1) * s <= nvlink + 1e-9)
     if topo.nodes == 1:
         inter = min(2 * intra, speeds[0])
     else:

@@ -53,7 +53,7 @@ def share(shape: ClosShape, connections: int = 1, seeds: int = 5) -> float:
     if shape.servers < 2:
         return 1.0
     phases = _inter_phases(shape.n, shape.gpus, connections)
-    ideal = _ideal_seconds(shape, phases)
+    ideal = ideal_seconds(shape, phases)
     draws = [ideal / phase_seconds(ClosNetwork(shape, seed), phases, with_latency=False)
              for seed in range(seeds if shape.routing == "hash" else 1)]
     return min(1.0, statistics.median(draws))
@@ -101,7 +101,7 @@ def ring_path_us(network, ranks: int, gpus: int) -> float:
     return sum(sum(h.delay_s for h in network.path(a, b)) for a, b in edges) / len(edges) * 1e6
 
 
-def _ideal_seconds(shape: ClosShape, phases) -> float:
+def ideal_seconds(shape: ClosShape, phases) -> float:
     """The rings' time where nothing collides. With a NIC per GPU each
     transfer has its NICs to itself, and a ring's step takes a block at the
     NIC's rate (phases.ring_seconds of alike edges, without latency); with

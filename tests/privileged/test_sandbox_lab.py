@@ -181,8 +181,8 @@ def test_a_process_the_lab_did_not_track_ends_with_it(tmp_path_factory):
         out = subprocess.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"],
                              capture_output=True, text=True, check=True)
         stray = int(out.stdout)
-        assert sandbox._alive(stray)
+        assert sandbox.is_alive(stray)
         assert sandbox.current() is not None
         assert os.stat(f"/proc/{stray}/ns/net").st_ino == \
             os.stat(f"/proc/{sandbox.current().holder.pid}/ns/net").st_ino
-    assert not sandbox._alive(stray)
+    assert not sandbox.is_alive(stray)

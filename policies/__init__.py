@@ -1,7 +1,7 @@
 """Routing policies as registered classes: one module a policy, each saying
 how the controller plans for it, how the flow-level simulator picks paths,
 how senders spread pieces over connections, and whether it needs a
-controller at all (base.py: the Policy class and what each hook means).
+controller at all (policy.py: the Policy class and what each hook means).
 
     from policies import policy, POLICIES
     policy("spray").connections_per_peer(channels=1, entropy=16)   # 16

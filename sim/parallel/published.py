@@ -4,7 +4,7 @@ and layout as its paper gives them, and the utilisation it reports.
 The achieved compute efficiency (the share of the GPU's peak its matrix
 multiplications reach) is set once, from CALIBRATION_RUN, and every other
 run is predicted with it, never fitted per run. `EFFICIENCY` is that
-figure, rounded; tests/test_parallel_published.py derives it again.
+figure, rounded; tests/test_parallel_training.py derives it again.
 
 Sources:
 

@@ -20,9 +20,9 @@ from collectives import schedules
 from collectives.datatypes import datatype
 from sim import hybrid_step, training_step
 from sim.simulator import Simulator
-from traffic.engines import make_engine
 from runs.experiment import Experiment, job_of, piece_bytes_for
 from runs.step_lanes import lanes
+from runs.step_loop import run_steps
 from runs.sweep import RankCosts
 
 SUMMARY_KEYS = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
@@ -119,7 +119,7 @@ def merge(replies: List[dict], plan: hybrid_step.HybridPlan) -> dict:
 
 def run_parallel_step(lab, exp: Experiment, progress: Callable[[str], None]) -> dict:
     """Warm-up and timed steps on the rank agents, the prediction beside them."""
-    from traffic.measure.monitor import Monitor, host_summary
+    from traffic.measure.monitor import host_summary
     fabric = lab.fabric
     ranks = exp.ranks or [h.name for h in fabric.endpoints]
     plan = plan_of(exp, RankCosts.of(fabric, ranks))
@@ -135,20 +135,11 @@ def run_parallel_step(lab, exp: Experiment, progress: Callable[[str], None]) -> 
                "initial": {str(r): i for r, i in plan.initial.items()}, "in_flight": IN_FLIGHT}
     job = job_of(replace(exp, collective="allreduce", algorithm="ring"),
                  plan.collectives[0]["count"], fabric.policy, 1)
-    monitor = Monitor(fabric, source=lab.counters).start()
-    engine, steps = make_engine(exp.engine, fabric, ranks, lab), []
-    try:
-        progress(f"setting up the step's {len(plan.collectives)} collectives")
-        engine.prepare_parallel(message, job)
-        budget = 60 + 20 * predicted["step_s"]
-        for i in range(exp.warmup + exp.iters):
-            progress(f"step {i + 1}/{exp.warmup + exp.iters}")
-            steps.append(merge(engine.step(i, budget, plan.gradient_bytes / 1e9), plan))
-    finally:
-        engine.close()
-        monitor.stop()
-    timed = steps[exp.warmup:]
-    window = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])
+    timed, window = run_steps(
+        lab, exp, ranks, lambda engine: engine.prepare_parallel(message, job),
+        60 + 20 * predicted["step_s"], plan.gradient_bytes / 1e9,
+        lambda replies: merge(replies, plan), progress,
+        f"setting up the step's {len(plan.collectives)} collectives")
     return record(fabric, exp, plan, ranks, timed, predicted, host_summary(window),
                   SUMMARY_KEYS)
 

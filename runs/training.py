@@ -25,10 +25,10 @@ from collectives import registry
 from collectives import schedules
 from sim import training_step
 from sim.simulator import Simulator
-from traffic.engines import make_engine
 from traffic.measure.monitor import host_summary
 from runs.experiment import Experiment, check_for_ranks, job_of, step_plan
 from runs.step_lanes import lanes
+from runs.step_loop import run_steps
 from runs.parallel_step import SUMMARY_KEYS, run_parallel_step, simulate_parallel_step
 from runs.sweep import RankCosts, resolved
 
@@ -130,7 +130,6 @@ def merge_ranks(replies: List[dict], plan: training_step.Plan) -> dict:
 def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: None) -> dict:
     """Warm-up and timed steps on the lab's rank agents, the simulator's
     prediction beside them, and the host's load while they ran."""
-    from traffic.measure.monitor import Monitor
     if exp.step.get("parallel"):
         return run_parallel_step(lab, exp, progress)
     fabric = lab.fabric
@@ -141,22 +140,13 @@ def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: N
     jobs = jobs_of(exp, plan, model, fabric.policy)
     progress("simulating the step")
     predicted = predict(fabric, exp, ranks)
-    monitor = Monitor(fabric, source=lab.counters).start()
-    engine, steps = make_engine(exp.engine, fabric, ranks, lab), []
-    try:
-        progress("setting up the step's collectives")
-        engine.prepare_step(plan, jobs, plan.in_flight)
-        budget = 60 + 20 * predicted["overlap_off"]["step_s"]
-        for i in range(exp.warmup + exp.iters):
-            progress(f"step {i + 1}/{exp.warmup + exp.iters}")
-            # buffers reset before the start: about 1 GB/s of copying, each rank's
-            lead = plan.gradient_bytes * (2 if plan.mode == "sharded" else 1) / 1e9
-            steps.append(merge_ranks(engine.step(i, budget, lead), plan))
-    finally:
-        engine.close()
-        monitor.stop()
-    timed = steps[exp.warmup:]
-    window = monitor.window(monitor.samples[0]["t"], monitor.samples[-1]["t"])
+    # buffers reset before the start: about 1 GB/s of copying, each rank's
+    lead = plan.gradient_bytes * (2 if plan.mode == "sharded" else 1) / 1e9
+    timed, window = run_steps(
+        lab, exp, ranks, lambda engine: engine.prepare_step(plan, jobs, plan.in_flight),
+        60 + 20 * predicted["overlap_off"]["step_s"], lead,
+        lambda replies: merge_ranks(replies, plan), progress,
+        "setting up the step's collectives")
     return result_record(fabric, exp, plan, ranks, timed, predicted, window)
 
 

@@ -617,11 +617,17 @@ def ring_sendrecv(n, count):
 
 
 def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
-    """Which part of the algorithm a step belongs to (for timelines)."""
-    if algorithm in ("rail-ring", "nccl-tree") and n % local == 0:
-        return _channel_phase(algorithm, step, n, local)
-    if algorithm != "hierarchical" or local == 1:
-        return algorithm
+    """Which part of the algorithm a step belongs to (for timelines): the
+    algorithm's own `phase` (collectives/algorithms/), by default its name."""
+    from collectives.algorithms import ALGORITHM_REGISTRY
+    return ALGORITHM_REGISTRY[algorithm].phase(step, n, local)
+
+
+def hierarchical_phase(step: int, n: int, local: int) -> Optional[str]:
+    """The hierarchical AllReduce's phase of a step; None on one GPU a server
+    (then it is a flat ring)."""
+    if local == 1:
+        return None
     m = n // local
     if step < local - 1:
         return "intra-node reduce-scatter"
@@ -630,15 +636,22 @@ def phase(algorithm: str, step: int, n: int, local: int = 1) -> str:
     return "intra-node allgather"
 
 
-def _channel_phase(algorithm: str, step: int, n: int, local: int) -> str:
-    """rail-ring: each channel's reduce-scatter, then its all-gather (the
-    hierarchical phases where it is that schedule); nccl-tree: up the
-    chains, up the trees, down the trees, down the chains."""
+def rail_ring_phase(step: int, n: int, local: int) -> Optional[str]:
+    """Each channel's reduce-scatter, then its all-gather (the hierarchical
+    phases where the rail rings are that schedule); None but on whole servers."""
+    if n % local:
+        return None
+    if rail_ring_leave_offsets(n // local, local) is None:
+        return hierarchical_phase(step, n, local)
+    return "reduce-scatter" if step < n - 1 else "all-gather"
+
+
+def nccl_tree_phase(step: int, n: int, local: int) -> Optional[str]:
+    """Up the chains, up the trees, down the trees, down the chains; None but
+    on whole servers."""
+    if n % local:
+        return None
     m = n // local
-    if algorithm == "rail-ring":
-        if rail_ring_leave_offsets(m, local) is None:
-            return phase("hierarchical", step, n, local)
-        return "reduce-scatter" if step < n - 1 else "all-gather"
     e = local - 1
     height = max(max(_depths(parents)) for parents in double_binary_tree(m))
     for end, name in ((e, "intra-node reduce"), (e + height, "inter-node reduce"),

@@ -34,6 +34,11 @@ class Algorithm:
         on `n` ranks of `count` elements from `root`, `local` GPUs a server."""
         raise NotImplementedError
 
+    def phase(self, step: int, n: int, local: int) -> str:
+        """Which part of the algorithm a step belongs to (a timeline's
+        label): by default the algorithm's name."""
+        return self.name
+
 
 ALGORITHM_REGISTRY = Registry("algorithm", "algorithms", key=lambda a: a.order)
 register = ALGORITHM_REGISTRY.register

@@ -16,3 +16,6 @@ class Hierarchical(Algorithm):
 
     def build(self, collective, n, count, root, local):
         return schedules.hierarchical_allreduce(n, count, local)
+
+    def phase(self, step, n, local):
+        return schedules.hierarchical_phase(step, n, local) or self.name

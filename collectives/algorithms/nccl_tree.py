@@ -15,3 +15,6 @@ class NcclTree(Algorithm):
 
     def build(self, collective, n, count, root, local):
         return schedules.nccl_tree_allreduce(n, count, local)
+
+    def phase(self, step, n, local):
+        return schedules.nccl_tree_phase(step, n, local) or self.name

@@ -16,3 +16,6 @@ class RailRing(Algorithm):
 
     def build(self, collective, n, count, root, local):
         return schedules.rail_ring_allreduce(n, count, local)
+
+    def phase(self, step, n, local):
+        return schedules.rail_ring_phase(step, n, local) or self.name

@@ -35,11 +35,11 @@ schedule for the count (to price it by alpha-beta) hands it over
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Dict, NamedTuple, Optional, Sequence
 
 from collectives import metrics, registry
 from collectives import schedules
+from collectives.algorithms import ALGORITHM_REGISTRY
 from sim import phases
 from sim.clos import ClosNetwork, ClosShape
 from sim.nccl import rails, tuner
@@ -305,14 +305,9 @@ def replay_operations(algorithm: str, n: int, work: Work) -> int:
 
 
 def schedule_operations(collective: str, algorithm: str, n: int) -> int:
-    """About how many operations the schedule has (sends and receives)."""
-    log = max(1, math.ceil(math.log2(n)))
-    if algorithm in ("rhd",):
-        return 4 * n * log + 4 * n
-    if algorithm in ("tree", "nccl-tree") or collective in ("broadcast", "reduce", "sendrecv"):
-        return 8 * n
-    per_peer = 4 if collective == "allreduce" else 2
-    return per_peer * n * (n - 1) + n                  # rings, pairwise AllToAll, the rest
+    """About how many operations the schedule has (sends and receives): the
+    algorithm's own count (collectives/algorithms/)."""
+    return ALGORITHM_REGISTRY[algorithm].operations(collective, n)
 
 
 def _piece_elements(piece_bytes: int) -> int:

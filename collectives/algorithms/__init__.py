@@ -17,7 +17,7 @@ is one new module and its tests: the names collectives/registry.py derives
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 from registries import Registry, discover
 
@@ -28,11 +28,19 @@ class Algorithm:
     order: int = 0
     collectives: Tuple[str, ...] = ()
     by_server: bool = False     # laid out by the GPUs per server: needs whole servers
+    nccl: Optional[str] = None  # the NCCL algorithm it stands for under -a auto (sim/nccl/)
 
     def build(self, collective: str, n: int, count: int, root: int, local: int):
         """The schedule (collectives/schedules.py `Schedule`) of `collective`
         on `n` ranks of `count` elements from `root`, `local` GPUs a server."""
         raise NotImplementedError
+
+    def operations(self, collective: str, n: int) -> int:
+        """About how many operations (sends and receives) its schedule of
+        `collective` has on `n` ranks: by default a message to every peer
+        (twice for AllReduce), as a ring's."""
+        per_peer = 4 if collective == "allreduce" else 2
+        return per_peer * n * (n - 1) + n
 
     def phase(self, step: int, n: int, local: int) -> str:
         """Which part of the algorithm a step belongs to (a timeline's

@@ -12,9 +12,13 @@ class NcclTree(Algorithm):
     name, order = "nccl-tree", 6
     collectives = ("allreduce",)
     by_server = True
+    nccl = "tree"
 
     def build(self, collective, n, count, root, local):
         return schedules.nccl_tree_allreduce(n, count, local)
+
+    def operations(self, collective, n):
+        return 8 * n
 
     def phase(self, step, n, local):
         return schedules.nccl_tree_phase(step, n, local) or self.name

@@ -11,6 +11,7 @@ from collectives.algorithms import Algorithm, register
 class Pat(Algorithm):
     name, order = "pat", 7
     collectives = ("allgather", "reducescatter")
+    nccl = "pat"
 
     def build(self, collective, n, count, root, local):
         return {"allgather": schedules.pat_allgather,

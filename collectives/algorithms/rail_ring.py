@@ -13,6 +13,7 @@ class RailRing(Algorithm):
     name, order = "rail-ring", 5
     collectives = ("allreduce",)
     by_server = True
+    nccl = "ring"
 
     def build(self, collective, n, count, root, local):
         return schedules.rail_ring_allreduce(n, count, local)

@@ -4,6 +4,8 @@ hand their buffers to a neighbour first and get the result back last)."""
 
 from __future__ import annotations
 
+import math
+
 from collectives import schedules
 from collectives.algorithms import Algorithm, register
 
@@ -15,3 +17,7 @@ class Rhd(Algorithm):
 
     def build(self, collective, n, count, root, local):
         return schedules.rhd_allreduce(n, count)
+
+    def operations(self, collective, n):
+        log = max(1, math.ceil(math.log2(n)))
+        return 4 * n * log + 4 * n

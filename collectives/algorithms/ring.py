@@ -12,6 +12,7 @@ from collectives.algorithms import Algorithm, register
 class Ring(Algorithm):
     name, order = "ring", 1
     collectives = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "sendrecv")
+    nccl = "ring"
 
     def build(self, collective, n, count, root, local):
         if collective == "broadcast":
@@ -21,3 +22,8 @@ class Ring(Algorithm):
         return {"allreduce": schedules.ring_allreduce, "allgather": schedules.ring_allgather,
                 "reducescatter": schedules.ring_reducescatter,
                 "sendrecv": schedules.ring_sendrecv}[collective](n, count)
+
+    def operations(self, collective, n):
+        if collective in ("broadcast", "reduce", "sendrecv"):    # a chain, a message a rank
+            return 8 * n
+        return super().operations(collective, n)

@@ -10,6 +10,10 @@ from collectives.algorithms import Algorithm, register
 class Tree(Algorithm):
     name, order = "tree", 3
     collectives = ("allreduce",)
+    nccl = "tree"
 
     def build(self, collective, n, count, root, local):
         return schedules.tree_allreduce(n, count)
+
+    def operations(self, collective, n):
+        return 8 * n

@@ -36,11 +36,12 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from collectives import registry
+from collectives.algorithms import ALGORITHM_REGISTRY
 from sim import alphabeta
 from sim.nccl.overrides import enabled
 
-STANDS_FOR = {"ring": "ring", "rail-ring": "ring", "tree": "tree", "nccl-tree": "tree",
-              "pat": "pat"}
+# our schedule -> the NCCL algorithm it stands for (each algorithm says: collectives/algorithms/)
+STANDS_FOR = {a.name: a.nccl for a in ALGORITHM_REGISTRY.values() if a.nccl}
 PAT_COLLECTIVES = ("allgather", "reducescatter")
 
 
@@ -56,11 +57,12 @@ def candidates(collective: str, local: int, servers: int,
                algo: Optional[str] = None) -> List[str]:
     """The lab's schedules that stand for the NCCL algorithms `algo`
     leaves enabled for `collective`, on `servers` servers of `local` GPUs."""
-    if collective == "allreduce":
+    standing = [a for a in ALGORITHM_REGISTRY.values() if a.nccl and collective in a.collectives]
+    if collective == "allreduce":                # laid out by server where servers have GPUs
         several = local > 1 and servers >= 1
-        out = [("rail-ring" if several else "ring"), ("nccl-tree" if several else "tree")]
-    elif collective in PAT_COLLECTIVES:
-        out = ["ring", "pat"] if local == 1 else ["ring"]
+        out = [a.name for a in standing if a.by_server == several]
+    elif collective in PAT_COLLECTIVES:          # NCCL's PAT: one GPU a node only
+        out = [a.name for a in standing if local == 1 or a.nccl != "pat"]
     else:
         return [registry.default_algorithm(collective)]
     allowed = set(enabled(algo)[collective]["algorithms"])

@@ -92,7 +92,7 @@ def streams(lab, pairs, seconds: float) -> dict:
 
 def placements(lab):
     """Adaptive: placements the controller made so far (None: not adaptive)."""
-    if lab.fabric.policy != "adaptive":
+    if not policies.policy(lab.fabric.policy).moves_elephants:
         return None
     return (lab.controller_status().get("adaptive") or {}).get("placements")
 

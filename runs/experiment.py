@@ -190,7 +190,7 @@ def check_for_ranks(exp: Experiment, n_ranks: int, local: int = 1, names: Namer 
 def _check_step(exp: Experiment, fail) -> None:
     """A step runs on the agents (or the simulator), its collectives set
     by its mode; what a sweep adds around it is refused by name."""
-    if exp.engine not in ("agents", "sim"):
+    if not ENGINES[exp.engine].runs_steps:
         fail("engine", f"a training step runs on the rank agents or the simulator; the "
              f"{exp.engine} engine replays collectives one at a time")
     if exp.collective != "allreduce":
@@ -274,7 +274,7 @@ def _check_scale_up(exp: Experiment, local: int, fail) -> None:
     if local == 1:
         fail("scale_up", "memory hands NVLink transfers over inside each server's agent "
              "process: it needs servers of several GPUs (server.gpus above 1)")
-    if exp.engine not in ("agents", "sim"):
+    if not ENGINES[exp.engine].scale_up_in_memory:
         fail("scale_up", f"memory is how the rank agents carry NVLink traffic; the "
              f"{exp.engine} engine sends it as packets (use packets, or --engine agents)")
 
@@ -382,7 +382,7 @@ def _check_overrides_leave(fabric, exp: Experiment, names: Namer) -> None:
     if exp.algorithm != AUTO or not (exp.nccl_algo or exp.nccl_proto):
         return
     local = fabric.gpus_per_server
-    if (exp.engine == "sim" and fabric.server_model is not None
+    if (not ENGINES[exp.engine].needs_lab and fabric.server_model is not None
             and exp.collective in tuner.COLLECTIVES and exp.step is None):
         try:
             domain = fabric.nvlink_domain
@@ -430,7 +430,7 @@ def _check_failures(fabric, exp: Experiment, names: Namer) -> None:
     if len(exp.fail) > MAX_FAILURES:
         detail = f"{len(exp.fail)} failures; at most {MAX_FAILURES}"
         raise ExperimentError("fail", detail, f"{names('fail')}: {detail}")
-    if exp.fail and exp.engine == "sim":
+    if exp.fail and not ENGINES[exp.engine].needs_lab:
         detail = "the simulator has no links to take down; failures need a lab"
         raise ExperimentError("fail", detail, f"{names('fail')}: {detail}")
     switches = {s.name for s in fabric.network_switches}

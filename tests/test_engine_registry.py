@@ -18,9 +18,12 @@ from topologies.fabric import load_fabric
 
 def test_the_four_engines_and_what_each_promises():
     assert ENGINES.names() == ("agents", "iperf3", "scapy", "sim")
-    promises = {name: (e.checks_data, e.needs_lab, e.max_ranks) for name, e in ENGINES.items()}
-    assert promises == {"agents": (True, True, 0), "iperf3": (False, True, 0),
-                        "scapy": (False, True, 256), "sim": (False, False, 0)}
+    promises = {name: (e.checks_data, e.needs_lab, e.max_ranks, e.runs_steps,
+                       e.scale_up_in_memory) for name, e in ENGINES.items()}
+    assert promises == {"agents": (True, True, 0, True, True),
+                        "iperf3": (False, True, 0, False, False),
+                        "scapy": (False, True, 256, False, False),
+                        "sim": (False, False, 0, True, True)}
     assert all(issubclass(e, Engine) and e.help for e in ENGINES.values())
 
 

@@ -243,3 +243,40 @@ def test_the_experiment_is_plain_data():
     own = [name for name, value in vars(Experiment).items()
            if callable(value) and not name.startswith("__")]
     assert own == [] and len(fields(Experiment)) == 22
+
+
+NAMED_BY_REGISTRY = ("engine", "policy", "technology")     # what a registry names
+
+
+def compared_names(path: Path):
+    """`x.engine == "sim"`, `policy in ("spray", ...)`: a registered kind of
+    thing picked out by its name rather than by what its class says."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        named = [s for s in sides if isinstance(s, ast.Attribute) and s.attr in NAMED_BY_REGISTRY
+                 or isinstance(s, ast.Name) and s.id in NAMED_BY_REGISTRY]
+        text = [s for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)
+                or isinstance(s, (ast.Tuple, ast.List)) and s.elts and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in s.elts)]
+        if named and text:
+            yield node.lineno
+
+
+@pytest.mark.parametrize("path", PRODUCT, ids=lambda p: str(p.relative_to(REPO)))
+def test_engines_policies_and_technologies_are_asked_not_named(path):
+    """Outside its own package, an engine, a routing policy or a network
+    technology is asked what it does (ENGINES[name].needs_lab,
+    policy(name).moves_elephants, ...), never compared with its name."""
+    own = {"engine": "traffic/engines", "policy": "policies", "technology": "networks"}
+    if any(str(path.relative_to(REPO)).startswith(p) for p in own.values()):
+        return
+    assert list(compared_names(path)) == []
+
+
+def test_the_name_comparison_check_finds_one(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('if exp.engine == "sim" or policy in ("spray", "flowlet"):\n    pass\n'
+                     'if link.kind == "send" or exp.engine is None:\n    pass\n')
+    assert list(compared_names(probe)) == [1, 1]

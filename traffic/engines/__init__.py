@@ -23,8 +23,10 @@ Each engine is a class in a module of this package that registers itself
 (`@register`) with what it promises as class attributes: `name` (what
 --engine takes), `help`, `checks_data` (every element received is checked:
 #wrong is a number), `needs_lab` (it replays on a running lab, real
-packets) and `max_ranks` (0: no limit of its own). `ENGINES` finds every
-one: a new engine is one new module and its tests.
+packets), `max_ranks` (0: no limit of its own), `runs_steps` (a whole
+training step) and `scale_up_in_memory` (NVLink transfers handed over in
+memory). `ENGINES` finds every one: a new engine is one new module and its
+tests.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class Engine:
     checks_data: bool = False
     needs_lab: bool = True
     max_ranks: int = 0
+    runs_steps: bool = False        # replays a whole training step (sim/training_step.py)
+    scale_up_in_memory: bool = False    # carries NVLink transfers in memory (scale_up: memory)
     EXTRAS: Tuple[str, ...] = ()
 
     def prepare(self, job: Job) -> None:

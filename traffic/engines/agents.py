@@ -50,6 +50,7 @@ def by_server(hosts) -> list:
 class RankAgents(AgentProcesses, Engine):
     name, help = "agents", "rank processes with real, checked data (default)"
     checks_data, needs_lab = True, True
+    runs_steps, scale_up_in_memory = True, True
     EXTRAS = ("scale_up_bytes", "pieces", "reordered", "unsettled")
 
     def __init__(self, fabric, ranks: Sequence[str], lab, port: int = AGENT_PORT,

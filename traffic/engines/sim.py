@@ -22,6 +22,7 @@ class SimEngine(Engine):
     name = "sim"
     help = "flow-level simulation on the fabric graph: no network, no root"
     checks_data, needs_lab = False, False
+    runs_steps, scale_up_in_memory = True, True
     EXTRAS = ()
 
     def __init__(self, fabric, ranks: Sequence[str], lab=None,

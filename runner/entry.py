@@ -26,8 +26,7 @@ from runner.simulated_runs import simulated_run
 from runner.sweeping import Front, RunFront
 from runs import flags
 from runs.experiment import FIELDS, experiment_from
-from runs.outputs import fresh_folder, output_problem, run_name
-from runs.provenance import provenance
+from runs.outputs import output_problem, run_name
 from sim.simulator import simulation_method
 from topologies.fabric import FabricError, check_emulation, check_policy, load_fabric
 from traffic.engines import ENGINES
@@ -199,10 +198,7 @@ def _front_streams(front: Front):
 def _run(args, fabric, exp, cluster) -> int:
     """The run the flags ask for, once everything is checked."""
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
-        return simulated_run(fabric, exp, fresh_folder(args.results, run_name(fabric)),
-                             args.json, args.csv, on_lab.progress(args.json, args.front),
-                             args.compare, args.front,
-                             provenance(args.typed[1], fabric, args.typed[0]))
+        return simulated_run(fabric, exp, args)
     if os.geteuid() != 0:
         print("error: building a fabric needs root: run it with sudo "
               "(--check validates it without root)", file=sys.stderr)

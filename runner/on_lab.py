@@ -21,7 +21,7 @@ from report import console
 from report.progress import Progress
 from report.write import write_summary
 from runner.run_summary import Summary
-from runner.sweeping import Outputs, run_sweeps
+from runner.sweeping import Outputs, progress, run_sweeps
 from runs.outputs import fresh_folder, run_name
 from runs.provenance import provenance
 
@@ -160,14 +160,6 @@ def _iperf3_check(lab, args, summary: Summary) -> None:
         summary.traffic = iperf3_check(lab, pairs, args.seconds, args.streams)
         if not args.json:
             print(console.iperf3_check_text(lab.fabric, summary.traffic))
-
-
-def progress(quiet, front=None) -> Progress:
-    """A one-line progress display with the time left on a terminal, a line
-    a finished size elsewhere (report/progress.py); nothing with --json.
-    The run's front hears of each size as it ends."""
-    return Progress(enabled=False if quiet else None,
-                    on_size=front.size_done if front is not None else None)
 
 
 def calibrate(fabric, args) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
+from report.progress import Progress
 from report.write import sweep_text, write_csv, write_sweep_figures
 from runs.experiment import Experiment
 from runs.record import RunRecord
@@ -124,3 +125,11 @@ def run_sweeps(fabric, exp: Experiment, compare: List[str], replay: Callable, ou
     results[exp.algorithm].figures = figures
     front.finish(out.run_dir)
     return results, figures, failed
+
+
+def progress(quiet, front=None) -> Progress:
+    """A one-line progress display with the time left on a terminal, a line
+    a finished size elsewhere (report/progress.py); nothing with --json.
+    The run's front hears of each size as it ends."""
+    return Progress(enabled=False if quiet else None,
+                    on_size=front.size_done if front is not None else None)

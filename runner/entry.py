@@ -154,7 +154,9 @@ def _read(argv, usage: str, front: Front):
         placement = cluster and place_cluster(fabric, cluster)
         if cluster and not args.check:
             refuse_in_cluster(fabric, cluster, args.cli, args.calibrate)
-        problem, notes = output_problem(args, run_name(fabric, args.calibrate, "YYYYmmdd-HHMMSS"))
+        simulated = exp is not None and not ENGINES[exp.engine].needs_lab and not args.check
+        problem, notes = output_problem(args, run_name(fabric, args.calibrate, "YYYYmmdd-HHMMSS"),
+                                        by_this_user=simulated)
     except SystemExit as exc:                   # --help
         return exc.code if isinstance(exc.code, int) else 0
     except (FabricError, ValueError) as exc:    # the YAML, or the command-line flags
@@ -171,14 +173,16 @@ def _main(argv, usage: str, front: Front) -> int:
     if isinstance(read, int):
         return read
     args, fabric, exp, cluster, placement, notes = read
-    for note in notes:
-        print(f"note: {note}", file=sys.stdout if args.check else sys.stderr)
     if args.check:
+        for note in notes:
+            print(f"note: {note}")
         code = _check(fabric, exp, args)          # its summary lists the warnings
         if code == 0 and cluster:
             print(placement_text(fabric, cluster, placement))
         return code
-    with _front_streams(front):
+    with _front_streams(front):                   # a front's run: its notes are comments too
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         return _run(args, fabric, exp, cluster and (cluster, placement))
 
 

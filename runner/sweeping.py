@@ -106,13 +106,16 @@ class RunFront:
 def run_sweeps(fabric, exp: Experiment, compare: List[str], replay: Callable, out: Outputs,
                front: Front) -> Tuple[Dict[str, RunRecord], List[str], Optional[str]]:
     """The front's sweeps, each replayed by `replay(exp, folder)` (a run
-    record) and its tables said as it ends; then results.csv (and --csv)
-    and the figures of the sweeps kept. Returns the kept records by
-    algorithm, the figures' names, and why none were drawn (None when
+    record) and its tables said as it ends; results.csv (and --csv) and the
+    figures of the sweeps kept as soon as the last of those ends (a later
+    sweep that fails or is stopped leaves them). Returns the kept records
+    by algorithm, the figures' names, and why none were drawn (None when
     they were)."""
     results: Dict[str, RunRecord] = {}
     front.start(fabric, exp, out.run_dir)
-    for sweep in front.plan(exp, compare, out.run_dir):
+    plan = front.plan(exp, compare, out.run_dir)
+    last_kept = max(i for i, sweep in enumerate(plan) if sweep.kept)
+    for i, sweep in enumerate(plan):
         if sweep.title:
             out.say(sweep.title)
         record = replay(sweep.exp, sweep.folder)
@@ -120,9 +123,10 @@ def run_sweeps(fabric, exp: Experiment, compare: List[str], replay: Callable, ou
         front.sweep_done(sweep, record)
         if sweep.kept:
             results[sweep.exp.algorithm] = record
-    write_csv(list(results.values()), out.run_dir, out.csv_path)
-    figures, failed = write_sweep_figures(fabric, results, out.run_dir)
-    results[exp.algorithm].figures = figures
+        if i == last_kept:          # the run's own files now: a later sweep may not end
+            write_csv(list(results.values()), out.run_dir, out.csv_path)
+            figures, failed = write_sweep_figures(fabric, results, out.run_dir)
+            results[exp.algorithm].figures = figures
     front.finish(out.run_dir)
     return results, figures, failed
 

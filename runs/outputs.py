@@ -18,12 +18,13 @@ BELOW_RUN = 64                      # the longest path a run writes inside its f
 PATH_SHOWN = 64                     # characters of a path a message quotes
 
 
-def output_problem(args, run_name):
+def output_problem(args, run_name, by_this_user: bool = False):
     """(problem, notes): what would make writing the results fail at the end
     of a run (a name too long, a file where a folder must be, a folder that
     cannot be written), or None. Permission this user lacks is a note, not a
-    problem, when the user is not root: the run is root's."""
-    notes, csv_notes = [], []
+    problem, when the user is not root: the run is root's; unless the run is
+    this user's own (`by_this_user`: a simulated run needs no root)."""
+    notes, csv_notes = (None, None) if by_this_user else ([], [])
     folder = args.results
     problem = (_path_problem(folder, 1 + len(run_name) + BELOW_RUN)
                or _folder_problem(folder, notes))
@@ -33,8 +34,8 @@ def output_problem(args, run_name):
         problem = _path_problem(args.csv, 0) or _file_problem(args.csv, csv_notes)
         if problem:
             return f"--csv {shown(str(args.csv), PATH_SHOWN)}: {problem}", []
-    return None, ([f"--results {shown(str(folder), PATH_SHOWN)}: {n}" for n in notes]
-                  + [f"--csv {shown(str(args.csv), PATH_SHOWN)}: {n}" for n in csv_notes])
+    return None, ([f"--results {shown(str(folder), PATH_SHOWN)}: {n}" for n in notes or []]
+                  + [f"--csv {shown(str(args.csv), PATH_SHOWN)}: {n}" for n in csv_notes or []])
 
 
 def _path_problem(path: Path, below: int):
@@ -104,7 +105,7 @@ def _unwritable(path: Path, notes, make=None, remove=None):
         else:
             os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
     except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+        if exc.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0 and notes is not None:
             notes.append(f"this user cannot write in {shown(str(path), PATH_SHOWN)}; root may "
                          "(--check as root tells)")
             return None

@@ -167,3 +167,49 @@ def test_a_kept_experiment_gives_the_keeper_its_status_and_folder(fabric, tmp_pa
     assert code == 1 and folder.endswith("-exp3") and folder.startswith(str(tmp_path))
     assert "error: the controller is gone" in capsys.readouterr().err
     assert kept_experiment(lab, ["--engine", "sim"], str(tmp_path), 4, "", tmp_path) == (2, None)
+
+
+class StopsAtTheSecond(Heard):
+    """A front whose second sweep, not one the run keeps, never ends."""
+
+    def plan(self, exp, compare, run_dir):
+        first, second = super().plan(exp, ["rhd"], run_dir)
+        return [first, replace(second, kept=False)]
+
+
+def test_the_runs_own_files_are_written_when_its_last_kept_sweep_ends(fabric, exp, tmp_path):
+    def replay(e, folder):
+        if folder != tmp_path:
+            raise KeyboardInterrupt                 # stopped during the second sweep
+        return simulate_experiment(fabric, e)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweeps(fabric, exp, [], replay, Outputs(tmp_path, say=lambda line: None),
+                   StopsAtTheSecond())
+    assert (tmp_path / "results.csv").exists() and (tmp_path / "busbw.png").exists()
+
+
+def test_an_nccl_programs_notes_are_comments_on_stderr(tmp_path, monkeypatch, capsys):
+    from ncclperf.all_reduce_perf import main
+    from runner import entry
+    monkeypatch.setattr(entry, "output_problem",
+                        lambda args, name, by_this_user=False: (None, ["a note to read"]))
+    assert main(["--engine", "sim", "-b", "32K", "-e", "32K", "--results", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "# note: a note to read" in err and "\nnote:" not in err
+
+
+def test_a_simulated_run_refuses_a_results_folder_its_user_cannot_write(tmp_path, monkeypatch):
+    """A simulated run is this user's own: no root will write its results."""
+    import errno
+    import types
+    from runs import outputs
+    monkeypatch.setattr(outputs.os, "geteuid", lambda: 1000)
+
+    def refused(**_kw):
+        raise PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(outputs.tempfile, "mkdtemp", refused)
+    args = types.SimpleNamespace(results=tmp_path, csv=None)
+    problem, notes = outputs.output_problem(args, "20260101-000000-x", by_this_user=True)
+    assert problem.startswith("--results ") and "Permission denied" in problem and notes == []
+    problem, notes = outputs.output_problem(args, "20260101-000000-x")
+    assert problem is None and "this user cannot write in" in notes[0]

@@ -26,6 +26,19 @@ ALGORITHMS: Dict[str, Tuple[str, ...]] = {
 ALL_ALGORITHMS = tuple(sorted(ALGORITHM_REGISTRY.names()))
 ALGORITHM_CHOICES = ALL_ALGORITHMS + (AUTO,)
 BY_SERVER = tuple(a.name for a in ALGORITHM_REGISTRY.values() if a.by_server)
+FOLDING = tuple(a.name for a in ALGORITHM_REGISTRY.values() if a.folds)
+
+
+def _rings(structure: str) -> str:
+    found = [a.name for a in ALGORITHM_REGISTRY.values() if a.rings == structure]
+    assert len(found) == 1, f"one algorithm runs {structure} rings, not {found}"
+    return found[0]
+
+
+# the AllReduce's two structures in rings (sim/phases.py): one ring over every
+# rank, and rings inside each server and across the servers by rail
+FLAT_RING, SERVER_RINGS = _rings("flat"), _rings("by-server")
+PHASED = (FLAT_RING, SERVER_RINGS)
 
 
 def default_algorithm(collective: str) -> str:

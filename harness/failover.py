@@ -6,6 +6,7 @@ import statistics
 import time
 from pathlib import Path
 
+from collectives.registry import FLAT_RING
 from runs.experiment import Experiment
 from runs.measured import run_experiment
 from traffic.measure import failures
@@ -21,7 +22,7 @@ def idle_case(lab, link: str, kind: str = "down") -> dict:
 
 
 def loaded_case(lab, link: str, workdir: Path, kind: str = "down") -> dict:
-    exp = Experiment(algorithm="ring", minbytes=1 << 20, maxbytes=1 << 20, iters=10, warmup=1, idle_seconds=0.5,
+    exp = Experiment(algorithm=FLAT_RING, minbytes=1 << 20, maxbytes=1 << 20, iters=10, warmup=1, idle_seconds=0.5,
                      fail=[f"{link}@{FAIL_AT}+{FAIL_FOR}:{kind}"])
     result = run_experiment(lab, exp, workdir)
     event = result.failures[0]

@@ -11,6 +11,7 @@ import stat
 import sys
 from pathlib import Path
 
+from collectives.registry import FLAT_RING, SERVER_RINGS
 from networks import DEFAULT as DEFAULT_NETWORK, NETWORKS, network
 from planner import inputs as check
 from planner.calibration import calibrate_from_run, fabric_predictions
@@ -216,7 +217,7 @@ def _main(argv) -> int:
         text += "\n\n" + layouts.format_layouts(result["layouts"], result["inputs"])
     if fabric is not None:
         sizes = _fabric_sizes(fabric, calibration, args)
-        algorithms = ["ring"] + (["hierarchical"] if fabric.gpus_per_server > 1 else [])
+        algorithms = [FLAT_RING] + ([SERVER_RINGS] if fabric.gpus_per_server > 1 else [])
         rows = fabric_predictions(fabric, sizes, algorithms, calibration,
                                   alpha_s=args.alpha_us * 1e-6)
         result["fabric"] = {"name": fabric.name, "calibration": calibration, "predictions": rows}

@@ -21,6 +21,7 @@ import math
 import statistics
 from dataclasses import replace
 
+from collectives.registry import FLAT_RING, SERVER_RINGS
 from planner.designs import FORMS, clos_design, leaf_split
 from planner.report import count_text, number_text, ratio_text
 from networks import DEFAULT, Technology, network
@@ -82,7 +83,7 @@ def simulate_plan(result: dict, sizes, hop_latency_s: float, intra_gbps: float,
     inp = result["inputs"]
     g = inp["gpus_per_server"]
     wirings = simulate_wirings(inp)
-    algorithms = ["ring"] + (["hierarchical"] if g > 1 else [])
+    algorithms = [FLAT_RING] + ([SERVER_RINGS] if g > 1 else [])
     rows, notes = [], []
     for design, radix, note in clos_designs(result):
         if note:

@@ -16,6 +16,7 @@ does; tensor and pipeline parallelism are not modelled.
 
 from __future__ import annotations
 
+from collectives.registry import FLAT_RING, PHASED, SERVER_RINGS
 from planner.inputs import PlanError, parse_bytes
 from planner.nccl_plan import DEFAULT_SERVER, server_of
 from planner.report import count_text, number_text
@@ -99,7 +100,7 @@ def training_with_comm(args, result: dict, sim: dict, algorithm: str = None) -> 
     inp = result["inputs"]
     gpus = sim["gpus"]
     if algorithm is None:
-        algorithm = "hierarchical" if inp["gpus_per_server"] > 1 else "ring"
+        algorithm = SERVER_RINGS if inp["gpus_per_server"] > 1 else FLAT_RING
     flops_per_step = 6 * plan_params(plan) * args.tokens_per_gpu * gpus
     steps = inp["total_flops"] / flops_per_step
     rows, blocks = [], {}
@@ -111,7 +112,7 @@ def training_with_comm(args, result: dict, sim: dict, algorithm: str = None) -> 
             return by_size[c["bytes"]]["seconds"]
         on, no = training_step.timeline(plan, alone), training_step.timeline(off, alone)
         largest = max(by_size)
-        per_rail = largest / (inp["gpus_per_server"] if algorithm != "ring" else 1)
+        per_rail = largest / (inp["gpus_per_server"] if algorithm != FLAT_RING else 1)
         rows.append({"design": design, "radix": radix, "wiring": wiring,
                      "bucket_bandwidth_s": 2 * per_rail / (inp["link_gbps"] * 1e9 / 8),
                      "algorithm": by_size[largest].get("ran", algorithm),
@@ -203,7 +204,7 @@ def format_training(t: dict, inp: dict) -> str:
 
 
 def _why_latency(algorithm: str) -> str:
-    if algorithm in ("ring", "hierarchical"):
+    if algorithm in PHASED:
         return ("the ring's 2(m-1) steps across the servers, each a few hops' latency; larger "
                 "buckets, fewer GPUs per ring (more parallelism of other kinds) or a tree cut it")
     return (f"NCCL's {algorithm} pays its steps' latency; larger buckets or fewer GPUs per "
@@ -213,7 +214,7 @@ def _why_latency(algorithm: str) -> str:
 def _which(rows) -> str:
     """Which AllReduce the step priced its buckets with."""
     algorithm = rows[0]["algorithm"] if rows else ""
-    if algorithm in ("ring", "hierarchical", ""):
+    if algorithm in PHASED + ("",):
         return f"the simulated {algorithm} one"
     return f"as NCCL would run it ({algorithm} for the largest bucket)"
 

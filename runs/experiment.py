@@ -28,7 +28,8 @@ from sim.nccl.overrides import OverrideError, enabled
 from collectives.datatypes import OPS, TYPE_NAMES, datatype
 from collectives.metrics import TYPE_SIZE, bus_factor
 from collectives.registry import (ALGORITHM_CHOICES, ALGORITHMS, AUTO, BY_SERVER, COLLECTIVES,
-                                  REDUCING, ROOTED, default_algorithm)
+                                  FLAT_RING, REDUCING, ROOTED, SERVER_RINGS,
+                                  default_algorithm)
 from traffic.engines import ENGINES
 
 SCALE_UP = ("packets", "memory")
@@ -250,7 +251,7 @@ def _check_step_duration(exp: Experiment, plan, fastest_mbit: float) -> None:
 
 
 def _check_sharded(exp: Experiment, plan, fail) -> None:
-    if plan.mode == "sharded" and exp.algorithm not in ("ring", AUTO):
+    if plan.mode == "sharded" and exp.algorithm not in (FLAT_RING, AUTO):
         fail("algorithm", f"sharded steps run ring AllGather and ReduceScatter; "
              f"{exp.algorithm} is an AllReduce algorithm (use mode allreduce)")
 
@@ -315,11 +316,11 @@ def _check_sizes(exp: Experiment, fail, names: Namer) -> None:
 
 
 def _check_ranks(exp: Experiment, n_ranks: int, local: int, fail) -> None:
-    if exp.algorithm == "hierarchical" and local == 1:
-        fail("algorithm", "hierarchical needs servers with several GPUs (server.gpus), "
-             "ranks in whole servers; with one GPU per server it is the ring")
-    if exp.algorithm == "hierarchical" and n_ranks % local:
-        fail("algorithm", f"hierarchical needs whole servers: {n_ranks} ranks are not a "
+    if exp.algorithm == SERVER_RINGS and local == 1:
+        fail("algorithm", f"{SERVER_RINGS} needs servers with several GPUs (server.gpus), "
+             f"ranks in whole servers; with one GPU per server it is the {FLAT_RING}")
+    if exp.algorithm == SERVER_RINGS and n_ranks % local:
+        fail("algorithm", f"{SERVER_RINGS} needs whole servers: {n_ranks} ranks are not a "
              f"multiple of {local} GPUs per server")
     if not 0 <= exp.root < n_ranks:
         fail("root", f"{exp.root} is not a rank: there are {n_ranks} ranks, 0 to "

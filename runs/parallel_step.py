@@ -18,6 +18,7 @@ from typing import Callable, Dict, List
 
 from collectives import schedules
 from collectives.datatypes import datatype
+from collectives.registry import FLAT_RING
 from sim import hybrid_step, training_step
 from sim.simulator import Simulator
 from runs.experiment import Experiment, job_of, piece_bytes_for
@@ -79,7 +80,7 @@ def description(exp: Experiment, plan: hybrid_step.HybridPlan) -> dict:
             * plan.pp, "gradient_bytes": plan.gradient_bytes, "dtype": exp.datatype,
             "op": exp.op, "mode": "parallel", "overlap": True, "in_flight": IN_FLIGHT,
             "bucket_bytes": plan.gradient_bytes, "ranks": plan.ranks,
-            "compute_s": plan.compute_s, "algorithm": "ring", "buckets": [],
+            "compute_s": plan.compute_s, "algorithm": FLAT_RING, "buckets": [],
             "parallel": dict(par), "collectives": len(plan.collectives)}
 
 
@@ -133,7 +134,7 @@ def run_parallel_step(lab, exp: Experiment, progress: Callable[[str], None]) -> 
                                for c in plan.collectives],
                "tasks": {str(r): t for r, t in plan.tasks.items()},
                "initial": {str(r): i for r, i in plan.initial.items()}, "in_flight": IN_FLIGHT}
-    job = job_of(replace(exp, collective="allreduce", algorithm="ring"),
+    job = job_of(replace(exp, collective="allreduce", algorithm=FLAT_RING),
                  plan.collectives[0]["count"], fabric.policy, 1)
     timed, window = run_steps(
         lab, exp, ranks, lambda engine: engine.prepare_parallel(message, job),

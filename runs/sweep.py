@@ -223,8 +223,8 @@ def resolved(exp: Experiment, model: RankCosts, count: int, alpha: float) -> tup
     if exp.algorithm != registry.AUTO:
         return exp, None
     if model.n > FULL_RANKS and exp.collective == "allreduce":
-        ring = "hierarchical" if model.local > 1 else "ring"
-        return replace(exp, algorithm=ring), {"nccl": "ring", "predicted_s": {}}
+        ring = registry.SERVER_RINGS if model.local > 1 else registry.FLAT_RING
+        return replace(exp, algorithm=ring), {"nccl": tuner.RING, "predicted_s": {}}
     costs = alphabeta.Costs(alpha, model.beta, model.beta_intra, model.nic_of.__getitem__)
     with schedules.timing_only():
         choice = endhosts.choose(exp.collective, model.n, count, costs, model.local, exp.root,

@@ -45,7 +45,7 @@ def jobs_of(exp: Experiment, plan: training_step.Plan, model, policy: str) -> Di
     largest = max(b.bytes for b in plan.buckets)      # pieces as a sweep up to it cuts them
     for c in plan.collectives:
         count = schedules.round_count(c["collective"], n, max(1, c["bytes"] // metrics.TYPE_SIZE))
-        algorithm = exp.algorithm if c["collective"] == "allreduce" else "ring"
+        algorithm = exp.algorithm if c["collective"] == "allreduce" else registry.FLAT_RING
         if algorithm == registry.AUTO:
             algorithm = resolved(replace(exp, collective="allreduce"), model, count,
                                  0.0)[0].algorithm

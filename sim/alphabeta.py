@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from collectives import schedules
+from collectives.registry import FOLDING
 from collectives.metrics import TYPE_SIZE
 
 
@@ -46,7 +47,7 @@ def serial_phase(algorithm: str, sched: schedules.Schedule) -> Callable[[int], i
     """The phase of a step, for phases that run one after the other: rhd's
     fold-in (its first step), exchange, and fold-out (its last step)."""
     used = {op.step for ops in sched.values() for op in ops}
-    if algorithm != "rhd" or 0 not in used:          # a power of two: no fold
+    if algorithm not in FOLDING or 0 not in used:          # a power of two: no fold
         return lambda step: 0
     last = max(used)
     return lambda step: 0 if step == 0 else 2 if step == last else 1

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Tuple
 
 from collectives import schedules
+from collectives.registry import FLAT_RING
 
 KEYS = ("tp", "pp", "dp", "micro_batches", "activation")
 
@@ -115,7 +116,7 @@ def _collective(p: HybridPlan, ids: dict, key: tuple, kind: str, collective: str
         ids[key] = len(p.collectives)
         count = max(len(members), nbytes // p.itemsize // len(members) * len(members))
         p.collectives.append({"id": ids[key], "name": "-".join(map(str, key)), "kind": kind,
-                              "collective": collective, "algorithm": "ring",
+                              "collective": collective, "algorithm": FLAT_RING,
                               "members": members, "root": 0, "count": count,
                               "bytes": count * p.itemsize, "wave": wave})
     return ids[key]

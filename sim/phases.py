@@ -26,8 +26,7 @@ from typing import List, Tuple
 
 from sim.steps import transfer_times
 from collectives.metrics import TYPE_SIZE
-
-ALGORITHMS = ("ring", "hierarchical")
+from collectives.registry import FLAT_RING, PHASED, SERVER_RINGS
 
 
 @dataclass(frozen=True)
@@ -43,10 +42,10 @@ def allreduce_phases(algorithm: str, n: int, count: int, local: int = 1,
                      channels: int = 1) -> List[Phase]:
     """The phases of an AllReduce of `count` elements over `n` ranks (servers
     of `local` GPUs for hierarchical)."""
-    if algorithm == "ring" or (algorithm == "hierarchical" and local == 1):
-        return _ring(list(range(n)), 2 * (n - 1), math.ceil(count / n), channels, "ring", 0)
-    if algorithm != "hierarchical":
-        raise ValueError(f"the structural phases cover {ALGORITHMS}, not {algorithm!r}")
+    if algorithm == FLAT_RING or (algorithm == SERVER_RINGS and local == 1):
+        return _ring(list(range(n)), 2 * (n - 1), math.ceil(count / n), channels, FLAT_RING, 0)
+    if algorithm != SERVER_RINGS:
+        raise ValueError(f"the structural phases cover {PHASED}, not {algorithm!r}")
     if n % local:
         raise ValueError(f"{n} ranks are not whole servers of {local} GPUs")
     m, block = n // local, math.ceil(count / local)

@@ -277,9 +277,9 @@ def simulation_method(collective: str, algorithm: str, n: int, nccl_model: bool 
     if algorithm == registry.AUTO:
         if nccl_model and collective in NCCL_PRICED:
             return NCCL_MODEL
-        algorithm = "ring" if collective == "allreduce" else registry.default_algorithm(
-            collective)
-    phased = collective == "allreduce" and algorithm in phases.ALGORITHMS
+        algorithm = registry.FLAT_RING if collective == "allreduce" else \
+            registry.default_algorithm(collective)
+    phased = collective == "allreduce" and algorithm in registry.PHASED
     if n <= FULL_RANKS and not (phased and work is not None and
                                 replay_operations(algorithm, n, work) > MAX_REPLAY_OPS):
         return EVENTS

@@ -20,6 +20,9 @@ def test_the_registered_algorithms_give_each_collective_its_list_default_first()
         "broadcast": ("ring",), "reduce": ("ring",), "alltoall": ("pairwise",),
         "sendrecv": ("ring",)}
     assert registry.BY_SERVER == ("hierarchical", "rail-ring", "nccl-tree")
+    # what the step shortcut, the planner and the fold-aware model pick by
+    assert (registry.FLAT_RING, registry.SERVER_RINGS) == ("ring", "hierarchical")
+    assert registry.PHASED == ("ring", "hierarchical") and registry.FOLDING == ("rhd",)
     assert registry.ALL_ALGORITHMS == tuple(sorted(ALGORITHM_REGISTRY.names()))
     assert all(isinstance(a, Algorithm) for a in ALGORITHM_REGISTRY.values())
 

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -280,3 +281,34 @@ def test_the_name_comparison_check_finds_one(tmp_path):
     probe.write_text('if exp.engine == "sim" or policy in ("spray", "flowlet"):\n    pass\n'
                      'if link.kind == "send" or exp.engine is None:\n    pass\n')
     assert list(compared_names(probe)) == [1, 1]
+
+
+def algorithm_names_in(path: Path, names) -> List[int]:
+    """The lines where a registered algorithm's name is written as a string
+    (docstrings aside): the code picks that algorithm out by its name."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    return [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and n.value in names and id(n) not in docs]
+
+
+@pytest.mark.parametrize("path", PRODUCT, ids=lambda p: str(p.relative_to(REPO)))
+def test_algorithms_are_named_only_by_their_package(path):
+    """Outside collectives/ (the algorithms, their registry and the schedules'
+    helpers), an algorithm is reached by what the registry derives from what
+    it says (FLAT_RING, SERVER_RINGS, BY_SERVER, FOLDING, .nccl), never by its
+    name; sim/nccl/ names NCCL's own algorithms, a namespace of its own; a
+    benchmark (bench/) picks the algorithms it measures as a user does on the
+    command line, as the tests do."""
+    from collectives.registry import ALL_ALGORITHMS
+    if str(path.relative_to(REPO)).startswith(("collectives/", "sim/nccl/", "bench/")):
+        return
+    assert algorithm_names_in(path, set(ALL_ALGORITHMS)) == []
+
+
+def test_the_algorithm_name_check_finds_one(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""ring and rhd in a docstring are words."""\n'
+                     'algorithm = "hierarchical" if local > 1 else "ring"\n')
+    assert algorithm_names_in(probe, {"ring", "hierarchical", "rhd"}) == [2, 2]

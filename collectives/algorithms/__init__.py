@@ -29,6 +29,11 @@ class Algorithm:
     collectives: Tuple[str, ...] = ()
     by_server: bool = False     # laid out by the GPUs per server: needs whole servers
     nccl: Optional[str] = None  # the NCCL algorithm it stands for under -a auto (sim/nccl/)
+    # its AllReduce as rings the step shortcut prices phase by phase (sim/phases.py):
+    # "flat" one ring over every rank, "by-server" rings inside each server and one
+    # across the servers per rail; "" not rings
+    rings: str = ""
+    folds: bool = False         # folds extra ranks in and out round a power of two
 
     def build(self, collective: str, n: int, count: int, root: int, local: int):
         """The schedule (collectives/schedules.py `Schedule`) of `collective`

@@ -13,6 +13,7 @@ class Hierarchical(Algorithm):
     name, order = "hierarchical", 4
     collectives = ("allreduce",)
     by_server = True
+    rings = "by-server"
 
     def build(self, collective, n, count, root, local):
         return schedules.hierarchical_allreduce(n, count, local)

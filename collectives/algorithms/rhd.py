@@ -14,6 +14,7 @@ from collectives.algorithms import Algorithm, register
 class Rhd(Algorithm):
     name, order = "rhd", 2
     collectives = ("allreduce",)
+    folds = True
 
     def build(self, collective, n, count, root, local):
         return schedules.rhd_allreduce(n, count)

@@ -13,6 +13,7 @@ class Ring(Algorithm):
     name, order = "ring", 1
     collectives = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "sendrecv")
     nccl = "ring"
+    rings = "flat"
 
     def build(self, collective, n, count, root, local):
         if collective == "broadcast":

@@ -45,7 +45,8 @@ from sim.nccl import graph as graphs
 from sim.nccl import delivered, rccl
 from sim.nccl.graph import Topology, log2_floor
 
-ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+RING = "ring"               # NCCL's Ring: what it falls back on where nothing else runs
+ALGORITHMS = ("tree", RING, "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOCOLS = ("LL", "LL128", "Simple")
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce")
 NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",

@@ -138,7 +138,7 @@ class RankExecutor:
             kind = "reduce" if op.kind == "recv" and op.reduce else op.kind
             start = max(self.started[i], stream.get((op.kind, op.peer), 0.0))
             stream[(op.kind, op.peer)] = self.done[i]
-            span = spans.setdefault((op.step, kind), [start, self.done[i]])
+            span = spans.setdefault((op.round, kind), [start, self.done[i]])
             span[0], span[1] = min(span[0], start), max(span[1], self.done[i])
         return [{"rank": self.rank, "step": step, "kind": kind,
                  "start": round(a - t0, 6), "end": round(b - t0, 6)}

@@ -112,7 +112,7 @@ class Op:
     contributors: FrozenSet[int] = frozenset()   # recv: whose inputs the data sums
     src_offset: int = 0          # recv/copy: where in those inputs; send: where it reads
     from_input: bool = False     # send: read the input rather than the working buffer
-    step: int = 0                # the algorithm's step (timelines, iperf3 replay)
+    round: int = 0               # the algorithm's round: its dependent steps, counted (timelines, iperf3 replay)
 
 
 Schedule = Dict[int, List[Op]]
@@ -131,7 +131,7 @@ def bounds(count: int, parts: int) -> List[Tuple[int, int]]:
 
 def send_op(peer, block, step, from_input=False):
     offset, length = block
-    return Op("send", peer, offset, length, src_offset=offset, from_input=from_input, step=step)
+    return Op("send", peer, offset, length, src_offset=offset, from_input=from_input, round=step)
 
 
 def recv_op(peer, block, step, contributors, reduce=False, src_offset=None):
@@ -143,7 +143,7 @@ def recv_op(peer, block, step, contributors, reduce=False, src_offset=None):
     elif callable(contributors):
         contributors = contributors()
     return Op("recv", peer, offset, length, reduce=reduce, contributors=frozenset(contributors),
-              src_offset=offset if src_offset is None else src_offset, step=step)
+              src_offset=offset if src_offset is None else src_offset, round=step)
 
 
 # --- ring family ---------------------------------------------------------------------
@@ -259,7 +259,7 @@ def _merge_channels(n, channels):
     waits on a message that is sent later in anyone's order."""
     sched = {}
     for r in range(n):
-        tagged = [(op.step, c, op.kind != "send", i, op)
+        tagged = [(op.round, c, op.kind != "send", i, op)
                   for c, channel in enumerate(channels) for i, op in enumerate(channel[r])]
         sched[r] = [t[-1] for t in sorted(tagged, key=lambda t: t[:4])]
     return sched
@@ -815,5 +815,5 @@ def dependencies(ops: Sequence[Op]) -> List[List[int]]:
 
 def transfers(sched: Schedule):
     """(step, src, dst, elements) of every send, for replay by other engines."""
-    return sorted((op.step, r, op.peer, op.length)
+    return sorted((op.round, r, op.peer, op.length)
                   for r, ops in sched.items() for op in ops if op.kind == "send")

@@ -30,14 +30,14 @@ def schedule_cost(sched: schedules.Schedule, algorithm: str = "") -> Dict[str, i
     (`serial_phase`) add up instead: in rhd over a rank count that is not a
     power of two, a rank that folds in a neighbour receives its whole buffer,
     then exchanges, then hands the result back, one after the other."""
-    steps = len({op.step for ops in sched.values() for op in ops})
+    steps = len({op.round for ops in sched.values() for op in ops})
     phase_of = serial_phase(algorithm, sched)
     most = 0
     for rank, ops in sched.items():
         per_phase: Dict[int, List[int]] = {}
         for op in ops:
             if op.kind in ("send", "recv"):
-                way = per_phase.setdefault(phase_of(op.step), [0, 0])
+                way = per_phase.setdefault(phase_of(op.round), [0, 0])
                 way[op.kind == "recv"] += op.length
         most = max(most, sum(max(ways) for ways in per_phase.values()))
     return {"steps": steps, "max_rank_elements": most}
@@ -46,7 +46,7 @@ def schedule_cost(sched: schedules.Schedule, algorithm: str = "") -> Dict[str, i
 def serial_phase(algorithm: str, sched: schedules.Schedule) -> Callable[[int], int]:
     """The phase of a step, for phases that run one after the other: rhd's
     fold-in (its first step), exchange, and fold-out (its last step)."""
-    used = {op.step for ops in sched.values() for op in ops}
+    used = {op.round for ops in sched.values() for op in ops}
     if algorithm not in FOLDING or 0 not in used:          # a power of two: no fold
         return lambda step: 0
     last = max(used)

@@ -180,7 +180,7 @@ def wave_schedule(p: HybridPlan, wave: tuple) -> schedules.Schedule:
         for local, ops in sched.items():
             out.setdefault(members[local], []).extend(
                 schedules.Op(op.kind, members[op.peer], op.offset, op.length, op.reduce,
-                             op.contributors, op.src_offset, op.from_input, op.step)
+                             op.contributors, op.src_offset, op.from_input, op.round)
                 for op in ops)
     return out
 

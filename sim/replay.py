@@ -185,7 +185,7 @@ class Replay:
         self.span_keys: List[Tuple[int, int, str]] = []
         for r in sorted(self.sched):
             ops, b = self.sched[r], self.base[r]
-            keys = [(op.step, "reduce" if op.kind == "recv" and op.reduce else op.kind)
+            keys = [(op.round, "reduce" if op.kind == "recv" and op.reduce else op.kind)
                     for op in ops]
             first = len(self.span_keys)
             ordered = sorted(set(keys))

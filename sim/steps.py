@@ -38,7 +38,7 @@ def stepwise_seconds(network: Network, ranks, sched: schedules.Schedule, channel
                 # the k-th message to a peer goes on connection k mod channels, as the agents send
                 ch = sent[op.peer] % channels
                 sent[op.peer] += 1
-                steps[op.step][(r, op.peer, ch)] += op.length * TYPE_SIZE * wire_per_byte * 8
+                steps[op.round][(r, op.peer, ch)] += op.length * TYPE_SIZE * wire_per_byte * 8
     known: Dict[FrozenSet[Transfer], float] = {}
     total = 0.0
     for step in sorted(steps):

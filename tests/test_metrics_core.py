@@ -175,7 +175,7 @@ def _phases(algorithm, sched):
     """The steps of `sched` grouped by the phase serial_phase gives them."""
     phase_of = alphabeta.serial_phase(algorithm, sched)
     groups = {}
-    for step in sorted({op.step for ops in sched.values() for op in ops}):
+    for step in sorted({op.round for ops in sched.values() for op in ops}):
         groups.setdefault(phase_of(step), []).append(step)
     return sorted(groups.values())
 
@@ -194,7 +194,7 @@ def test_without_a_fold_every_step_overlaps(algorithm, n):
     """rhd over a power of two (its steps start at 1: no fold-in) and the
     pipelined algorithms are one phase."""
     sched = S.build("allreduce", algorithm, n, 100 * n)
-    steps = sorted({op.step for ops in sched.values() for op in ops})
+    steps = sorted({op.round for ops in sched.values() for op in ops})
     assert _phases(algorithm, sched) == [steps]
 
 

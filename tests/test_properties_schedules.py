@@ -71,13 +71,13 @@ def run(sched, bufs):
                     assert op.peer != r and 0 <= op.peer < n, op
                     span = range(op.src_offset, op.src_offset + op.length)
                     data = [one(r, x) if op.from_input else Counter(bufs[r][x]) for x in span]
-                    wires.setdefault((r, op.peer), deque()).append((op.step, data))
+                    wires.setdefault((r, op.peer), deque()).append((op.round, data))
                 elif op.kind == "recv":
                     wire = wires.get((op.peer, r))
                     if not wire:
                         break                                  # wait for it
                     step, data = wire.popleft()
-                    assert len(data) == op.length and step == op.step, (r, op, step, len(data))
+                    assert len(data) == op.length and step == op.round, (r, op, step, len(data))
                     for t, got in enumerate(data):
                         assert got == sums(op.contributors, op.src_offset + t), (r, op, t, got)
                         x = op.offset + t
@@ -155,7 +155,7 @@ def test_pieces_change_how_data_moves_not_how_much(case):
 
     def moved(sched):
         return Counter(
-            (r, op.kind, op.peer, op.step) for r, ops in sched.items() for op in ops
+            (r, op.kind, op.peer, op.round) for r, ops in sched.items() for op in ops
             for _ in range(op.length))
     assert moved(split) == moved(whole)
     if piece:

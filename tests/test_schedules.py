@@ -56,7 +56,7 @@ def test_ring_allreduce_moves_2_n_minus_1_over_n_of_the_buffer_per_rank():
     for ops in sched.values():
         sent = sum(o.length for o in ops if o.kind == "send")
         assert sent == 2 * (n - 1) * count // n
-    steps = {o.step for ops in sched.values() for o in ops}
+    steps = {o.round for ops in sched.values() for o in ops}
     assert steps == set(range(2 * (n - 1)))
 
 

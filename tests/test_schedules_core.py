@@ -40,10 +40,10 @@ def cpy(rank, block):
 
 
 def flat(op):
-    numbers = (op.peer, op.offset, op.length, op.src_offset, op.step)
+    numbers = (op.peer, op.offset, op.length, op.src_offset, op.round)
     assert all(type(v) is int for v in numbers), numbers    # not 3.0 for 3
     return (op.kind, op.peer, op.offset, op.length, op.reduce, op.contributors,
-            op.src_offset, op.from_input, op.step)
+            op.src_offset, op.from_input, op.round)
 
 
 def table(sched):
@@ -241,7 +241,7 @@ def test_rhd_5_and_8_ranks_step_numbers():
     assert five[1][0] == rcv(0, (0, 8), 0, {0}, True)
     assert five[1][-1] == snd(0, (0, 8), 5)
     eight = S.build("allreduce", "rhd", 8, 8)
-    assert [o.step for o in eight[0]] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]
+    assert [o.round for o in eight[0]] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]
     assert [o.peer for o in eight[0]] == [4, 4, 2, 2, 1, 1, 1, 1, 2, 2, 4, 4]
     assert [(o.offset, o.length) for o in eight[5]] == [
         (0, 4), (4, 4), (6, 2), (4, 2), (4, 1), (5, 1), (5, 1), (4, 1), (4, 2), (6, 2),
@@ -458,7 +458,7 @@ def test_a_piece_as_long_as_the_op_or_longer_leaves_it_whole():
 def test_build_accepts_numpy_integers():
     sched = S.build("sendrecv", "ring", np.int64(2), np.int32(3))
     got = [(o.kind, o.peer, o.offset, o.length, o.reduce, o.contributors, o.src_offset,
-            o.from_input, o.step) for o in sched[1]]
+            o.from_input, o.round) for o in sched[1]]
     assert got == [snd(0, (0, 3), 0, True), rcv(0, (0, 3), 0, {0})]
 
 

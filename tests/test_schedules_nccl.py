@@ -82,7 +82,7 @@ def test_a_wrong_contributor_is_caught():
              if op.kind == "recv" and op.reduce and len(op.contributors) > 1)
     op = sched[5][i]
     sched[5][i] = S.Op("recv", op.peer, op.offset, op.length, True,
-                       op.contributors - {min(op.contributors)}, op.src_offset, step=op.step)
+                       op.contributors - {min(op.contributors)}, op.src_offset, round=op.round)
     from collectives.executor import RankExecutor
     from collectives.datatypes import Data
     xs = [RankExecutor(r, 8, sched[r], "allreduce", 64, 0, Data("float", "sum", 8))
@@ -286,7 +286,7 @@ def test_nccl_tree_2x4_by_hand():
     GPU 0 chains 0 <- 1 <- 2 <- 3 in channels 0 and 1."""
     sched = S.build("allreduce", "nccl-tree", 8, 16, S.RankLayout(local=4))
     assert nic_bytes(sched, 4) == {r: [4, 4] for r in range(8)}
-    sends = [(op.peer, op.offset, op.step) for op in sched[4] if op.kind == "send"]
+    sends = [(op.peer, op.offset, op.round) for op in sched[4] if op.kind == "send"]
     # server 1's head on rail 0: channel 0 (tree 0) sends its sum up to rank 0
     # after the chain (3 steps); channel 1 (tree 1): it is the root, sends down
     assert (0, 0, 3) in sends and (0, 2, 4) in sends
@@ -320,7 +320,7 @@ def test_merged_channels_send_before_they_receive_at_each_step():
     for algorithm in NEW:
         sched = S.build("allreduce", algorithm, 8, 64, S.RankLayout(local=4))
         for ops in sched.values():
-            keys = [(op.step, op.kind != "send") for op in ops]
+            keys = [(op.round, op.kind != "send") for op in ops]
             assert [k[0] for k in keys] == sorted(k[0] for k in keys)
 
 
@@ -345,5 +345,5 @@ def test_traffic_split_of_rail_ring_keeps_a_servers_share_inside():
 def test_phases_of_every_step(algorithm, m, local, want):
     """Each step of the schedule has the phase its timeline shows."""
     sched = S.build("allreduce", algorithm, m * local, 240, S.RankLayout(local=local))
-    steps = sorted({op.step for ops in sched.values() for op in ops})
+    steps = sorted({op.round for ops in sched.values() for op in ops})
     assert [S.phase(algorithm, step, m * local, local) for step in steps] == want

@@ -28,7 +28,7 @@ ONE_GPU = alphabeta.Costs(alpha=2e-3, beta=8 / 20e6)
 
 
 def steps_of(sched):
-    return {op.step for ops in sched.values() for op in ops}
+    return {op.round for ops in sched.values() for op in ops}
 
 
 def pat(collective, n, count):
@@ -77,13 +77,13 @@ def test_nccls_peers_at_each_dimension(n):
     for collective in PAT:
         for r, ops in pat(collective, n, n).items():
             for op in ops:
-                d = dims - 1 - op.step if collective == "allgather" else op.step
+                d = dims - 1 - op.round if collective == "allgather" else op.round
                 toward = -1 if (op.kind == "send") == (collective == "allgather") else 1
                 assert op.peer == (r + toward * (1 << d)) % n, (collective, n, r, op)
 
 
 def table(ops):
-    return [(op.step, op.kind, op.peer, op.offset, sorted(op.contributors)) for op in ops]
+    return [(op.round, op.kind, op.peer, op.offset, sorted(op.contributors)) for op in ops]
 
 
 def test_allgather_rank_0_of_8_sends_all_it_has_and_halves_the_distance():

@@ -59,11 +59,11 @@ def rounded(x):
 
 
 def send(peer, length, step=0, offset=0):
-    return S.Op("send", peer, offset, length, step=step)
+    return S.Op("send", peer, offset, length, round=step)
 
 
 def recv(peer, length, step=0, offset=0, reduce=False):
-    return S.Op("recv", peer, offset, length, reduce=reduce, step=step)
+    return S.Op("recv", peer, offset, length, reduce=reduce, round=step)
 
 
 # --- fairness --------------------------------------------------------------------------

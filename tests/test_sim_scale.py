@@ -97,9 +97,9 @@ def test_a_timing_schedule_is_the_data_schedule_without_contributors():
     for algorithm in ("ring", "rhd", "tree"):
         data = S.build("allreduce", algorithm, 6, 600)
         timing = S.build("allreduce", algorithm, 6, 600, data=False)
-        strip = {r: [(o.kind, o.peer, o.offset, o.length, o.step) for o in ops]
+        strip = {r: [(o.kind, o.peer, o.offset, o.length, o.round) for o in ops]
                  for r, ops in data.items()}
-        assert strip == {r: [(o.kind, o.peer, o.offset, o.length, o.step) for o in ops]
+        assert strip == {r: [(o.kind, o.peer, o.offset, o.length, o.round) for o in ops]
                          for r, ops in timing.items()}
         assert any(o.contributors for ops in data.values() for o in ops)
         assert not any(o.contributors for ops in timing.values() for o in ops)

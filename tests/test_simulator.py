@@ -103,8 +103,8 @@ def test_a_flow_that_finishes_first_leaves_its_share_to_the_one_still_moving():
     fabric, count = one_switch(3), 8192
     ranks = [h.name for h in fabric.endpoints]
     sched = {0: [S.Op("send", 2, 0, count)], 1: [S.Op("send", 2, 0, 2 * count)],
-             2: [S.Op("recv", 0, 0, count, contributors=frozenset({0}), step=0),
-                 S.Op("recv", 1, count, 2 * count, contributors=frozenset({1}), step=1)]}
+             2: [S.Op("recv", 0, 0, count, contributors=frozenset({0}), round=0),
+                 S.Op("recv", 1, count, 2 * count, contributors=frozenset({1}), round=1)]}
     out = Replay(Network(fabric), ranks, sched).run()
     alone = count * 4 * 8 / (8 * MBIT)
     ends = [e["end"] for e in out.busy if e["rank"] == 2]

@@ -21,6 +21,7 @@ LAYERS = (
     ("policies", "networks"),  # routing policies; network technologies and their figures
     ("topologies",),          # the model: YAML to a Fabric
     ("collectives",),         # what a collective is: schedules, data types, busbw
+    ("traces",),              # a job's recorded trace (Kineto, execution trace) read in
     ("controller",),          # routing: the pure plan, and the os-ken shim over it
     ("sim",),                 # the flow-level simulator, on the controller's routes
     ("planner",),             # closed forms and the simulator at any scale

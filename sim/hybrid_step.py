@@ -33,6 +33,7 @@ from typing import Callable, Dict, List, Tuple
 
 from collectives import schedules
 from collectives.registry import FLAT_RING
+from sim.step_program import ProgramError, merged_schedule, walk
 
 KEYS = ("tp", "pp", "dp", "micro_batches", "activation")
 
@@ -170,59 +171,18 @@ def _rank_tasks(p: HybridPlan, ids: dict, t: int, d: int, s: int) -> None:
 def wave_schedule(p: HybridPlan, wave: tuple) -> schedules.Schedule:
     """Every collective of `wave` as one schedule over the global ranks (no
     data): what the simulator replays to price them together."""
-    out: schedules.Schedule = {}
-    for c in p.collectives:
-        if c["wave"] != wave:
-            continue
-        members = c["members"]
-        sched = schedules.build(c["collective"], c["algorithm"], len(members), c["count"],
-                                schedules.RankLayout(c["root"]), data=False)
-        for local, ops in sched.items():
-            out.setdefault(members[local], []).extend(
-                schedules.Op(op.kind, members[op.peer], op.offset, op.length, op.reduce,
-                             op.contributors, op.src_offset, op.from_input, op.round)
-                for op in ops)
-    return out
+    return merged_schedule([c for c in p.collectives if c["wave"] == wave])
 
 
 def timeline(p: HybridPlan, seconds: Callable[[tuple], float]) -> dict:
     """The step as the plan runs it when each collective takes its wave's
     `seconds(wave)` from when its last member launched it (a Broadcast's
-    receiver launches it at the start, so it starts when the sender does)."""
-    launched: Dict[int, Dict[int, float]] = {c["id"]: {} for c in p.collectives}
-    finish: Dict[int, float] = {}
-    clock = {r: 0.0 for r in p.tasks}
-    k = {r: 0 for r in p.tasks}
-    for r, cids in p.initial.items():
-        for cid in cids:
-            launched[cid][r] = 0.0
-    compute = {r: 0.0 for r in p.tasks}
-    spans: List[dict] = []
-    while True:
-        moved = False
-        for r, tasks in p.tasks.items():
-            while k[r] < len(tasks) and all(n in finish for n in tasks[k[r]]["needs"]):
-                task = tasks[k[r]]
-                start = max([clock[r]] + [finish[n] for n in task["needs"]])
-                clock[r] = start + task["seconds"]
-                compute[r] += task["seconds"]
-                if task["seconds"] > 0:
-                    spans.append({"rank": r, "kind": task["kind"], "layer": task["layer"],
-                                  "start": start, "end": clock[r]})
-                for cid in task["releases"]:
-                    launched[cid][r] = clock[r]
-                k[r] += 1
-                moved = True
-            for c in p.collectives:
-                cid = c["id"]
-                if cid not in finish and len(launched[cid]) == len(c["members"]):
-                    finish[cid] = max(launched[cid].values()) + seconds(c["wave"])
-                    moved = True
-        if not moved:
-            break
-    if len(finish) < len(p.collectives) or any(k[r] < len(t) for r, t in p.tasks.items()):
-        raise HybridError("the plan deadlocks: a rank waits for a collective that never starts")
-    step = max(list(finish.values()) + list(clock.values()))
-    return {"step_s": step, "compute_s": max(compute.values()),
-            "exposed_s": step - max(compute.values()), "finish": finish,
-            "compute": spans, "launched": launched}
+    receiver launches it at the start, so it starts when the sender does):
+    sim/step_program.py's walk."""
+    try:
+        w = walk(p, lambda c: seconds(c["wave"]))
+    except ProgramError as e:
+        raise HybridError(str(e)) from None
+    compute = max(w.compute.values())
+    return {"step_s": w.step_s, "compute_s": compute, "exposed_s": w.step_s - compute,
+            "finish": w.finish, "compute": w.spans, "launched": w.launches}

@@ -1,0 +1,224 @@
+"""A recorded job's iteration (traces/trace_model.py) as a step program
+(sim/step_program.py) every rank runs, and its times: as the trace measured
+its operations, and as a fabric would run them.
+
+From each rank's times, as trace analyzers read them:
+- its compute spans, merged where streams overlap, each a task of its
+  measured length;
+- an operation is launched by the last compute task that ended before it
+  was issued (or before it started, where the trace has no issue time), or
+  at the start where none did;
+- a compute task waits for the operations that finished in the idle gap
+  right before it (it started only once they had); a gap nothing explains
+  is the host's own time, kept with the task that follows it;
+- the iteration ends with a last task that waits for whatever finished
+  after the last compute, and the host time after that.
+
+Operations of one process group run one after the other (`after`), as a
+communicator runs them; a send and its receive are a Broadcast over the two
+ranks. The k-th operation of every group of the same shape runs in one wave,
+priced together so that groups sharing links share them.
+
+`replicas` > 1 repeats the job over more data-parallel replicas: every group
+that spans the whole job spans every replica (the same bytes a rank, more
+ranks), the others stay inside their replica.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from collectives import registry, schedules
+from collectives.registry import EQUAL_BLOCKS
+from sim.step_program import StepProgram, Walk, critical_path, merged_schedule, walk
+from traces.trace_model import Comm, Trace
+
+EPS = 1e-6                     # seconds: what the trace's microsecond clock can tell apart
+
+
+@dataclass
+class TraceProgram(StepProgram):
+    """The program, each collective's measured seconds beside it, and its
+    labels: "allreduce on dp" per collective id."""
+    measured: Dict[int, float] = field(default_factory=dict)
+    label: Dict[int, str] = field(default_factory=dict)
+    world: int = 0
+    replicas: int = 1
+
+
+def program_of(trace: Trace, replicas: int = 1, itemsize: int = 4) -> TraceProgram:
+    """The step program of `trace`'s iteration (see the module)."""
+    p = TraceProgram(world=trace.world * replicas, replicas=replicas)
+    ids: Dict[tuple, int] = {}
+    for copy in range(replicas):
+        for rank, rt in sorted(trace.ranks.items()):
+            me = rank + copy * trace.world
+            keys = [_key(trace, c, rank, copy, replicas) for c in rt.comms]
+            cids = [_collective(p, ids, trace, k, c, rank, copy, replicas, itemsize)
+                    for k, c in zip(keys, rt.comms)]
+            p.tasks[me], p.initial[me] = _rank_tasks(rt, cids)
+    return p
+
+
+def _world_spanning(trace: Trace, group: str) -> bool:
+    return len(trace.groups[group].ranks) == trace.world
+
+
+def _key(trace: Trace, c: Comm, rank: int, copy: int, replicas: int) -> tuple:
+    """What names one operation alike on every rank taking part."""
+    if c.kind in ("send", "recv"):
+        src, dst = (rank, c.peer) if c.kind == "send" else (c.peer, rank)
+        return ("p2p", copy, src, dst, c.group, c.seq)
+    shared = replicas > 1 and _world_spanning(trace, c.group)
+    return ("group", -1 if shared else copy, c.group, c.seq)
+
+
+def _members(trace: Trace, c: Comm, rank: int, copy: int, replicas: int) -> List[int]:
+    w = trace.world
+    if c.kind in ("send", "recv"):
+        src, dst = (rank, c.peer) if c.kind == "send" else (c.peer, rank)
+        return [src + copy * w, dst + copy * w]
+    ranks = trace.groups[c.group].ranks
+    if replicas > 1 and _world_spanning(trace, c.group):
+        return [r + k * w for k in range(replicas) for r in ranks]
+    return [r + copy * w for r in ranks]
+
+
+def _collective(p: TraceProgram, ids: Dict[tuple, int], trace: Trace, key: tuple, c: Comm,
+                rank: int, copy: int, replicas: int, itemsize: int) -> int:
+    """The id of the operation `key` names, made the first time a rank
+    names it; its measured seconds the least any member measured (the last
+    to arrive waited least)."""
+    if key in ids:
+        cid = ids[key]
+        p.measured[cid] = min(p.measured[cid], c.dur_s)
+        return cid
+    cid = ids[key] = len(p.collectives)
+    members = _members(trace, c, rank, copy, replicas)
+    p2p = c.kind in ("send", "recv")
+    collective = "broadcast" if p2p else c.kind
+    elements = max(1, c.bytes // itemsize)
+    if collective == "allgather":
+        elements *= len(members)             # a rank's input is one block of the whole
+    count = schedules.round_count(collective, len(members), elements) \
+        if collective in EQUAL_BLOCKS else elements
+    p.collectives.append({
+        "id": cid, "collective": collective, "members": members,
+        "algorithm": registry.default_algorithm(collective), "root": 0 if p2p else c.root,
+        "count": count, "bytes": count * itemsize, "kind": c.kind,
+        "wave": (c.kind, c.bytes, len(members), c.seq) if not p2p else ("p2p", c.bytes, c.seq),
+        "after": _previous(ids, key)})
+    p.measured[cid] = c.dur_s
+    group = trace.groups.get(c.group)
+    p.label[cid] = f"{c.kind} on {(group.desc or group.name) if group else c.group}"
+    return cid
+
+
+def _previous(ids: Dict[tuple, int], key: tuple) -> Optional[int]:
+    """The operation before this one on the same communicator (its seq - 1)."""
+    return ids.get(key[:-1] + (key[-1] - 1,))
+
+
+def _busy(rt) -> List[Tuple[float, float, str]]:
+    """The rank's compute spans merged where they overlap: (start, end, name)."""
+    out: List[list] = []
+    for s in sorted(rt.compute, key=lambda s: s.start_s):
+        end = s.start_s + s.dur_s
+        if out and s.start_s <= out[-1][1] + EPS:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([s.start_s, end, s.name])
+    return [tuple(x) for x in out]
+
+
+def _rank_tasks(rt, cids: List[int]) -> Tuple[List[dict], List[int]]:
+    """One rank's tasks and the operations it launches at the start."""
+    busy = _busy(rt)
+    ends = [b[1] for b in busy]
+    tasks = [{"seconds": 0.0, "needs": [], "releases": [], "kind": "compute", "layer": i}
+             for i in range(len(busy))]
+    initial: List[int] = []
+    needed_by: Dict[int, List[Tuple[int, float]]] = {}
+    for c, cid in zip(rt.comms, cids):
+        issued = c.issued_s if c.issued_s >= 0 else c.start_s
+        j = _last_before(ends, issued + EPS)
+        (tasks[j]["releases"] if j >= 0 else initial).append(cid)
+        end = c.start_s + c.dur_s
+        k = _last_before([b[0] for b in busy], end - EPS) + 1      # the first compute after it
+        if k >= len(busy) or busy[k][0] + EPS >= end:
+            needed_by.setdefault(k, []).append((cid, end))
+    previous_end = 0.0
+    for i, (start, end, name) in enumerate(busy):
+        waits = [(cid, e) for cid, e in needed_by.get(i, ()) if e > previous_end - EPS]
+        tasks[i]["needs"] = [cid for cid, _ in waits]
+        woke = max([e for _, e in waits], default=previous_end)
+        tasks[i]["seconds"] = (end - start) + max(0.0, start - woke)
+        tasks[i]["name"] = name
+        previous_end = end
+    tail = needed_by.get(len(busy), [])
+    woke = max([e for _, e in tail], default=previous_end)
+    tasks.append({"seconds": max(0.0, rt.iteration_s - max(woke, previous_end)),
+                  "needs": [cid for cid, _ in tail], "releases": [], "kind": "host",
+                  "layer": len(busy)})
+    return tasks, initial
+
+
+def _last_before(ends: List[float], t: float) -> int:
+    """The index of the last of the sorted `ends` at or before `t` (-1: none)."""
+    return bisect.bisect_right(ends, t) - 1
+
+
+@dataclass
+class TraceTimes:
+    """The program walked with given collective times, and what it shows."""
+    walk: Walk
+    step_s: float
+    compute_s: float
+    exposed_by_kind: Dict[str, float]      # label -> seconds, on the rank that ended last
+    critical: Dict[str, float]             # "compute" or a label -> seconds on the path
+    critical_rank: int
+
+
+def times(p: TraceProgram, seconds) -> TraceTimes:
+    """The program walked with `seconds(collective)` per collective."""
+    w = walk(p, seconds)
+    last = max(w.clock, key=lambda r: w.clock[r])
+    exposed: Dict[str, float] = {}
+    for x in w.waited:
+        if x["rank"] == last:
+            label = p.label[x["id"]]
+            exposed[label] = exposed.get(label, 0.0) + x["seconds"]
+    critical: Dict[str, float] = {}
+    for seg in critical_path(p, w):
+        label = "compute" if seg["what"] == "compute" else p.label[seg["id"]]
+        critical[label] = critical.get(label, 0.0) + seg["seconds"]
+    return TraceTimes(w, w.step_s, max(w.compute.values()), exposed, critical, last)
+
+
+def measured_times(p: TraceProgram) -> TraceTimes:
+    """The program with each operation as long as the trace measured it: the
+    iteration the trace itself shows, read through the program."""
+    return times(p, lambda c: p.measured[c["id"]])
+
+
+def fabric_seconds(p: TraceProgram, simulator, piece: int = 0,
+                   channels: int = 1) -> Dict[int, float]:
+    """Each collective's seconds on a fabric (`simulator`: sim/simulator.py's,
+    over the program's ranks): its wave's collectives replayed together, once
+    per distinct shape, cut in pieces of `piece` elements (0: whole)."""
+    by_wave: Dict[tuple, List[dict]] = {}
+    for c in p.collectives:
+        by_wave.setdefault(c["wave"], []).append(c)
+    shapes: Dict[tuple, float] = {}
+    out: Dict[int, float] = {}
+    for wave, cs in by_wave.items():
+        shape = tuple((c["collective"], c["count"], tuple(c["members"]), c["root"]) for c in cs)
+        if shape not in shapes:
+            sched = merged_schedule(cs)
+            shapes[shape] = simulator.replay_seconds(
+                schedules.chunked(sched, piece) if piece else sched, channels)
+        for c in cs:
+            out[c["id"]] = shapes[shape]
+    return out

@@ -6,14 +6,15 @@ timer of its length on the agent's event loop, which keeps moving the
 network's data meanwhile, as a GPU runs NCCL's kernels beside its compute.
 A collective is launched when the compute task that produces its data ends
 (or at the step's start), runs in launch order with at most `in_flight`
-running at once on this rank, and moves real data of the step's type,
+running at once on this rank (and after the collective its `after` names,
+its communicator's previous operation, where it names one), and moves real data of the step's type,
 checked piece by piece and at the end (#wrong), as a sweep's collectives do.
 Messages carry their collective's id (the header's tag), so several share
 the rank's connections; one that arrives before its collective started on
 this rank waits in its executor.
 
     {"cmd": "step_setup", "collectives": [{"id", "collective", "algorithm",
-     "count", "piece"}], "tasks": [{"seconds", "needs", "releases", "kind",
+     "count", "piece", optional "members", "root", "after"}], "tasks": [{"seconds", "needs", "releases", "kind",
      "layer"}], "initial", "in_flight", "channels", ...}
         -> {"event": "setup_done", "rank", "connections"}
     {"cmd": "step", "iter", "at"}
@@ -38,13 +39,15 @@ class RankStep:
     """One rank's step: its compute tasks in order and its collectives."""
 
     def __init__(self, rank, tasks: List[dict], executors: Dict[int, RankExecutor],
-                 initial: List[int], in_flight: int, members: Dict[int, List[int]] = None):
+                 initial: List[int], in_flight: int, members: Dict[int, List[int]] = None,
+                 after: Dict[int, int] = None):
         self.rank, self.tasks, self.executors = rank, tasks, executors
         self.initial, self.in_flight = initial, in_flight
         # a collective over a group: its ranks (the executor's peers are their
         # places in it), and where each global rank sits in it
         self.members = members or {}
         self.place = {cid: {g: i for i, g in enumerate(m)} for cid, m in self.members.items()}
+        self.after = after or {}           # collective id -> the one that runs before it
 
     def reset(self) -> None:
         """Every collective's buffers as a step starts: before the common
@@ -69,8 +72,16 @@ class RankStep:
         self.admit()
 
     def admit(self) -> None:
-        while self.queue and len(self.active) < self.in_flight:
-            cid = self.queue.pop(0)
+        """Start queued collectives in launch order, at most `in_flight` at
+        once, each only once the one `after` it (its communicator's previous
+        operation) finished on this rank."""
+        k = 0
+        while k < len(self.queue) and len(self.active) < self.in_flight:
+            before = self.after.get(self.queue[k])
+            if before is not None and before not in self.finish:
+                k += 1
+                continue
+            cid = self.queue.pop(k)
             self.active.add(cid)
             self.started[cid] = time.monotonic()
             self.run(cid)
@@ -180,7 +191,9 @@ def step_setup(agents, collectives, tasks, initial, in_flight, transport) -> lis
         first = initial[str(r.rank)] if isinstance(initial, dict) else initial
         r.executor = None
         r.step = RankStep(r, own, mine[r.rank], first, in_flight,
-                          {cid: m for cid, m in members_of.items() if cid in mine[r.rank]})
+                          {cid: m for cid, m in members_of.items() if cid in mine[r.rank]},
+                          {c["id"]: c["after"] for c in collectives
+                           if c.get("after") is not None and c["id"] in mine[r.rank]})
     return agents.wire(ops_of, transport)
 
 

@@ -27,6 +27,8 @@ def step_text(result: dict) -> str:
     st = result["step"]
     if st["mode"] == "parallel":
         return parallel_text(result)
+    if st["mode"] == "trace":
+        return trace_text(result)
     reduce_ = ("allreduce (" + st["algorithm"] + ")" if st["mode"] == "allreduce"
                else "allgather before the forward pass, reducescatter after the backward")
     layer = result["step"]
@@ -88,6 +90,43 @@ def parallel_text(result: dict) -> str:
     return "\n".join(lines)
 
 
+def trace_text(result: dict) -> str:
+    """A recorded job's iteration replayed (runs/trace_replay.py)."""
+    st, p = result["step"], result["predicted"]["trace"]
+    kinds = ", ".join(f"{k} x{n}" for k, n in st["by_kind"].items())
+    lines = [f"# Trace replay: {st['path']} ({st['format']}, {st['iteration'] or 'one iteration'})"
+             f", {st['world']} ranks; {st['collectives']} operations ({kinds}); "
+             f"engine {result['engine']}"]
+    if st["replicas"] > 1:
+        lines.append(f"# scaled: the recorded job repeated over {st['replicas']} data-parallel "
+                     f"replicas ({st['ranks']} ranks); groups spanning the job span every "
+                     "replica, the others stay in theirs")
+    lines += [f"# Compute stands for itself as time: the trace's measured spans "
+              f"({st['compute_s']:.3f} s on the busiest rank), as timers, not GPUs",
+              "#  iteration  time        compute     comm        exposed   #wrong"]
+    for i, r in enumerate(result["runs"]):
+        wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
+        lines.append(f"   {i + 1:<10d} {_s(r['step_s']):<11} {_s(r['compute_s']):<11} "
+                     f"{_s(r['comm_s']):<11} {_s(r['exposed_s']):<9} {wrong:>6}")
+    t = p["trace"]
+    lines += [f"# the trace measured {_s(t['iteration_s'])} an iteration (its operations' own "
+              f"times through this replay: {_s(t['reproduced_s'])}); on this fabric the "
+              f"simulator gives {_s(p['step_s'])}, {_s(p['exposed_s'])} of it exposed "
+              "communication",
+              "#  exposed communication (the last rank to end)   in the trace   on this fabric"]
+    for label in sorted(set(t["exposed_by_kind_s"]) | set(p["exposed_by_kind_s"])):
+        lines.append(f"   {label:<46} {_s(t['exposed_by_kind_s'].get(label, 0.0)):>12}   "
+                     f"{_s(p['exposed_by_kind_s'].get(label, 0.0)):>12}")
+    lines.append("# critical path on this fabric: " + ", ".join(
+        f"{k} {v:.3f} s" for k, v in sorted(p["critical_path_s"].items(),
+                                            key=lambda kv: -kv[1])))
+    if result["engine"] != "sim" and result.get("measured_over_predicted"):
+        lines.append(f"# measured / simulated iteration: {result['measured_over_predicted']:.2f}")
+    if result.get("host"):
+        lines.append(_host_line(result["host"]))
+    return "\n".join(lines)
+
+
 def _predicted_lines(result: dict) -> list:
     on, off = result["predicted"]["overlap_on"], result["predicted"]["overlap_off"]
     lines = [f"# simulator (each bucket's collective simulated alone on this fabric): overlap "
@@ -115,6 +154,19 @@ CSV_FIELDS = ["kind", "step", "step_s", "compute_s", "comm_s", "exposed_s",
 STEP_FIGURES = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
 
 
+def _title(result: dict, some: str) -> str:
+    st = result["step"]
+    if st["mode"] == "trace":
+        return (f"One recorded iteration: {Path(st['path']).name}, {st['ranks']} ranks "
+                f"({result['engine']}; compute as the trace measured it, timed{some})")
+    what = (f"TP {st['parallel']['tp']} x PP {st['parallel']['pp']} x DP {st['parallel']['dp']}, "
+            f"{st['parallel']['micro_batches']} micro-batches in 1F1B" if st["mode"] == "parallel"
+            else f"{len(st['buckets'])} buckets, {st['mode']}, overlap "
+                 f"{'on' if st['overlap'] else 'off'}")
+    return (f"One training step: {st['layers']} layers, {what} ({result['engine']}; "
+            f"compute is timed, not computed{some})")
+
+
 def step_csv(result: dict) -> str:
     """Rows of kind "step" (each timed step) then "collective" (the last
     step's); `wrong` is each row's own (empty where no data is checked)."""
@@ -134,7 +186,8 @@ def step_csv(result: dict) -> str:
 
 COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "allreduce": "#55a868", "tp": "#55a868",
            "pp": "#937860", "dp": "#da8bc3",
-           "allgather": "#8172b3", "reducescatter": "#c44e52"}
+           "allgather": "#8172b3", "reducescatter": "#c44e52", "compute": "#4c72b0",
+           "alltoall": "#64b5cd"}
 OTHER_COLOUR = "#999999"    # a kind not in COLOURS
 
 
@@ -167,14 +220,8 @@ def step_figure(result: dict) -> Figure:
     ax.invert_yaxis()
     ax.set_xlim(0, end * 1.02)
     ax.set_xlabel("seconds after the step's start")
-    st = result["step"]
-    what = (f"TP {st['parallel']['tp']} x PP {st['parallel']['pp']} x DP {st['parallel']['dp']}, "
-            f"{st['parallel']['micro_batches']} micro-batches in 1F1B" if st["mode"] == "parallel"
-            else f"{len(st['buckets'])} buckets, {st['mode']}, overlap "
-                 f"{'on' if st['overlap'] else 'off'}")
     some = f"; {len(ranks)} of its {len(every):,} ranks" if len(ranks) < len(every) else ""
-    ax.set_title(f"One training step: {st['layers']} layers, {what} ({result['engine']}; "
-                 f"compute is timed, not computed{some})", fontsize=9)
+    ax.set_title(_title(result, some), fontsize=9)
     order = list(COLOURS)               # known kinds in COLOURS' order, others after by name
     kinds = sorted({e["kind"] for e in events},
                    key=lambda k: (order.index(k) if k in COLOURS else len(order), k))

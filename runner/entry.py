@@ -27,6 +27,7 @@ from runner.sweeping import Front, RunFront
 from runs import flags
 from runs.experiment import FIELDS, experiment_from
 from runs.outputs import output_problem, run_name
+from runs import trace_replay
 from sim.simulator import simulation_method
 from topologies.fabric import FabricError, check_emulation, check_policy, load_fabric
 from traffic.engines import ENGINES
@@ -150,6 +151,8 @@ def _read(argv, usage: str, front: Front):
         _check_fabric_flags(fabric, args)
         if exp is not None:
             front.check(fabric, exp)
+        if exp is not None and exp.step is not None and exp.step.get("trace"):
+            trace_replay.check(fabric, exp)         # read, and placed, before anything starts
         cluster = cluster_of(fabric, args.cluster)
         placement = cluster and place_cluster(fabric, cluster)
         if cluster and not args.check:

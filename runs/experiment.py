@@ -200,6 +200,11 @@ def _check_step(exp: Experiment, fail) -> None:
     for key in ("cross", "fail"):
         if getattr(exp, key):
             fail(key, "is for size sweeps; a training step runs without it")
+    if exp.step.get("trace"):         # the job as recorded: its own compute and collectives
+        if exp.step.get("parallel"):
+            fail("step.trace", "replays the job as it was recorded, and step.parallel makes "
+                 "one up: give one of them")
+        return None
     try:
         plan = step_plan(exp)
     except training_step.StepError as exc:
@@ -480,7 +485,8 @@ def _check_duration(fabric, exp: Experiment, runs: int) -> None:
     fastest."""
     fastest = fabric.fastest_rate_mbit
     if exp.step is not None:
-        _check_step_duration(exp, step_plan(exp), fastest)
+        if not exp.step.get("trace"):     # a trace's time is its own (runs/trace_replay.py)
+            _check_step_duration(exp, step_plan(exp), fastest)
         return
     sizes = sweep_sizes(exp)
     seconds = runs * (exp.iters + exp.warmup) * sum(sizes) / 2 * 8 / (fastest * 1e6)

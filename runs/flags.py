@@ -93,6 +93,16 @@ def _layout(text: str):
     return out
 
 
+def _trace(text: str):
+    """--trace PATH,replicas=4,...: the mapping experiment.step.trace takes."""
+    path, *items = text.split(",")
+    out = {"path": path}
+    for item in items:
+        key, _, value = item.strip().partition("=")
+        out[key.strip()] = int(value) if value.strip().isdigit() else value.strip()
+    return out
+
+
 def _flap(text: str) -> list:
     """--flap LINK@S+D: the failure LINK@S+D:flap."""
     if ":" in text or "+" not in text:
@@ -297,6 +307,11 @@ def _step_flags(g) -> None:
                    help="a hybrid step: tensor parallel T inside servers, P pipeline stages "
                         "(1F1B), data parallel D; also micro_batches=M, activation=BYTES "
                         "(docs/training.md)")
+    g.add_argument("--trace", dest="step_trace", metavar="PATH[,replicas=R,...]",
+                   type=field("trace", _trace),
+                   help="replay a recorded job's iteration (PyTorch profiler or execution "
+                        "traces, one file a rank, in the folder PATH); also iteration=N, "
+                        "replicas=R, ranks_per_server=K, rank_map=FILE (docs/traces.md)")
 
 
 def _failure_flags(g) -> None:

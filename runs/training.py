@@ -31,6 +31,7 @@ from runs.step_lanes import lanes
 from runs.step_loop import run_steps
 from runs.parallel_step import SUMMARY_KEYS, run_parallel_step, simulate_parallel_step
 from runs.sweep import RankCosts, resolved
+from runs.trace_replay import run_trace, simulate_trace
 
 
 def jobs_of(exp: Experiment, plan: training_step.Plan, model, policy: str) -> Dict[int, object]:
@@ -130,6 +131,8 @@ def merge_ranks(replies: List[dict], plan: training_step.Plan) -> dict:
 def run_step(lab, exp: Experiment, progress: Callable[[str], None] = lambda m: None) -> dict:
     """Warm-up and timed steps on the lab's rank agents, the simulator's
     prediction beside them, and the host's load while they ran."""
+    if exp.step.get("trace"):
+        return run_trace(lab, exp, progress)
     if exp.step.get("parallel"):
         return run_parallel_step(lab, exp, progress)
     fabric = lab.fabric
@@ -173,6 +176,8 @@ def result_record(fabric, exp, plan, ranks, timed, predicted, window=None) -> di
 def simulate_step(fabric, exp: Experiment) -> dict:
     """The step in the simulator alone (`--engine sim`): its prediction is
     the result."""
+    if exp.step.get("trace"):
+        return simulate_trace(fabric, exp)
     if exp.step.get("parallel"):
         return simulate_parallel_step(fabric, exp)
     ranks = exp.ranks or [h.name for h in fabric.endpoints]

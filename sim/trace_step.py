@@ -36,6 +36,37 @@ from sim.step_program import StepProgram, Walk, critical_path, merged_schedule, 
 from traces.trace_model import Comm, Trace
 
 EPS = 1e-6                     # seconds: what the trace's microsecond clock can tell apart
+MAX_REPLICAS = 4096
+TRACE_KEYS = {"path": "a folder of per-rank trace files, or one file",
+              "iteration": "which ProfilerStep#N to read (default: the last complete one)",
+              "replicas": "data-parallel replicas of the job (default 1: the job as recorded)",
+              "ranks_per_server": "ranks placed on each server (default: its GPUs)",
+              "rank_map": "a YAML file {rank: server} placing each rank instead"}
+
+
+def trace_spec(v, fail) -> dict:
+    """experiment.step.trace: a path, or {path, iteration, replicas,
+    ranks_per_server, rank_map}; `fail(message)` for anything else."""
+    if isinstance(v, str):
+        v = {"path": v}
+    if not isinstance(v, dict) or not isinstance(v.get("path"), str) or not v["path"]:
+        fail(f"expected a trace's path, or a mapping with a path ({', '.join(TRACE_KEYS)}), "
+             f"got {v!r}")
+    unknown = [k for k in v if k not in TRACE_KEYS]
+    if unknown:
+        fail(f"unknown key {unknown[0]!r}; expected {', '.join(TRACE_KEYS)}")
+    limits = {"iteration": (0, 1 << 31), "replicas": (1, MAX_REPLICAS),
+              "ranks_per_server": (1, 1024)}
+    for key, (low, high) in limits.items():
+        if key in v and (isinstance(v[key], bool) or not isinstance(v[key], int)
+                         or not low <= v[key] <= high):
+            fail(f"{key}: expected a whole number from {low} to {high}, got {v[key]!r}")
+    if "rank_map" in v and not isinstance(v["rank_map"], str):
+        fail(f"rank_map: expected a file's path, got {v['rank_map']!r}")
+    return {"replicas": 1, **v}
+
+
+trace_spec.json_schema = {"anyOf": [{"type": "string"}, {"type": "object", "required": ["path"]}]}
 
 
 @dataclass
@@ -96,6 +127,8 @@ def _collective(p: TraceProgram, ids: Dict[tuple, int], trace: Trace, key: tuple
         p.measured[cid] = min(p.measured[cid], c.dur_s)
         return cid
     cid = ids[key] = len(p.collectives)
+    group = trace.groups.get(c.group)
+    p.label[cid] = f"{c.kind} on {(group.desc or group.name) if group else c.group}"
     members = _members(trace, c, rank, copy, replicas)
     p2p = c.kind in ("send", "recv")
     collective = "broadcast" if p2p else c.kind
@@ -105,14 +138,12 @@ def _collective(p: TraceProgram, ids: Dict[tuple, int], trace: Trace, key: tuple
     count = schedules.round_count(collective, len(members), elements) \
         if collective in EQUAL_BLOCKS else elements
     p.collectives.append({
-        "id": cid, "collective": collective, "members": members,
+        "id": cid, "name": f"{cid} {p.label[cid]}", "collective": collective, "members": members,
         "algorithm": registry.default_algorithm(collective), "root": 0 if p2p else c.root,
         "count": count, "bytes": count * itemsize, "kind": c.kind,
         "wave": (c.kind, c.bytes, len(members), c.seq) if not p2p else ("p2p", c.bytes, c.seq),
         "after": _previous(ids, key)})
     p.measured[cid] = c.dur_s
-    group = trace.groups.get(c.group)
-    p.label[cid] = f"{c.kind} on {(group.desc or group.name) if group else c.group}"
     return cid
 
 

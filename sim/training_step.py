@@ -35,6 +35,7 @@ from toolkit.units import parse_count
 from toolkit.validators import choice as _choice
 from collectives.datatypes import datatype
 from collectives.metrics import TYPE_SIZE
+from sim.trace_step import trace_spec
 
 MODES = ("allreduce", "sharded")
 MAX_LAYERS = 1000
@@ -136,10 +137,13 @@ STEP_SCHEMA = Section("a training step instead of a size sweep (docs/training.md
     "parallel": (described("a hybrid layout instead of pure data parallelism: {tp, pp, dp, "
                            "micro_batches, activation} (docs/training.md)",
                            optional(_parallel)), None),
+    "trace": (described("a recorded job's iteration instead of a made-up step: a trace's path, "
+                        "or {path, iteration, replicas, ranks_per_server, rank_map} "
+                        "(docs/traces.md)", optional(trace_spec)), None),
 })
 STEP_FLAGS = {"bucket": "--bucket", "overlap": "--overlap", "mode": "--step-mode",
               "in_flight": "--in-flight", "layers": "--layers", "params": "--params",
-              "parallel": "--parallel"}
+              "parallel": "--parallel", "trace": "--trace"}
 
 
 class StepError(ValueError):

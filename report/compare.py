@@ -9,8 +9,10 @@ busbw, busbw/link, #wrong and its time over the first run's. A ratio is
 marked `!` where either run's verdict flagged the size (`flags`: not a
 figure to quote). It writes compare.png (busbw by size, a curve per run,
 report/busbw_plot.py's drawing) to --out; --json prints the comparison as
-JSON instead of the tables. Anything it cannot compare is one sentence on
-stderr and exit status 2."""
+JSON instead of the tables. Training steps and replayed traces compare with
+each other instead (report/compare_steps.py): step time, exposed
+communication by kind, the collectives that moved. Anything it cannot
+compare is one sentence on stderr and exit status 2."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from matplotlib.figure import Figure
 
 from report.busbw_plot import MEASURED, SIMULATED, busbw_figure
 from report.canvas import save
+from report.compare_steps import steps_comparison, steps_figure, steps_text
 
 FIGURE = "compare.png"
 NOT_TO_QUOTE = "!"
@@ -46,12 +49,19 @@ class Run:
     summary: dict
 
     @property
+    def is_step(self) -> bool:
+        """A training step (or a replayed trace) rather than a size sweep."""
+        return "collectives" not in self.summary
+
+    @property
     def record(self) -> dict:
-        return self.summary["collectives"]
+        return self.summary["step"] if self.is_step else self.summary["collectives"]
 
     @property
     def kind(self) -> str:
-        return "simulated" if "simulated" in self.record else "measured"
+        simulated = "simulated" in self.record if not self.is_step \
+            else self.record.get("engine") == "sim"
+        return "simulated" if simulated else "measured"
 
     @property
     def label(self) -> str:
@@ -79,20 +89,24 @@ def load_run(number: int, where) -> Run:
         summary = json.loads(file.read_text())
     except (OSError, ValueError) as exc:
         raise CompareError(f"{file} is not a readable summary.json ({exc})") from None
-    if not isinstance(summary, dict) or "collectives" not in summary:
-        if isinstance(summary, dict) and "step" in summary:
-            raise CompareError(f"{where} is a training step (--step), which has no collectives "
-                               "by size to compare: compare the step times in each run's "
-                               "step.csv (step.summary.step_s in summary.json) instead")
+    if not isinstance(summary, dict) or not ("collectives" in summary or "step" in summary):
         raise CompareError(f"{file} has no collectives to compare (not a sweep's summary.json)")
     return Run(number, file.parent.resolve().name, file, summary)
 
 
 def load_runs(paths: Sequence) -> List[Run]:
-    """Every run named, in order; CompareError unless there are two or more."""
+    """Every run named, in order; CompareError unless there are two or more,
+    all size sweeps or all training steps."""
     if len(paths) < 2:
         raise CompareError(f"it takes two runs or more to compare, got {len(paths)}")
-    return [load_run(i + 1, p) for i, p in enumerate(paths)]
+    runs = [load_run(i + 1, p) for i, p in enumerate(paths)]
+    odd = next((r for r in runs if r.is_step != runs[0].is_step), None)
+    if odd is not None:
+        what = {True: "a training step", False: "a size sweep"}
+        raise CompareError(f"run {odd.number} ({odd.path}) is {what[odd.is_step]} and run 1 "
+                           f"{what[runs[0].is_step]}: compare sweeps with sweeps, steps with "
+                           "steps")
+    return runs
 
 
 # --- the comparison ------------------------------------------------------------------
@@ -187,8 +201,10 @@ def notes(headers: List[dict]) -> List[str]:
 def comparison(runs: List[Run]) -> dict:
     """The whole comparison, as --json prints it."""
     headers = [run_header(run) for run in runs]
-    return {"runs": headers, "differences": differences(headers), "notes": notes(headers),
-            "sizes": size_rows(runs)}
+    out = {"runs": headers, "differences": differences(headers), "notes": notes(headers)}
+    if runs[0].is_step:
+        return {**out, **steps_comparison([run.record for run in runs])}
+    return {**out, "sizes": size_rows(runs)}
 
 
 # --- the text -----------------------------------------------------------------------
@@ -327,7 +343,9 @@ def write_figure(comp: dict, folder) -> Path:
     """compare.png in `folder` (made if need be)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return save(compare_figure(comp), folder / FIGURE)
+    figure = steps_figure(comp, [h["label"] for h in comp["runs"]]) if "steps" in comp \
+        else compare_figure(comp)
+    return save(figure, folder / FIGURE)
 
 
 # --- the command ---------------------------------------------------------------------
@@ -360,7 +378,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print()
         return 0
     print(header_text(comp))
-    print(table_text(comp))
+    print(steps_text(comp) if "steps" in comp else table_text(comp))
     print(f"figure   {comp['figure'] or 'none: ' + comp['figure_error']}")
     return 0
 

@@ -204,9 +204,8 @@ def test_different_collectives_are_compared_and_said(runs, tmp_path):
                         "run_topology.py?"),
     (lambda tmp: [], "compare: it takes two runs or more to compare, got 1"),
     (lambda tmp: [_write(tmp / "step", {"fabric": "f", "step": {"summary": {"step_s": 1.0}}})],
-     "compare: {tmp}/step is a training step (--step), which has no collectives by size to "
-     "compare: compare the step times in each run's step.csv (step.summary.step_s in "
-     "summary.json) instead"),
+     "compare: run 2 ({tmp}/step/summary.json) is a training step and run 1 a size sweep: "
+     "compare sweeps with sweeps, steps with steps"),
     (lambda tmp: [_write(tmp / "check", {"fabric": "f"})],
      "compare: {tmp}/check/summary.json has no collectives to compare (not a sweep's "
      "summary.json)"),

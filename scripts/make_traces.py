@@ -27,11 +27,10 @@ The job, per step (ranks in "tp" pairs {0,1}, {2,3}, ...; the world group
   - an all-gather of every rank's loss over the world group (for logging);
   - an SGD step.
 
-Every group runs gloo with one worker thread (ProcessGroupGloo's option
-_threads = 1, as NCCL runs a group's collectives on one stream, in order):
-gloo's events name no process group, and traces/kineto.py places an
-operation the trace leaves open by the group of the other operations that
-ran on the same worker thread (docs/traces.md).
+PyTorch 2.13 writes no record_param_comms for gloo, so nothing in the traces
+names an operation's process group: the world all-gather gives the world
+group's worker thread an operation whose shapes say its group, and
+traces/placing.py says how the readers settle the rest.
 """
 
 import argparse
@@ -59,15 +58,9 @@ STEPS = 5
 WAIT, WARMUP, ACTIVE = 1, 1, 2
 
 
-def one_thread():
-    options = dist.ProcessGroupGloo._Options()
-    options._threads = 1
-    return options
-
-
 def tp_groups(world: int):
     """Every rank creates every group, in the same order (torch requires it)."""
-    return [dist.new_group([r, r + 1], group_desc=f"tp{r // 2}", pg_options=one_thread())
+    return [dist.new_group([r, r + 1], group_desc=f"tp{r // 2}")
             for r in range(0, world, 2)]
 
 
@@ -119,7 +112,7 @@ def run_rank(rank, world, port, out_dir):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)
     torch.manual_seed(rank)
-    dist.init_process_group("gloo", rank=rank, world_size=world, pg_options=one_thread())
+    dist.init_process_group("gloo", rank=rank, world_size=world)
     tp = tp_groups(world)
     model = DDP(Net(), bucket_cap_mb=BUCKET_MB)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)

@@ -23,8 +23,10 @@ of a gloo operation) and checked across ranks in traces/reading.py.
 from __future__ import annotations
 
 import ast
+import logging
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -72,11 +74,17 @@ def load(path: Path) -> Tuple[dict, List[Event]]:
         raise TraceError(HTA_MISSING) from None
     config = ParserConfig(ParserConfig.get_minimum_args())
     config.set_parse_all_args(True)
+    hta_log = logging.getLogger("hta")
+    level, hta_log.level = hta_log.level, logging.CRITICAL   # its notes on every file
     try:
-        meta, frame, symbols = parse_trace_dataframe(str(path), config)
+        with warnings.catch_warnings():      # HTA's own use of pandas' deprecated calls
+            warnings.simplefilter("ignore")
+            meta, frame, symbols = parse_trace_dataframe(str(path), config)
     except Exception as e:       # HTA raises whatever json/gzip/pandas raise on a bad file
         raise TraceError(f"{path.name}: not a complete Kineto trace JSON "
                          f"({type(e).__name__}: {str(e)[:120]}).") from None
+    finally:
+        hta_log.setLevel(level)
     if frame is None or frame.empty or "name" not in frame:
         raise TraceError(f"{path.name}: a Kineto trace with no events.")
     names = symbols.sym_table

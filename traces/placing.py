@@ -83,6 +83,9 @@ def default_group(groups: Dict[str, Group], world: int) -> str:
 def place(read: RankRead) -> None:
     """Give each pending operation its group (the rules above)."""
     open_ = [p for p in read.pending if not p.group]
+    if open_ and not read.groups:
+        raise TraceError(f"{open_[0].where}: its process group is unknown: the trace gives no "
+                         "process group's ranks (distributedInfo.pg_config).")
     candidates = {id(p): [g for g in read.groups.values() if fits(p, g, read.rank)]
                   for p in open_}
     for p in open_:

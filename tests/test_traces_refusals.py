@@ -82,6 +82,18 @@ def test_an_execution_trace_without_its_kineto_partner(job):
                             "Kineto trace of the same process (pid) is beside it to give them.")
 
 
+def test_an_execution_trace_node_without_its_kineto_event(job):
+    target = job / "rank-1.kineto.json.gz"
+    data = load(target)
+    data["traceEvents"] = [e for e in data["traceEvents"]
+                           if e.get("name") not in ("c10d::alltoall_base_", "gloo:all_to_all")]
+    save(target, data)
+    text = refusal(job)
+    assert text.startswith("rank-1.et.json.gz: node ")
+    assert text.endswith("one of 1 communication nodes of ProfilerStep#3, has no partner event "
+                         "in rank-1.kineto.json.gz.")
+
+
 def test_one_ranks_bytes_differ(job):
     def smaller(node):
         node["inputs"]["shapes"][0] = [[656000]]

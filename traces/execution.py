@@ -44,7 +44,7 @@ def communication(nodes, source: str) -> Dict[int, dict]:
                              "with the Kineto trace.")
         found[int(rf)] = describe(name, [str(t) for t in inputs.get("types", [])],
                                   inputs.get("shapes", []), inputs.get("values", []))
-        found[int(rf)]["node"] = node.get("id")
+        found[int(rf)].update(node=node.get("id"), used=False)
     return found
 
 
@@ -71,17 +71,11 @@ def read_rank(et: dict, et_path: Path, kineto_path: Optional[Path],
     read = read_kineto_rank(kineto_path, iteration, described)
     n = int(read.iteration.split("#")[1])
     window = iteration_ids(nodes, n, et_path.name)
-    wanted = {rf for rf in described if rf in window}
-    linked = {rf for rf in described if rf in window and any(
-        c.name.startswith("c10d::") for c in read.comms)}
-    if wanted and not read.comms:
-        raise TraceError(f"{et_path.name}: its communication nodes of ProfilerStep#{n} have no "
-                         f"events in {kineto_path.name}: they are not traces of the same run.")
-    missing = len(wanted) - sum(1 for c in read.comms if c.name.startswith("c10d::"))
-    if missing and linked:
-        first = min(wanted)
-        raise TraceError(f"{et_path.name}: {missing} of its communication nodes in "
-                         f"ProfilerStep#{n} (from node {described[first]['node']}) have no "
+    unlinked = sorted(rf for rf, facts in described.items() if rf in window and not facts["used"])
+    if unlinked:
+        node = described[unlinked[0]]["node"]
+        raise TraceError(f"{et_path.name}: node {node} (rf_id {unlinked[0]}), one of "
+                         f"{len(unlinked)} communication nodes of ProfilerStep#{n}, has no "
                          f"partner event in {kineto_path.name}.")
     read.source = f"{et_path.name} + {kineto_path.name}"
     return read

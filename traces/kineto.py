@@ -157,7 +157,8 @@ def read_rank(path: Path, iteration: Optional[int] = None,
     groups = own_groups(meta)
     gpu = any(e.cat == "kernel" for e in events)
     window = Window(step, events, gpu)
-    pending = gpu_comms(path, window, groups) if gpu else cpu_comms(path, window, described)
+    pending = gpu_comms(path, window, groups) if gpu else cpu_comms(path, window, groups,
+                                                                          described)
     compute = gpu_compute(window) if gpu else cpu_compute(window)
     trace = RankTrace(rank, str(path), step.dur * US, compute=compute)
     read = RankRead(rank, world, path.name, groups, trace, pending, sorted(found),
@@ -317,7 +318,8 @@ def gloo_work(w: Window, ops: List[Event]) -> Dict[int, Event]:
     return linked
 
 
-def cpu_comms(path: Path, w: Window, described: Optional[Dict[int, dict]]) -> List[Pending]:
+def cpu_comms(path: Path, w: Window, groups: Dict[str, Group],
+              described: Optional[Dict[int, dict]]) -> List[Pending]:
     """The outermost c10d operators of the training thread, timed by their gloo work."""
     ops = [e for e in outermost([e for e in w.cpu if e.tid == w.thread and e.cat == "cpu_op"
                                  and e.name.startswith("c10d::")]) if c10d_kind(e)]
@@ -329,11 +331,13 @@ def cpu_comms(path: Path, w: Window, described: Optional[Dict[int, dict]]) -> Li
         start, dur = (work.ts, work.dur) if work else (op.ts, op.dur)
         thread = work.tid if work and work.tid != w.thread else -1
         param = next((r for r in inner if op.ts <= r.ts < op.end and r.tid == op.tid), None)
+        facts = (described or {}).get(int(op.arg("record_function_id", -1)))
+        if facts is not None:
+            facts["used"] = True          # the execution trace's node has its partner
         if param is not None and str(param.arg("collective_name", "")) in COLLECTIVE_KINDS:
-            p = from_param_comms(path, w, param, str(param.arg("collective_name")), {},
+            p = from_param_comms(path, w, param, str(param.arg("collective_name")), groups,
                                  start=start, dur=dur, issued=op.ts)
         else:
-            facts = (described or {}).get(int(op.arg("record_function_id", -1)))
             p = from_c10d(path, w, op, facts, start, dur)
         p.thread = thread
         pending.append(p)

@@ -8,8 +8,9 @@ say what each communication moved, tensor lists' element types included
 (which Kineto does not write); the rank's Kineto trace, linked by
 record-function id (the node's rf_id attribute is the Kineto event's "Record
 function id", as Chakra's trace linker links them), says when it ran and
-gives the compute. Chakra and PARAM's et_replay, which read these files,
-are not on PyPI; this reader needs neither.
+gives the compute. MLCommons Chakra and PARAM's et_replay, which read these files,
+are not on PyPI (the PyPI name "chakra" is an unrelated package); this reader
+needs neither.
 """
 
 from __future__ import annotations

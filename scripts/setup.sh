@@ -105,8 +105,8 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   say "building the Python environment in .venv"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   export PIP_DISABLE_PIP_VERSION_CHECK=1
-  "$VENV/bin/pip" install -q -e "$ROOT[test]" 2>&1 | grep -v "^WARNING: Location" || true
-  "$VENV/bin/python" -c "import os_ken, scapy, yaml, networkx, pytest" \
+  "$VENV/bin/pip" install -q -e "$ROOT[test,traces]" 2>&1 | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -c "import os_ken, scapy, yaml, networkx, pytest, hta" \
     || die "the Python environment is incomplete (pip install failed above)."
   site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   ln -sfn "$("$PY" -c 'import mininet, os; print(os.path.dirname(mininet.__file__))')" "$site/mininet"

@@ -109,8 +109,10 @@ def trace_text(result: dict) -> str:
         lines.append(f"   {i + 1:<10d} {_s(r['step_s']):<11} {_s(r['compute_s']):<11} "
                      f"{_s(r['comm_s']):<11} {_s(r['exposed_s']):<9} {wrong:>6}")
     t = p["trace"]
-    lines += [f"# the trace measured {_s(t['iteration_s'])} an iteration (its operations' own "
-              f"times through this replay: {_s(t['reproduced_s'])}); on this fabric the "
+    low, high = t["iteration_range_s"]
+    lines += [f"# the trace measured {_s(t['iteration_s'])} an iteration (the mean of its ranks'"
+              f", {low:.3f} to {high:.3f} s; its operations' own times through this replay: "
+              f"{_s(t['reproduced_s'])}); on this fabric the "
               f"simulator gives {_s(p['step_s'])}, {_s(p['exposed_s'])} of it exposed "
               "communication",
               "#  exposed communication (the last rank to end)   in the trace   on this fabric"]

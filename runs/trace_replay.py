@@ -116,7 +116,9 @@ def predict(fabric, exp: Experiment, p: trace_step.TraceProgram, ranks: List[str
             "exposed_s": on_fabric.step_s - on_fabric.compute_s,
             "exposed_by_kind_s": on_fabric.exposed_by_kind,
             "critical_path_s": on_fabric.critical, "seconds": seconds,
-            "trace": {"iteration_s": trace.iteration_s, "reproduced_s": measured.step_s,
+            "trace": {"iteration_s": trace.iteration_s,
+                      "iteration_range_s": list(trace.iteration_range_s),
+                      "reproduced_s": measured.step_s,
                       "exposed_by_kind_s": measured.exposed_by_kind,
                       "critical_path_s": measured.critical},
             "walk": on_fabric.walk}

@@ -128,13 +128,12 @@ def _collective(p: TraceProgram, ids: Dict[tuple, int], trace: Trace, key: tuple
         return cid
     cid = ids[key] = len(p.collectives)
     group = trace.groups.get(c.group)
-    p.label[cid] = f"{c.kind} on {(group.desc or group.name) if group else c.group}"
+    kind = "send/recv" if c.kind in ("send", "recv") else c.kind
+    p.label[cid] = f"{kind} on {(group.desc or group.name) if group else c.group}"
     members = _members(trace, c, rank, copy, replicas)
     p2p = c.kind in ("send", "recv")
     collective = "broadcast" if p2p else c.kind
-    elements = max(1, c.bytes // itemsize)
-    if collective == "allgather":
-        elements *= len(members)             # a rank's input is one block of the whole
+    elements = max(1, c.bytes // itemsize)  # an all-gather's bytes are already its output
     count = schedules.round_count(collective, len(members), elements) \
         if collective in EQUAL_BLOCKS else elements
     p.collectives.append({

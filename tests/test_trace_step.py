@@ -91,8 +91,10 @@ def test_a_send_and_its_receive_are_one_broadcast_over_the_two():
     assert p.tasks[1][1]["needs"] == [0]              # rank 1 waited for its data
 
 
-def test_an_allgathers_count_is_every_members_block():
-    p = TS.program_of(two_ranks([(0, 10)], [comm(10, 2, "allgather", nbytes=400)], 13))
+def test_a_count_is_rounded_to_whole_blocks_of_the_group():
+    """An all-gather's bytes are its output, as nccl-tests counts them; its
+    count is rounded down to whole blocks of the group, as nccl-tests rounds."""
+    p = TS.program_of(two_ranks([(0, 10)], [comm(10, 2, "allgather", nbytes=804)], 13))
     assert p.collectives[0]["count"] == 200 and p.collectives[0]["bytes"] == 800
 
 

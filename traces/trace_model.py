@@ -46,7 +46,7 @@ class Comm:
     start_s: float                 # when it began running (after the iteration start)
     dur_s: float                   # as measured
     kind: str                      # a COLLECTIVES name, or "send" / "recv"
-    bytes: int                     # the rank's input message
+    bytes: int                     # as nccl-tests counts it: an all-gather's output, else the input
     dtype: str                     # a TYPE_NAMES name
     group: str                     # Group.name
     seq: int                       # its number among its group's operations on this rank
@@ -78,5 +78,14 @@ class Trace:
 
     @property
     def iteration_s(self) -> float:
-        """The iteration as the trace measured it: its slowest rank's."""
-        return max(r.iteration_s for r in self.ranks.values())
+        """The iteration as the trace measured it: the mean of its ranks'
+        (each rank's iteration span starts and ends where that rank's step
+        marker fell, a little apart from the others'; a step of a
+        synchronous job is, over many, the same on every rank)."""
+        return sum(r.iteration_s for r in self.ranks.values()) / len(self.ranks)
+
+    @property
+    def iteration_range_s(self) -> tuple:
+        """(the shortest, the longest) of the ranks' measured iterations."""
+        spans = [r.iteration_s for r in self.ranks.values()]
+        return min(spans), max(spans)

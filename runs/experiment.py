@@ -202,8 +202,8 @@ def _check_step(exp: Experiment, fail) -> None:
             fail(key, "is for size sweeps; a training step runs without it")
     if exp.step.get("trace"):         # the job as recorded: its own compute and collectives
         if exp.step.get("parallel"):
-            fail("step.trace", "replays the job as it was recorded, and step.parallel makes "
-                 "one up: give one of them")
+            fail("step.trace", "replays the job as it was recorded, and a hybrid layout "
+                 "(step.parallel, --parallel) makes one up: give one of them")
         return None
     try:
         plan = step_plan(exp)

@@ -65,7 +65,8 @@ def placement(fabric, spec: dict, world: int) -> List[str]:
     slots = [gpus[i] for gpus in servers.values() for i in range(per)]
     if world > len(slots):
         raise ValueError(f"step.trace: the job's {world} ranks need {-(-world // per)} servers "
-                         f"of {per} ranks, and {fabric.name} has {len(servers)}: a larger "
+                         f"of {per} rank{'s' if per > 1 else ''} each, and {fabric.name} has "
+                         f"{len(servers)}: a larger "
                          "fabric, more ranks a server or fewer replicas")
     return slots[:world]
 
@@ -96,6 +97,7 @@ def check(fabric, exp: Experiment) -> None:
     ValueError (TraceError) with one sentence where either cannot be."""
     p = program(exp)
     placement(fabric, exp.step["trace"], p.world)
+    trace_step.measured_times(p)             # a program that cannot finish: ProgramError
 
 
 def program(exp: Experiment) -> trace_step.TraceProgram:

@@ -125,7 +125,7 @@ def test_ranks_are_placed_as_the_user_asks(tmp_path):
 @pytest.mark.parametrize("trace, fabric, sentence", [
     ("gone", "topologies/sim/gloo-host.yaml", "gone"),
     ("hta-nccl-resnet", "topologies/sim/gloo-host.yaml", "rank 1 of 2 is missing"),
-    ("gloo-mlp-8", "topologies/default.yaml", "the job's 8 ranks need 8 servers of 1 ranks"),
+    ("gloo-mlp-8", "topologies/default.yaml", "the job's 8 ranks need 8 servers of 1 rank each, and leaf-spine-2x2 has 4"),
     ("gloo-mlp-4,ranks_per_server=4", "topologies/sim/gloo-host.yaml",
      "step.trace.ranks_per_server: 4 ranks a server, and gloo-host's servers have 1 GPUs"),
     ("gloo-mlp-4,replicas=0", "topologies/sim/gloo-host.yaml",

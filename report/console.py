@@ -46,6 +46,12 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
         return "\n".join(lines)
     if exp is None:
         lines.append("  experiment: none (one server has no peer to exchange with)")
+    elif exp.step is not None and exp.step.get("trace"):
+        spec = exp.step["trace"]
+        scaled = f" x {spec['replicas']} replicas" if spec["replicas"] > 1 else ""
+        lines.append(f"  experiment: a recorded job's iteration, {spec['path']}{scaled}; "
+                     f"engine {exp.engine}, {exp.iters} iterations after {exp.warmup} warm-up "
+                     "(docs/traces.md)")
     elif exp.step is not None:
         step = step_plan(exp)
         lines.append(f"  experiment: a training step, {len(step.layers)} layers, "
@@ -94,7 +100,9 @@ def _expected_line(parts: dict, exp) -> str:
     n, sizes = parts["sweeps"], parts["sizes"]
     head = f"  expected: about {_duration(parts['seconds'])} in all: "
     if exp.step is not None:
-        return (head + f"{_duration(parts['wire_s'])} of steps (compute, and the gradients at "
+        what = "the recorded compute, and every operation's bus bytes" \
+            if exp.step.get("trace") else "compute, and the gradients"
+        return (head + f"{_duration(parts['wire_s'])} of steps ({what} at "
                 f"the NIC rate); besides, {LAB_SECONDS:g} s to build, probe and tear down, "
                 f"{exp.idle_seconds:g} s of idle latency")
     return (head + f"{n} sweep{'s' if n > 1 else ''} of the sizes, {sizes} "

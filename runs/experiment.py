@@ -21,7 +21,8 @@ from toolkit.validators import (MAX_FAILURES, OPTIONAL_SECTION, choice, endpoint
 from toolkit.errors import FabricError, shown
 from collectives import schedules
 from policies import policy
-from sim import hybrid_step, training_step
+from sim import hybrid_step, trace_step, training_step
+from traces.reading import read_once
 from sim import nccl
 from sim.nccl import endhosts, tuner
 from sim.nccl.overrides import OverrideError, enabled
@@ -540,6 +541,11 @@ def _wire_seconds(fabric, exp: Experiment) -> float:
     n = len(exp.ranks or fabric.endpoints)
     if exp.algorithm in BY_SERVER + (AUTO,) and fabric.gpus_per_server > 1:
         nic_bps *= fabric.nics_per_server    # laid out by server: every NIC at once
+    if exp.step is not None and exp.step.get("trace"):
+        spec = exp.step["trace"]
+        p = trace_step.program_of(read_once(spec["path"], spec.get("iteration")),
+                                  spec["replicas"], datatype(exp.datatype).size)
+        return (exp.iters + exp.warmup) * trace_step.nic_seconds(p, nic_bps)
     if exp.step is not None:
         plan = step_plan(exp)
         wire = bus_factor("allreduce", n) * plan.gradient_bytes * 8 / nic_bps

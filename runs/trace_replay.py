@@ -18,9 +18,8 @@ process group and kind, and the critical path.
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List
 
 from collectives.datatypes import datatype
 from collectives.registry import FLAT_RING
@@ -30,6 +29,7 @@ from runs.experiment import Experiment, job_of, piece_bytes_for
 from runs.parallel_step import merge
 from runs.step_loop import run_steps
 from toolkit.yaml_loader import load_yaml, read_text
+from traces.reading import read_once
 from traces.trace_model import Trace, TraceError
 
 SUMMARY_KEYS = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
@@ -37,16 +37,9 @@ IN_FLIGHT = 1_000              # a communicator's order is the program's (`after
 MAX_LAB_TRACE_COLLECTIVES = 2_000
 
 
-@lru_cache(maxsize=4)
-def read(path: str, iteration: Optional[int]) -> Trace:
-    """The trace at `path` (read once per run)."""
-    from traces.reading import read_trace
-    return read_trace(path, iteration)
-
-
 def trace_of(exp: Experiment) -> Trace:
     spec = exp.step["trace"]
-    return read(spec["path"], spec.get("iteration"))
+    return read_once(spec["path"], spec.get("iteration"))
 
 
 def placement(fabric, spec: dict, world: int) -> List[str]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from collectives import registry, schedules
+from collectives.metrics import bus_factor
 from collectives.registry import EQUAL_BLOCKS
 from sim.step_program import StepProgram, Walk, critical_path, merged_schedule, walk
 from traces.trace_model import Comm, Trace
@@ -252,3 +253,15 @@ def fabric_seconds(p: TraceProgram, simulator, piece: int = 0,
         for c in cs:
             out[c["id"]] = shapes[shape]
     return out
+
+
+def nic_seconds(p: TraceProgram, nic_bps: float) -> float:
+    """About how long an iteration takes at a NIC rate: the busiest rank's
+    compute, and its operations' bus bytes (nccl-tests' factor) one after
+    the other at `nic_bps`."""
+    by_rank: Dict[int, float] = {r: sum(t["seconds"] for t in ts) for r, ts in p.tasks.items()}
+    for c in p.collectives:
+        wire = bus_factor(c["collective"], len(c["members"])) * c["bytes"] * 8 / nic_bps
+        for r in c["members"]:
+            by_rank[r] += wire
+    return max(by_rank.values())

@@ -147,3 +147,18 @@ def test_a_trace_and_a_made_up_layout_are_refused_together(tmp_path):
     assert out.returncode == 2
     assert out.stderr == ("error: --trace: replays the job as it was recorded, and a hybrid "
                           "layout (step.parallel, --parallel) makes one up: give one of them\n")
+
+
+def test_check_says_what_the_trace_run_would_take(tmp_path):
+    """--check names the recorded job and prices its iterations at the NIC
+    rate: the recorded compute and every operation's bus bytes."""
+    out = run("--check", "--trace", str(DATA / "gloo-mlp-4"), "-n", "2", "-w", "0")
+    assert out.returncode == 0, out.stderr
+    assert (f"experiment: a recorded job's iteration, {DATA / 'gloo-mlp-4'}; engine agents, 2 "
+            "iterations after 0 warm-up") in out.stdout
+    one = json.loads(run("--check", "--json", "--trace", str(DATA / "gloo-mlp-4"), "-n", "1",
+                         "-w", "0").stdout)["expected_seconds"]
+    two = json.loads(run("--check", "--json", "--trace", str(DATA / "gloo-mlp-4"), "-n", "2",
+                         "-w", "0").stdout)["expected_seconds"]
+    # one iteration at 20 Mbit/s: 8.9 MB of DP AllReduce at 1.5 bus bytes a byte, about 5.4 s
+    assert 5 < two - one < 7

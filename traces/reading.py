@@ -23,6 +23,7 @@ import gzip
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
@@ -205,3 +206,10 @@ def check_pair(r: RankRead, c: Comm, by_rank: Dict[int, RankRead], index) -> Non
         found = describe(other) if other else "nothing"
         raise TraceError(f"{where}: rank {c.peer} should hold the matching {want} of "
                          f"{c.bytes} bytes, and holds {found} ({by_rank[c.peer].source}).")
+
+
+@lru_cache(maxsize=4)
+def read_once(path: str, iteration: Optional[Union[int, str]] = None) -> Trace:
+    """`read_trace`, once per path and iteration in a process (a run checks
+    the trace before it starts, then replays it)."""
+    return read_trace(path, iteration)

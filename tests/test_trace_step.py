@@ -66,8 +66,11 @@ def test_a_groups_operations_run_one_after_the_other():
     p = TS.program_of(two_ranks([(0, 10), (30, 31)], [comm(10, 5, seq=0), comm(15, 5, seq=1)],
                                 31))
     assert p.collectives[1]["after"] == 0 and p.collectives[0]["after"] is None
-    w = TS.times(p, lambda c: 8 * MS).walk
-    assert w.start[1] == pytest.approx(18 * MS) and w.finish[1] == pytest.approx(26 * MS)
+    t = TS.times(p, lambda c: 8 * MS)
+    assert t.walk.start[1] == pytest.approx(18 * MS) and t.walk.finish[1] == pytest.approx(26 * MS)
+    # the path goes from the second back through the first, not to its launch
+    assert t.critical == {"compute": pytest.approx(21 * MS),
+                          "allreduce on dp": pytest.approx(16 * MS)}
 
 
 def test_more_replicas_widen_only_the_groups_spanning_the_job():

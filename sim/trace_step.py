@@ -100,9 +100,8 @@ def _world_spanning(trace: Trace, group: str) -> bool:
 
 def _key(trace: Trace, c: Comm, rank: int, copy: int, replicas: int) -> tuple:
     """What names one operation alike on every rank taking part."""
-    if c.kind in ("send", "recv"):
-        src, dst = (rank, c.peer) if c.kind == "send" else (c.peer, rank)
-        return ("p2p", copy, src, dst, c.group, c.seq)
+    if c.kind in ("send", "recv"):      # numbered over the pair, both ways (seq)
+        return ("p2p", copy, min(rank, c.peer), max(rank, c.peer), c.group, c.seq)
     shared = replicas > 1 and _world_spanning(trace, c.group)
     return ("group", -1 if shared else copy, c.group, c.seq)
 
@@ -164,36 +163,61 @@ def _busy(rt) -> List[Tuple[float, float, str]]:
     return [tuple(x) for x in out]
 
 
+def _released_at(c: Comm) -> float:
+    """When an operation's data was ready to send: a GPU's NCCL kernel when it
+    started (its stream ran it after the compute before it; the host that
+    launched it ran ahead), any other operation when the host issued it."""
+    if c.name.lower().startswith("nccl") or c.issued_s < 0:
+        return c.start_s
+    return c.issued_s
+
+
 def _rank_tasks(rt, cids: List[int]) -> Tuple[List[dict], List[int]]:
-    """One rank's tasks and the operations it launches at the start."""
+    """One rank's tasks and the operations it launches at the start: its
+    compute spans, and the host's own time as tasks of their own where it
+    issued an operation in an idle stretch (see the module)."""
     busy = _busy(rt)
-    ends = [b[1] for b in busy]
-    tasks = [{"seconds": 0.0, "needs": [], "releases": [], "kind": "compute", "layer": i}
-             for i in range(len(busy))]
-    initial: List[int] = []
-    needed_by: Dict[int, List[Tuple[int, float]]] = {}
+    starts, ends = [b[0] for b in busy], [b[1] for b in busy]
+    issued: Dict[int, List[Tuple[float, int]]] = {}     # after span j (-1: the start)
+    needed_by: Dict[int, List[Tuple[int, float]]] = {}  # before span k (len: the end)
     for c, cid in zip(rt.comms, cids):
-        issued = c.issued_s if c.issued_s >= 0 else c.start_s
-        j = _last_before(ends, issued + EPS)
-        (tasks[j]["releases"] if j >= 0 else initial).append(cid)
+        at = _released_at(c)
+        j = _last_before(ends, at + EPS)
+        issued.setdefault(j, []).append((at, cid))
         end = c.start_s + c.dur_s
-        k = _last_before([b[0] for b in busy], end - EPS) + 1      # the first compute after it
-        if k >= len(busy) or busy[k][0] + EPS >= end:
-            needed_by.setdefault(k, []).append((cid, end))
-    previous_end = 0.0
-    for i, (start, end, name) in enumerate(busy):
-        waits = [(cid, e) for cid, e in needed_by.get(i, ()) if e > previous_end - EPS]
-        tasks[i]["needs"] = [cid for cid, _ in waits]
-        woke = max([e for _, e in waits], default=previous_end)
-        tasks[i]["seconds"] = (end - start) + max(0.0, start - woke)
-        tasks[i]["name"] = name
-        previous_end = end
-    tail = needed_by.get(len(busy), [])
-    woke = max([e for _, e in tail], default=previous_end)
-    tasks.append({"seconds": max(0.0, rt.iteration_s - max(woke, previous_end)),
-                  "needs": [cid for cid, _ in tail], "releases": [], "kind": "host",
-                  "layer": len(busy)})
+        k = max(_last_before(starts, end - EPS) + 1, j + 1)   # never before its release
+        needed_by.setdefault(k, []).append((cid, end))
+    tasks: List[dict] = []
+    initial: List[int] = []
+    pos = 0.0                                  # how far the rank's time is accounted for
+    for i in range(len(busy) + 1):
+        last = i == len(busy)
+        start, end, name = busy[i] if not last else (rt.iteration_s, rt.iteration_s, "host")
+        pos = _issue(tasks, initial, sorted(issued.get(i - 1, ())), pos, start, i)
+        waits = [(cid, e) for cid, e in needed_by.get(i, ()) if e > (ends[i - 1] if i else 0.0)
+                 - EPS]
+        woke = max([e for _, e in waits] + [pos])
+        tasks.append({"seconds": (end - start) + max(0.0, start - woke),
+                      "needs": [cid for cid, _ in waits], "releases": [],
+                      "kind": "host" if last else "compute", "layer": i, "name": name})
+        pos = max(pos, end)
     return tasks, initial
+
+
+def _issue(tasks: List[dict], initial: List[int], points: List[Tuple[float, int]],
+           pos: float, idle_until: float, layer: int) -> float:
+    """The operations issued after the last task (`points`: (time, id)): one
+    issued in the idle stretch from `pos` to `idle_until` is launched by a
+    host task lasting until then; the others (issued while the next span
+    ran) by the last task, or at the start. The time now accounted for."""
+    for at, cid in points:
+        if pos + EPS < at <= idle_until + EPS:
+            tasks.append({"seconds": at - pos, "needs": [], "releases": [cid], "kind": "host",
+                          "layer": layer, "name": "issue"})
+            pos = at
+        else:
+            (tasks[-1]["releases"] if tasks else initial).append(cid)
+    return pos
 
 
 def _last_before(ends: List[float], t: float) -> int:

@@ -120,3 +120,41 @@ def test_the_walk_is_one_pass_over_a_long_chain():
                                 "layer": 1}] for r in (0, 1)}
     w = walk(StepProgram(cs, tasks, {}), lambda c: 1.0)
     assert w.step_s == n
+
+
+def test_the_hosts_time_before_an_issue_is_kept():
+    """Compute [0, 100] ms, an operation issued at 150 (the host's own 50 ms
+    in between), compute [300, 400], a 1 s iteration: given back whole; and
+    an operation issued 100 ms into an iteration with no compute before it."""
+    issued = comm(150, 10, issued_s=150 * MS)
+    p = TS.program_of(two_ranks([(0, 100), (300, 400)], [issued], 1000))
+    assert [(t["kind"], round(t["seconds"] / MS, 6)) for t in p.tasks[0]] == [
+        ("compute", 100), ("host", 50), ("compute", 240), ("host", 600)]   # it waited 10
+    assert p.tasks[0][1]["releases"] == [0]
+    assert TS.measured_times(p).step_s == pytest.approx(1.0)
+    late = TS.program_of(two_ranks([(300, 400)], [comm(100, 10)], 1000))
+    assert late.initial[0] == [] and late.tasks[0][0]["releases"] == [0]
+    assert TS.measured_times(late).step_s == pytest.approx(1.0)
+
+
+def test_an_operation_inside_a_tiny_span_is_not_waited_for_by_it():
+    """A zero-length operation issued inside a span shorter than the clock's
+    resolution: released by the span before, needed by none at or before it
+    (no task waits for what it launches itself)."""
+    t = two_ranks([(0, 10), (500, 500.0008), (600, 610)], [comm(500.0004, 0)], 700)
+    assert TS.measured_times(TS.program_of(t)).step_s == pytest.approx(0.7)
+
+
+def test_messages_both_ways_between_two_ranks_run_in_their_order():
+    groups = {"0": Group("0", (0, 1), "pp")}
+    sends = {0: [comm(10, 2, "send", group="0", seq=0, peer=1),
+                 comm(20, 2, "recv", group="0", seq=1, peer=1),
+                 comm(30, 2, "send", group="0", seq=2, peer=1)],
+             1: [comm(10, 2, "recv", group="0", seq=0, peer=0),
+                 comm(20, 2, "send", group="0", seq=1, peer=0),
+                 comm(30, 2, "recv", group="0", seq=2, peer=0)]}
+    t = Trace("kineto", "mem", 2, groups,
+              {r: rank(r, [(0, 10), (40, 50)], sends[r], 50) for r in (0, 1)})
+    p = TS.program_of(t)
+    assert [(c["members"], c["after"]) for c in p.collectives] == [
+        ([0, 1], None), ([1, 0], 0), ([0, 1], 1)]

@@ -123,11 +123,23 @@ def run_header(run: Run) -> dict:
             "ranks": len(run.record.get("ranks", [])),
             "link_rate_mbit": run.record.get("link_rate_mbit"),
             "also_swept": sorted(run.summary.get("compared") or {}),
+            "workload": workload(run),
             "provenance": run.summary.get("provenance")}
 
 
-WHAT_RAN = ("fabric", "collective", "algorithm", "engine", "network", "policy", "ranks",
-            "link_rate_mbit")
+WHAT_RAN = ("fabric", "workload", "collective", "algorithm", "engine", "network", "policy",
+            "ranks", "link_rate_mbit")
+
+
+def workload(run: Run) -> Optional[str]:
+    """What a step ran: a trace's path, iteration and replicas, or the made-up
+    step's mode; None for a sweep (its collective and algorithm say it)."""
+    if not run.is_step:
+        return None
+    st = run.record.get("step") or {}
+    if st.get("mode") == "trace":
+        return f"{st['path']} {st['iteration']} x{st['replicas']}"
+    return f"a {st.get('mode', 'training')} step"
 ORIGIN = {"fabric digest": "fabric_sha256", "commit": "commit", "host": "host"}
 
 
@@ -137,7 +149,9 @@ def differences(headers: List[dict]) -> dict:
     (the fabric's digest, the commit, the host)."""
     out = {}
     for key in WHAT_RAN:
-        values = [h[key] for h in headers]
+        values = [h.get(key) for h in headers]
+        if key == "workload" and all(v is None for v in values):
+            continue                        # sweeps: their collective and algorithm say it
         # a summary written before runs named their network cannot tell it
         told = key != "network" or all(v is not None for v in values)
         out[key] = {"values": values,
@@ -203,7 +217,12 @@ def comparison(runs: List[Run]) -> dict:
     headers = [run_header(run) for run in runs]
     out = {"runs": headers, "differences": differences(headers), "notes": notes(headers)}
     if runs[0].is_step:
-        return {**out, **steps_comparison([run.record for run in runs])}
+        same = len({h["workload"] for h in headers}) == 1
+        if not same:
+            out["notes"].append("the runs ran different steps (" + "; ".join(
+                f"{h['number']} {h['workload']}" for h in headers) + "): their collectives are "
+                "not the same ones, and none is matched by name")
+        return {**out, **steps_comparison([run.record for run in runs], same)}
     return {**out, "sizes": size_rows(runs)}
 
 

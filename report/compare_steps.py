@@ -43,8 +43,9 @@ def moved(records: List[dict], shown: int = MOVED_SHOWN) -> List[dict]:
     return [r for r in rows[:shown] if max(abs(s - r["seconds"][0]) for s in r["seconds"]) > 0]
 
 
-def steps_comparison(records: List[dict]) -> dict:
-    return {"steps": step_rows(records), "moved": moved(records)}
+def steps_comparison(records: List[dict], same_work: bool = True) -> dict:
+    """The steps' rows, and what moved where they ran the same work."""
+    return {"steps": step_rows(records), "moved": moved(records) if same_work else []}
 
 
 def steps_text(comp: dict) -> str:

@@ -102,8 +102,9 @@ def trace_text(result: dict) -> str:
                      f"replicas ({st['ranks']} ranks); groups spanning the job span every "
                      "replica, the others stay in theirs")
     lines += [f"# Compute stands for itself as time: the trace's measured spans "
-              f"({st['compute_s']:.3f} s on the busiest rank), as timers, not GPUs",
-              "#  iteration  time        compute     comm        exposed   #wrong"]
+              f"({st['compute_s']:.3f} s on the busiest rank) and the host's own time between "
+              "them, as timers, not GPUs",
+              "#  iteration  time        compute+host comm       exposed   #wrong"]
     for i, r in enumerate(result["runs"]):
         wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
         lines.append(f"   {i + 1:<10d} {_s(r['step_s']):<11} {_s(r['compute_s']):<11} "

@@ -67,10 +67,23 @@ def placement(fabric, spec: dict, world: int) -> List[str]:
 def _mapped(servers: Dict[str, list], path: str, world: int) -> List[str]:
     """The rank map file: {rank: server}, every rank once, each on its
     server's next free GPU."""
-    where = load_yaml(read_text(Path(path)), path)
-    if not isinstance(where, dict) or sorted(where) != list(range(world)):
+    if not Path(path).is_file():
+        raise ValueError(f"step.trace.rank_map: no such file {path}")
+    try:
+        where = load_yaml(read_text(Path(path)), path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"step.trace.rank_map: cannot read {path} ({exc})") from None
+    if not isinstance(where, dict):
         raise ValueError(f"{path}: expected a mapping of every rank 0 to {world - 1} to a "
-                         "server name")
+                         f"server name, got {type(where).__name__}")
+    odd = next((k for k in where if isinstance(k, bool) or not isinstance(k, int)), None)
+    if odd is not None:
+        raise ValueError(f"{path}: {odd!r} is not a rank: expected whole numbers 0 to "
+                         f"{world - 1} as keys")
+    if sorted(where) != list(range(world)):
+        missing = sorted(set(range(world)) - set(where)) or sorted(set(where) - set(range(world)))
+        raise ValueError(f"{path}: expected every rank 0 to {world - 1} once; rank "
+                         f"{missing[0]} is {'missing' if missing[0] not in where else 'not one'}")
     free = {s: list(g) for s, g in servers.items()}
     out = []
     for rank in range(world):
@@ -131,7 +144,7 @@ def description(exp: Experiment, trace: Trace, p: trace_step.TraceProgram) -> di
             "groups": {g.name: {"ranks": list(g.ranks), "desc": g.desc}
                        for g in trace.groups.values()},
             "dtype": datatype(exp.datatype).name,
-            "compute_s": max(sum(t["seconds"] for t in ts) for ts in p.tasks.values())}
+            "compute_s": max(trace_step.compute_seconds(rt) for rt in trace.ranks.values())}
 
 
 def _lanes(p: trace_step.TraceProgram, w) -> List[dict]:

@@ -62,7 +62,7 @@ def trace_spec(v, fail) -> dict:
         if key in v and (isinstance(v[key], bool) or not isinstance(v[key], int)
                          or not low <= v[key] <= high):
             fail(f"{key}: expected a whole number from {low} to {high}, got {v[key]!r}")
-    if "rank_map" in v and not isinstance(v["rank_map"], str):
+    if "rank_map" in v and (not isinstance(v["rank_map"], str) or not v["rank_map"]):
         fail(f"rank_map: expected a file's path, got {v['rank_map']!r}")
     return {"replicas": 1, **v}
 
@@ -129,7 +129,8 @@ def _collective(p: TraceProgram, ids: Dict[tuple, int], trace: Trace, key: tuple
     cid = ids[key] = len(p.collectives)
     group = trace.groups.get(c.group)
     kind = "send/recv" if c.kind in ("send", "recv") else c.kind
-    p.label[cid] = f"{kind} on {(group.desc or group.name) if group else c.group}"
+    named = group.desc if group and group.desc not in ("", "undefined") else c.group
+    p.label[cid] = f"{kind} on {named}"
     members = _members(trace, c, rank, copy, replicas)
     p2p = c.kind in ("send", "recv")
     collective = "broadcast" if p2p else c.kind
@@ -149,6 +150,11 @@ def _collective(p: TraceProgram, ids: Dict[tuple, int], trace: Trace, key: tuple
 def _previous(ids: Dict[tuple, int], key: tuple) -> Optional[int]:
     """The operation before this one on the same communicator (its seq - 1)."""
     return ids.get(key[:-1] + (key[-1] - 1,))
+
+
+def compute_seconds(rt) -> float:
+    """A rank's measured compute: its spans, merged where streams overlap."""
+    return sum(end - start for start, end, _ in _busy(rt))
 
 
 def _busy(rt) -> List[Tuple[float, float, str]]:
@@ -230,7 +236,7 @@ class TraceTimes:
     """The program walked with given collective times, and what it shows."""
     walk: Walk
     step_s: float
-    compute_s: float
+    compute_s: float                       # the last rank's tasks: compute and host time
     exposed_by_kind: Dict[str, float]      # label -> seconds, on the rank that ended last
     critical: Dict[str, float]             # "compute" or a label -> seconds on the path
     critical_rank: int
@@ -249,7 +255,7 @@ def times(p: TraceProgram, seconds) -> TraceTimes:
     for seg in critical_path(p, w):
         label = "compute" if seg["what"] == "compute" else p.label[seg["id"]]
         critical[label] = critical.get(label, 0.0) + seg["seconds"]
-    return TraceTimes(w, w.step_s, max(w.compute.values()), exposed, critical, last)
+    return TraceTimes(w, w.step_s, w.compute[last], exposed, critical, last)
 
 
 def measured_times(p: TraceProgram) -> TraceTimes:
@@ -261,22 +267,43 @@ def measured_times(p: TraceProgram) -> TraceTimes:
 def fabric_seconds(p: TraceProgram, simulator, piece: int = 0,
                    channels: int = 1) -> Dict[int, float]:
     """Each collective's seconds on a fabric (`simulator`: sim/simulator.py's,
-    over the program's ranks): its wave's collectives replayed together, once
-    per distinct shape, cut in pieces of `piece` elements (0: whole)."""
+    over the program's ranks). A wave's collectives over disjoint ranks are
+    replayed together, once per distinct shape, cut in pieces of `piece`
+    elements (0: whole); each takes until its own members are done."""
     by_wave: Dict[tuple, List[dict]] = {}
     for c in p.collectives:
         by_wave.setdefault(c["wave"], []).append(c)
-    shapes: Dict[tuple, float] = {}
+    shapes: Dict[tuple, List[float]] = {}
     out: Dict[int, float] = {}
-    for wave, cs in by_wave.items():
-        shape = tuple((c["collective"], c["count"], tuple(c["members"]), c["root"]) for c in cs)
-        if shape not in shapes:
-            sched = merged_schedule(cs)
-            shapes[shape] = simulator.replay_seconds(
-                schedules.chunked(sched, piece) if piece else sched, channels)
-        for c in cs:
-            out[c["id"]] = shapes[shape]
+    for cs in by_wave.values():
+        for part in _disjoint(cs):
+            shape = tuple((c["collective"], c["count"], tuple(c["members"]), c["root"])
+                          for c in part)
+            if shape not in shapes:
+                sched = merged_schedule(part)
+                outcome = simulator.replay(schedules.chunked(sched, piece) if piece else sched,
+                                           channels).run()
+                done: Dict[int, float] = {}
+                for span in outcome.spans_one_by_one():
+                    done[span["rank"]] = max(done.get(span["rank"], 0.0), span["end"])
+                shapes[shape] = [max(done.get(m, 0.0) for m in c["members"]) for c in part]
+            for c, seconds in zip(part, shapes[shape]):
+                out[c["id"]] = seconds
     return out
+
+
+def _disjoint(cs: List[dict]) -> List[List[dict]]:
+    """A wave's collectives in parts whose members no two share: those that
+    share a rank did not run at once on it."""
+    parts: List[tuple] = []                  # (its ranks, its collectives)
+    for c in cs:
+        home = next((q for q in parts if q[0].isdisjoint(c["members"])), None)
+        if home is None:
+            home = (set(), [])
+            parts.append(home)
+        home[0].update(c["members"])
+        home[1].append(c)
+    return [q[1] for q in parts]
 
 
 def nic_seconds(p: TraceProgram, nic_bps: float) -> float:

@@ -162,3 +162,13 @@ def test_check_says_what_the_trace_run_would_take(tmp_path):
                          "-w", "0").stdout)["expected_seconds"]
     # one iteration at 20 Mbit/s: 8.9 MB of DP AllReduce at 1.5 bus bytes a byte, about 5.4 s
     assert 5 < two - one < 7
+
+
+def test_two_different_jobs_compare_without_matching_their_collectives(tmp_path):
+    for n in (4, 8):
+        replay(HOST, DATA / f"gloo-mlp-{n}", tmp_path=tmp_path / str(n))
+    folders = [str(next((tmp_path / str(n)).iterdir())) for n in (4, 8)]
+    comp = json.loads(python("-m", "report.compare", *folders, "--out", str(tmp_path),
+                             "--json").stdout)
+    assert comp["differences"]["workload"]["differ"] and comp["moved"] == []
+    assert any(n.startswith("the runs ran different steps") for n in comp["notes"])

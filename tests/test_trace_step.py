@@ -158,3 +158,25 @@ def test_messages_both_ways_between_two_ranks_run_in_their_order():
     p = TS.program_of(t)
     assert [(c["members"], c["after"]) for c in p.collectives] == [
         ([0, 1], None), ([1, 0], 0), ([0, 1], 1)]
+
+
+def test_a_waves_collectives_each_take_until_their_own_ranks_are_done():
+    """Two pairs all-gather at once (one wave): the pair inside a server of
+    multi-gpu.yaml is done long before the pair across two servers, and each
+    is priced as the simulator replays it alone, being disjoint."""
+    from pathlib import Path
+    from sim.simulator import Simulator
+    from sim.step_program import merged_schedule
+    from topologies.fabric import load_fabric
+    fabric = load_fabric(Path(__file__).parent.parent / "topologies" / "multi-gpu.yaml",
+                         emulate=False)
+    groups = {"a": Group("a", (0, 1), "inside"), "b": Group("b", (2, 3), "across")}
+    ranks = {r: rank(r, [(0, 10)], [comm(10, 5, "allgather", nbytes=1 << 20,
+                                         group="a" if r < 2 else "b")], 20) for r in range(4)}
+    p = TS.program_of(Trace("kineto", "mem", 4, groups, ranks))
+    assert p.collectives[0]["wave"] == p.collectives[1]["wave"]
+    sim = Simulator.on_fabric(fabric, ["h1g1", "h1g2", "h2g1", "h3g1"])
+    seconds = TS.fabric_seconds(p, sim)
+    alone = [sim.replay_seconds(merged_schedule([c])) for c in p.collectives]
+    assert seconds[0] < seconds[1] / 3
+    assert [seconds[0], seconds[1]] == [pytest.approx(a, rel=1e-6) for a in alone]

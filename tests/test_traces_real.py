@@ -91,8 +91,10 @@ def test_every_group_and_seq_agrees_across_its_ranks(job):
 def test_times_lie_in_the_iteration_and_compute_is_a_plausible_share(job):
     n, trace = job
     assert 0.05 < trace.iteration_s < 1.0
+    low, high = trace.iteration_range_s            # the job's is the mean of its ranks'
+    assert low <= trace.iteration_s <= high and high - low < 0.2 * trace.iteration_s
     for rank, rt in trace.ranks.items():
-        assert rt.iteration_s <= trace.iteration_s
+        assert low <= rt.iteration_s <= high
         for c in rt.comms:
             assert 0 <= c.issued_s <= c.start_s + 1e-6 and c.dur_s > 0
             assert c.start_s < rt.iteration_s

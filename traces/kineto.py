@@ -49,14 +49,16 @@ class Event:
     ts: float                      # microseconds, the trace's clock
     dur: float
     tid: int
-    args: Dict[str, object] = field(default_factory=dict)
+    row: int = 0                   # its row in `columns`
+    columns: Dict[str, list] = field(default_factory=dict, repr=False)   # its file's args
 
     @property
     def end(self) -> float:
         return self.ts + self.dur
 
     def arg(self, key: str, default=None):
-        value = self.args.get(key, default)
+        column = self.columns.get(key)
+        value = default if column is None else column[self.row]
         if isinstance(value, float) and math.isnan(value):
             return default
         return default if value is None else value
@@ -88,19 +90,12 @@ def load(path: Path) -> Tuple[dict, List[Event]]:
     if frame is None or frame.empty or "name" not in frame:
         raise TraceError(f"{path.name}: a Kineto trace with no events.")
     names = symbols.sym_table
-    extra = [c for c in frame.columns if c not in BASIC]
-    events = []
-    for row in frame.itertuples(index=False):
-        record = row._asdict()
-        events.append(Event(names[record["name"]], names[record["cat"]], float(record["ts"]),
-                            float(record["dur"]), int(record["tid"]),
-                            {k: record[k] for k in extra if not _missing(record[k])}))
+    columns = {c: frame[c].tolist() for c in frame.columns if c not in BASIC}
+    events = [Event(names[name], names[cat], float(ts), float(dur), int(tid), i, columns)
+              for i, (name, cat, ts, dur, tid) in enumerate(zip(*(
+                  frame[c].tolist() for c in ("name", "cat", "ts", "dur", "tid"))))]
     events.sort(key=lambda e: (e.ts, -e.dur))
     return meta or {}, events
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def steps(events: Sequence[Event]) -> Dict[int, Event]:

@@ -57,6 +57,8 @@ class Event:
         return self.ts + self.dur
 
     def arg(self, key: str, default=None):
+        if key not in ARGS:
+            raise KeyError(f"{key}: an argument traces/kineto.py's ARGS does not keep")
         column = self.columns.get(key)
         value = default if column is None else column[self.row]
         if isinstance(value, float) and math.isnan(value):
@@ -65,6 +67,25 @@ class Event:
 
 
 BASIC = ("index", "name", "cat", "ts", "dur", "end", "tid", "pid")
+# the arguments this reader reads (HTA's column names), the only ones kept
+ARGS = frozenset({
+    "correlation", "stream", "record_function_id", "collective_name", "msg_dtype", "dtype",
+    "in_msg_nelems", "out_msg_nelems", "in_split_size", "out_split_size", "group_size",
+    "process_group_name", "process_group_ranks", "process_group_desc", "rank", "process_rank",
+    "input_type", "input_dims", "concrete_inputs"})
+
+
+def hta_config(base):
+    """HTA's ParserConfig (`base`) parsing every argument as it would, typed
+    and defaulted alike, then keeping only ARGS: HTA makes a column of each
+    argument row by row, and most of a GPU trace's (grid, registers,
+    occupancy, ...) are never read here."""
+    class Kept(base):
+        @classmethod
+        def infer_attribute_specs(cls, args, reference_specs=None):
+            found = super().infer_attribute_specs(args, reference_specs)
+            return {raw: spec for raw, spec in found.items() if spec.name in ARGS}
+    return Kept(base.get_minimum_args()).set_parse_all_args(True)
 
 
 def load(path: Path) -> Tuple[dict, List[Event]]:
@@ -74,8 +95,7 @@ def load(path: Path) -> Tuple[dict, List[Event]]:
         from hta.configs.parser_config import ParserConfig
     except ImportError:
         raise TraceError(HTA_MISSING) from None
-    config = ParserConfig(ParserConfig.get_minimum_args())
-    config.set_parse_all_args(True)
+    config = hta_config(ParserConfig)
     hta_log = logging.getLogger("hta")
     level, hta_log.level = hta_log.level, logging.CRITICAL   # its notes on every file
     try:

@@ -24,10 +24,11 @@ the vocabulary-parallel loss's 3 small all-reduces, data parallel across the
 servers with a distributed optimizer (the gradients reduce-scattered in
 40M-element buckets as the backward pass finishes them, the parameters
 all-gathered back after the step) and the gradient norm's all-reduce over
-all ranks. About 1 s an iteration. Events a rank: each kernel is 3 (its
-operator on the CPU, the cudaLaunchKernel inside it, the kernel), plus the
-ProfilerStep; flow arrows and metadata rows are not counted. The layers'
-compute kernels are as many as make `--events`.
+all ranks. An iteration of about 0.8 s. Events a rank: each kernel is 3
+(its operator on the CPU, the cudaLaunchKernel inside it, the kernel), plus
+the ProfilerStep; the file's 2 metadata rows are not counted, and it has no
+flow arrows (the profiler's ac2g links, which the reader does not use). The
+layers' compute kernels are as many as make `--events`.
 
 Then, timed in one run: (a) reading the folder (traces/reading.py
 `read_trace`), (b) the step program (sim/trace_step.py `program_of`), (c)

@@ -205,18 +205,14 @@ def step_figure(result: dict) -> Figure:
     end = max((e["end"] for e in events), default=0.0) or 1.0
     fig = new_figure(12, 1.2 + 0.7 * len(ranks))
     ax = fig.add_subplot()
+    ax.set_autoscale_on(False)        # the limits once, after the last bar: not once a bar
+    by_rank = {rank: [] for rank in ranks}
+    for e in events:
+        by_rank[e["rank"]].append(e)
     for row, rank in enumerate(ranks):
-        y = 2 * row
-        for e in (e for e in events if e["rank"] == rank):
-            top = y if e["lane"] == "compute" else y + 0.9
-            ax.broken_barh([(e["start"], max(e["end"] - e["start"], end * 1e-4))],
-                           (top, 0.8), facecolors=COLOURS.get(e["kind"], OTHER_COLOUR),
-                           edgecolor="white", linewidth=0.3)
-            if "launch" in e:
-                ax.plot([e["launch"]] * 2, [top, top + 0.8], color="black", linewidth=0.6)
-                if len(events) <= LABELS_UP_TO:
-                    ax.text((e["start"] + e["end"]) / 2, top + 0.4, e["label"], fontsize=6,
-                            ha="center", va="center", color="white")
+        draw_lanes(ax, by_rank[rank], 2 * row, end, len(events) <= LABELS_UP_TO)
+    ax.set_autoscale_on(True)
+    ax.autoscale_view()
     ax.set_yticks([2 * i + t for i in range(len(ranks)) for t in (0.4, 1.3)])
     ax.set_yticklabels([f"rank {r} {lane}" for r in ranks for lane in ("compute", "comm")],
                        fontsize=7)
@@ -231,6 +227,35 @@ def step_figure(result: dict) -> Figure:
     ax.legend(handles=[Patch(color=COLOURS.get(k, OTHER_COLOUR), label=k) for k in kinds],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     return fig
+
+
+def draw_lanes(ax, events: list, y: float, end: float, labels: bool) -> None:
+    """One rank's compute lane (at `y`) and communication lane below it.
+    Consecutive bars of one lane and colour are one collection, in the
+    events' order, so bars that overlap paint over each other as drawn one
+    by one; every launch tick is one line collection."""
+    run: list = []
+    key = None
+    ticks: list = []
+    for e in events:
+        top = y if e["lane"] == "compute" else y + 0.9
+        colour = COLOURS.get(e["kind"], OTHER_COLOUR)
+        if (top, colour) != key:
+            if run:
+                ax.broken_barh(run, (key[0], 0.8), facecolors=key[1], edgecolor="white",
+                               linewidth=0.3)
+            run, key = [], (top, colour)
+        run.append((e["start"], max(e["end"] - e["start"], end * 1e-4)))
+        if "launch" in e:
+            ticks.append((e["launch"], top))
+            if labels:
+                ax.text((e["start"] + e["end"]) / 2, top + 0.4, e["label"], fontsize=6,
+                        ha="center", va="center", color="white")
+    if run:
+        ax.broken_barh(run, (key[0], 0.8), facecolors=key[1], edgecolor="white", linewidth=0.3)
+    if ticks:
+        ax.vlines([x for x, _ in ticks], [t for _, t in ticks], [t + 0.8 for _, t in ticks],
+                  colors="black", linewidth=0.6, zorder=2, capstyle="projecting")
 
 
 def shown_ranks(ranks: list) -> list:

@@ -6,6 +6,7 @@ as JSON on stdout when asked for. What runs the sweeps is runner/."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -88,8 +89,9 @@ def write_summary(summary: dict, run_dir: Path, as_json: bool) -> None:
     # ranks simulated) the text's pieces took 1.3 GB
     with (run_dir / "summary.json").open("w") as out:
         json.dump(summary, out, indent=1, default=_record_dict)
-    if as_json:
-        json.dump(summary, sys.stdout, indent=1, default=_record_dict)
+    if as_json:                      # the same text: copied, not encoded again
+        with (run_dir / "summary.json").open() as written:
+            shutil.copyfileobj(written, sys.stdout)
         print()
 
 

@@ -49,20 +49,43 @@ class Event:
     ts: float                      # microseconds, the trace's clock
     dur: float
     tid: int
-    args: Dict[str, object] = field(default_factory=dict)
+    row: int = 0                   # its row in `columns`
+    columns: Dict[str, list] = field(default_factory=dict, repr=False)   # its file's args
 
     @property
     def end(self) -> float:
         return self.ts + self.dur
 
     def arg(self, key: str, default=None):
-        value = self.args.get(key, default)
+        if key not in ARGS:
+            raise KeyError(f"{key}: an argument traces/kineto.py's ARGS does not keep")
+        column = self.columns.get(key)
+        value = default if column is None else column[self.row]
         if isinstance(value, float) and math.isnan(value):
             return default
         return default if value is None else value
 
 
 BASIC = ("index", "name", "cat", "ts", "dur", "end", "tid", "pid")
+# the arguments this reader reads (HTA's column names), the only ones kept
+ARGS = frozenset({
+    "correlation", "stream", "record_function_id", "collective_name", "msg_dtype", "dtype",
+    "in_msg_nelems", "out_msg_nelems", "in_split_size", "out_split_size", "group_size",
+    "process_group_name", "process_group_ranks", "process_group_desc", "rank", "process_rank",
+    "input_type", "input_dims", "concrete_inputs"})
+
+
+def hta_config(base):
+    """HTA's ParserConfig (`base`) parsing every argument as it would, typed
+    and defaulted alike, then keeping only ARGS: HTA makes a column of each
+    argument row by row, and most of a GPU trace's (grid, registers,
+    occupancy, ...) are never read here."""
+    class Kept(base):
+        @classmethod
+        def infer_attribute_specs(cls, args, reference_specs=None):
+            found = super().infer_attribute_specs(args, reference_specs)
+            return {raw: spec for raw, spec in found.items() if spec.name in ARGS}
+    return Kept(base.get_minimum_args()).set_parse_all_args(True)
 
 
 def load(path: Path) -> Tuple[dict, List[Event]]:
@@ -72,8 +95,7 @@ def load(path: Path) -> Tuple[dict, List[Event]]:
         from hta.configs.parser_config import ParserConfig
     except ImportError:
         raise TraceError(HTA_MISSING) from None
-    config = ParserConfig(ParserConfig.get_minimum_args())
-    config.set_parse_all_args(True)
+    config = hta_config(ParserConfig)
     hta_log = logging.getLogger("hta")
     level, hta_log.level = hta_log.level, logging.CRITICAL   # its notes on every file
     try:
@@ -88,19 +110,12 @@ def load(path: Path) -> Tuple[dict, List[Event]]:
     if frame is None or frame.empty or "name" not in frame:
         raise TraceError(f"{path.name}: a Kineto trace with no events.")
     names = symbols.sym_table
-    extra = [c for c in frame.columns if c not in BASIC]
-    events = []
-    for row in frame.itertuples(index=False):
-        record = row._asdict()
-        events.append(Event(names[record["name"]], names[record["cat"]], float(record["ts"]),
-                            float(record["dur"]), int(record["tid"]),
-                            {k: record[k] for k in extra if not _missing(record[k])}))
+    columns = {c: frame[c].tolist() for c in frame.columns if c not in BASIC}
+    events = [Event(names[name], names[cat], float(ts), float(dur), int(tid), i, columns)
+              for i, (name, cat, ts, dur, tid) in enumerate(zip(*(
+                  frame[c].tolist() for c in ("name", "cat", "ts", "dur", "tid"))))]
     events.sort(key=lambda e: (e.ts, -e.dur))
     return meta or {}, events
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def steps(events: Sequence[Event]) -> Dict[int, Event]:

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 RED_PROBABILITY = 1.0          # from K on, every ECN-capable frame is marked
 
@@ -28,10 +28,14 @@ RED_PROBABILITY = 1.0          # from K on, every ECN-capable frame is marked
 @dataclass(frozen=True)
 class EcnPlan:
     """What the lab does about ECN: asked by the technology, and what this
-    kernel lets it do (`marking`: RED at switch egress; `dctcp`: the servers)."""
+    kernel lets it do (`marking`: RED at switch egress; `dctcp`: the servers).
+    A lab on several machines (lab/cluster/) holds each machine's own plan in
+    `machines` (name, marking, dctcp): every kernel decides for its own part,
+    and `marking` and `dctcp` are then true only where all of them do it."""
     asked: bool
     marking: bool
     dctcp: bool
+    machines: Tuple[Tuple[str, bool, bool], ...] = ()
 
     @property
     def note(self) -> Optional[str]:
@@ -39,16 +43,45 @@ class EcnPlan:
         if not self.asked:
             return None
         if self.marking and self.dctcp:
-            return "switch egress queues mark ECN (RED at K) and the servers run DCTCP"
+            every = " on every machine" if self.machines else ""
+            return f"switch egress queues mark ECN (RED at K) and the servers run DCTCP{every}"
+        if any(m or d for _, m, d in self.machines):
+            return "asked by the network technology; " + "; ".join(
+                f"{name} {part_note(m, d)}" for name, m, d in self.machines)
         missing = [what for what, have in (("sch_red", self.marking), ("tcp_dctcp", self.dctcp))
                    if not have]
-        return (f"asked by the network technology, but this kernel has no "
-                f"{' and no '.join(missing)}: queues drop at their tail and TCP runs without "
-                "ECN (Debian's kernel has both: scripts/lab vm-test)")
+        whose = "no machine's kernel has" if self.machines else "this kernel has no"
+        return (f"asked by the network technology, but {whose} {' and no '.join(missing)}: "
+                "queues drop at their tail and TCP runs without ECN (Debian's kernel has both: "
+                "scripts/lab vm-test)")
 
     def to_dict(self) -> dict:
-        return {"asked": self.asked, "marking": self.marking, "dctcp": self.dctcp,
-                "note": self.note}
+        out = {"asked": self.asked, "marking": self.marking, "dctcp": self.dctcp,
+               "note": self.note}
+        if self.machines:
+            out["machines"] = [{"machine": name, "marking": m, "dctcp": d}
+                               for name, m, d in self.machines]
+        return out
+
+
+def part_note(marking: bool, dctcp: bool) -> str:
+    """What one machine's part of a lab does about ECN, in a few words."""
+    if marking and dctcp:
+        return "marks (RED at K) and runs DCTCP"
+    if marking:
+        return "marks (RED at K), but its servers have no tcp_dctcp"
+    if dctcp:
+        return "runs DCTCP, but its queues drop at their tail (no sch_red)"
+    return "drops at its queues' tail, TCP without ECN (no sch_red and no tcp_dctcp)"
+
+
+def combine(plans: Dict[str, dict]) -> EcnPlan:
+    """The plan of a lab on several machines from each machine's own (its
+    EcnPlan.to_dict, by the machine's name)."""
+    parts = tuple((name, bool(p["marking"]), bool(p["dctcp"])) for name, p in plans.items())
+    return EcnPlan(asked=any(p["asked"] for p in plans.values()),
+                   marking=bool(parts) and all(m for _, m, _ in parts),
+                   dctcp=bool(parts) and all(d for _, _, d in parts), machines=parts)
 
 
 def asked(fabric) -> bool:

@@ -105,6 +105,32 @@ def test_where_the_lab_marks_the_switches_data_queues_are_red_at_k_and_the_serve
     assert EcnPlan(False, False, False).note is None
 
 
+def test_a_lab_on_several_machines_says_what_each_machines_kernel_does_about_ecn():
+    """Each machine's kernel decides its own part (lab/cluster/): the lab's
+    plan marks only where all of them mark, and its note names the ones that
+    differ."""
+    from lab.ecn import EcnPlan, combine
+    full = {"asked": True, "marking": True, "dctcp": True}
+    bare = {"asked": True, "marking": False, "dctcp": False}
+    both = combine({"machine 1 (a)": full, "machine 2 (b)": full})
+    assert (both.marking, both.dctcp) == (True, True)
+    assert both.note.endswith("the servers run DCTCP on every machine")
+    mixed = combine({"machine 1 (a)": full, "machine 2 (b)": bare})
+    assert (mixed.asked, mixed.marking, mixed.dctcp) == (True, False, False)
+    assert mixed.note == ("asked by the network technology; machine 1 (a) marks (RED at K) and "
+                          "runs DCTCP; machine 2 (b) drops at its queues' tail, TCP without ECN "
+                          "(no sch_red and no tcp_dctcp)")
+    assert mixed.to_dict()["machines"] == [
+        {"machine": "machine 1 (a)", "marking": True, "dctcp": True},
+        {"machine": "machine 2 (b)", "marking": False, "dctcp": False}]
+    none = combine({"machine 1 (a)": bare, "machine 2 (b)": bare})
+    assert "no machine's kernel has sch_red and no tcp_dctcp" in none.note
+    half = combine({"m1": {"asked": True, "marking": True, "dctcp": False}, "m2": bare})
+    assert "m1 marks (RED at K), but its servers have no tcp_dctcp" in half.note
+    assert not combine({"m1": {"asked": False, "marking": False, "dctcp": False}}).asked
+    assert "machines" not in EcnPlan(True, True, True).to_dict()        # one machine's lab
+
+
 def test_which_technologies_ask_for_ecn():
     from lab.ecn import asked
     from topologies.fabric import load_fabric

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from lab import records
+from lab import ecn, records
 from lab.cluster import cluster_preflight
 from lab.host import LabError, run
 from lab.controller_process import REPO
@@ -252,6 +252,10 @@ class ClusterLab(Lab):
             self.pids.update(reply["pids"])
             self.warnings += [f"{m.name}: {w}" for w in reply["warnings"]]
         self.datapath = "/".join(sorted({m.built["datapath"] for m in self.machines}))
+        # each machine's kernel decides its own part's ECN (lab/ecn.py)
+        self.ecn = ecn.combine({m.name: m.built.get("ecn", {"asked": False, "marking": False,
+                                                         "dctcp": False})
+                                for m in self.machines})
 
     # --- use ----------------------------------------------------------------------
 
@@ -323,7 +327,8 @@ class ClusterLab(Lab):
         return {"machines": [{"host": m.host, "address": m.address,
                               "build_s": round(m.built.get("build_s", 0.0), 2),
                               "teardown_s": m.built.get("teardown_s"),
-                              "clock_offset_s": offset}
+                              "clock_offset_s": offset,
+                              "ecn": {k: m.built.get("ecn", {}).get(k) for k in ("marking", "dctcp")}}
                              for m, offset in zip(self.machines, self.clock_offsets)],
                 "controller": f"{self.controller.ip}:{self.controller.port}",
                 "tls": self.certificates is not None,

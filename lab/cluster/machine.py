@@ -17,7 +17,7 @@ target ``ssl:``; the SSL setting is removed at teardown), else in plain TCP.
 Then it answers
 the head, one reply line per request line:
 
-    {"cmd": "build", ...}          -> {"event": "built", "tag", "pids", "datapath", ...}
+    {"cmd": "build", ...}          -> {"event": "built", "tag", "pids", "datapath", "ecn", ...}
     {"cmd": "sample"}              -> a monitor sample of this machine's switch ports
     {"cmd": "link", "ends", "up", "silent"}  -> {"event": "done"}: interfaces down or up
     {"cmd": "clock"}               -> {"event": "clock", "t": this machine's monotonic clock}
@@ -274,6 +274,7 @@ def serve(lines, reply) -> int:
                 lab.start()
                 reply({"event": "built", "tag": lab.tag, "datapath": lab.datapath,
                        "warnings": lab.warnings, "build_s": lab.timings["start_s"],
+                       "ecn": lab.ecn.to_dict(),
                        "pids": {h.name: lab.host(h.name).pid for h in lab.fabric.endpoints}})
             else:
                 reply(answer(lab, msg))

@@ -16,6 +16,7 @@ import pytest
 
 from devtools import testbed
 from lab.cluster.cluster import ClusterLab
+from lab.ecn import kernel_support
 from lab.reachability import all_pairs_reachability
 from lab import records
 from harness import TOPOLOGIES
@@ -156,6 +157,14 @@ def test_run_topology_across_two_machines(bed, tmp_path):
     assert [m["host"] for m in summary["cluster"]["machines"]] == list(MACHINES)
     assert all(m["teardown_s"] is not None for m in summary["cluster"]["machines"])
     assert summary["collectives"]["runs"][0]["wrong"] == 0
+    # the default technology marks ECN: each machine's part did what its kernel can, and said so
+    have = kernel_support()
+    assert [m["ecn"] for m in summary["cluster"]["machines"]] == \
+        [{"marking": have["red"], "dctcp": have["dctcp"]}] * 2
+    assert (summary["ecn"]["marking"], summary["ecn"]["dctcp"]) == (have["red"], have["dctcp"])
+    assert [m["machine"] for m in summary["ecn"]["machines"]] == \
+        [f"machine {i} ({h})" for i, h in enumerate(MACHINES, 1)]
+    assert f": {summary['ecn']['note']}" in proc.stdout
     assert clean_everywhere() == {}
 
 

@@ -146,9 +146,10 @@ class ClosNetwork:
     def _pick(self, switch: tuple, src: int, dst: int, flow: int, n: int) -> int:
         """The select group's bucket: a hash of the flow, the switch and the
         seed; under D-mod-K the destination's number (its leaf's, times the
-        server ports a leaf has, plus its port there), divided by the choices
-        made before on the way up (`switch`'s tier), mod n; single path: the
-        destination leaf mod n."""
+        server ports a leaf has, plus its port there), divided by the number
+        of distinct switches the choices before it could reach (`switch`'s
+        tier: a spine's or core's parallel links down repeat the choice made
+        on the way up), mod n; single path: the destination leaf mod n."""
         if n <= 1:
             return 0
         routing = self.shape.routing
@@ -160,8 +161,11 @@ class ClosNetwork:
             return s.leaf_of(b, nb % s.nics) % n
         lid = s.leaf_of(b, nb % s.nics) * s.down + clos_wirings()[s.wiring].clos_port(
             b, nb % s.nics, s.nics, s.down)
-        before = 1 if switch[0] == LEAF else s.up if switch[0] in (SPINE, AGG) else \
-            s.up * (s.radix // 2)
+        # the distinct switches chosen on the way before this one: none at a
+        # leaf; at a spine, which spine (its parallel links to a leaf are the
+        # same choice again); at an aggregation switch, which one (j); at a
+        # core, j and which core (its parallel links down to a pod likewise)
+        before = {LEAF: 1, SPINE: s.spines, AGG: s.up}.get(switch[0], s.up * s.group_cores)
         return lid // before % n
 
     def even_split(self, src: int, dst: int) -> dict:

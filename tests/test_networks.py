@@ -265,6 +265,15 @@ def test_dmodk_divides_by_the_choices_made_before_so_three_tiers_never_collide()
     shape = ClosShape(servers=512, gpus=8, nics=8, down=16, up=16, tiers=3, radix=32,
                       wiring="rail", routing="dmodk")
     assert rails.share(shape, 2, 1) == pytest.approx(1.0)
+    # where a switch has parallel links to the next (one core per plane j at two pods;
+    # two spines for 32 uplinks), the link down is the choice made on the way up: the
+    # rails crossing into a pod all go to its leaves' port 0, one core's 32 links down
+    # (they read 1/8 when the core divided by every choice, parallel links included)
+    for kw in (dict(servers=256, down=32, up=32, tiers=3, radix=64, wiring="rail"),
+               dict(servers=16, down=32, up=32, tiers=2, radix=64, wiring="server")):
+        shape = ClosShape(gpus=8, nics=8, routing="dmodk", **kw)
+        assert (shape.group_cores if shape.tiers == 3 else shape.spines) < shape.up
+        assert rails.share(shape, 2, 1) == pytest.approx(1.0), kw
     # a fat-tree file: from an edge switch, the four servers of another pod by four cores
     f = parse_fabric((REPO / "topologies" / "fat-tree-k4.yaml").read_text()
                      + "\nnetwork: infiniband\n", "k4.yaml", emulate=False)

@@ -48,7 +48,7 @@ class Roce(Technology):
     def packet_preset(self, settings=None) -> str:
         """roce-dcqcn; roce-pfc without ECN; roce-lossy without PFC."""
         given = {k: v for k, (_, v) in self.options.items()}
-        given.update(settings or {})
+        given.update(self.settings if settings is None else settings)
         if not given["pfc"]:
             return "roce-lossy"
         return "roce-dcqcn" if given["ecn"] else "roce-pfc"

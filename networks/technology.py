@@ -39,6 +39,7 @@ lists them.
 
 from __future__ import annotations
 
+import copy
 from typing import ClassVar, Dict, Optional, Tuple
 
 from registries import Registry
@@ -81,6 +82,27 @@ class Technology:
     # options a fabric file's `network:` section may set: name -> (values, default)
     options: ClassVar[Dict[str, Tuple[tuple, object]]] = {}
 
+    # the options a fabric file set on this instance (configured); none on the registered one
+    settings: ClassVar[dict] = {}
+
+    def configured(self, settings: Optional[dict] = None, routing: Optional[str] = None
+                   ) -> "Technology":
+        """This technology as a fabric file sets it: its `network:` options
+        (switch_latency_us, qps_per_connection, sharp, and the technology's
+        own: pfc, ecn) in place of the defaults, and the file's routing
+        policy, for the planner to price a file as run_topology.py does. The
+        registered instance is left as it is."""
+        settings = {k: v for k, v in (settings or {}).items() if v is not None}
+        if not settings and routing in (None, self.routing):
+            return self
+        tech = copy.copy(self)
+        for key, value in settings.items():
+            setattr(tech, key, value)          # an instance's value hides the class's
+        tech.settings = settings
+        if routing is not None:
+            tech.routing = routing
+        return tech
+
     def runs(self, routing: str) -> bool:
         """Whether a fabric of this technology can be routed by `routing`."""
         return self.routings is None or routing in self.routings
@@ -91,8 +113,10 @@ class Technology:
         return self.packet_model
 
     def describe(self, settings: Optional[dict] = None) -> str:
-        """The technology as the tables name it, with any option set."""
-        extra = [f"{k} {v}" for k, v in sorted((settings or {}).items())
+        """The technology as the tables name it, with any option set (by
+        default, those it was configured with)."""
+        settings = self.settings if settings is None else settings
+        extra = [f"{k} {v}" for k, v in sorted(settings.items())
                  if k in self.options and v != self.options[k][1]]
         return self.title + (f" ({', '.join(extra)})" if extra else "")
 

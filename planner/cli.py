@@ -26,6 +26,7 @@ from planner.nccl_plan import (DEFAULT_SERVER, format_nccl, format_side_by_side,
                                format_steps_side_by_side, nccl_plan, networks_side_by_side,
                                unhindered)
 from topologies.hardware import SERVERS
+from topologies.limits import EMULATED_ENDPOINTS
 from toolkit.errors import OneLineParser
 from report.progress import Progress
 from toolkit.errors import shown
@@ -215,7 +216,12 @@ def _main(argv) -> int:
     if args.layouts:
         result["layouts"] = layouts.layouts(args, result)
         text += "\n\n" + layouts.format_layouts(result["layouts"], result["inputs"])
-    if fabric is not None:
+    if fabric is not None and len(fabric.endpoints) > EMULATED_ENDPOINTS:
+        text += (f"\n\n# the lab's own schedules are predicted on fabrics a lab can build (up to "
+                 f"{EMULATED_ENDPOINTS} endpoints); {fabric.name} has "
+                 f"{len(fabric.endpoints):,}: run_topology.py {args.fabric} --engine sim "
+                 "prices them")
+    elif fabric is not None:
         sizes = _fabric_sizes(fabric, calibration, args)
         algorithms = [FLAT_RING] + ([SERVER_RINGS] if fabric.gpus_per_server > 1 else [])
         rows = fabric_predictions(fabric, sizes, algorithms, calibration,
@@ -230,7 +236,7 @@ def _simulate(args, result, sizes) -> str:
     """What NCCL would run on the plan's designs, and (up to TEXTBOOK_MAX_GPUS)
     the lab's own schedules simulated beside it; progress on a terminal."""
     progress = Progress()                  # on a terminal only (report/progress.py)
-    techs = [network(name) for name in args.networks]
+    techs = args.techs
     tech = techs[0]
     result["nccl"] = nccl_plan(result, sizes, args.seeds, args.server, progress, tech)
     text = "\n\n" + format_nccl(result["nccl"], result["inputs"])
@@ -264,7 +270,7 @@ def _check_flags(args) -> None:
             flag, by = "--" + given[0].replace("_", "-"), "--fabric" if args.fabric else "--results"
             raise PlanError(f"{flag}: {by} sets {FROM_FABRIC[given[0]]} from the fabric; "
                             f"leave out {flag}")
-    args.networks = _networks(args.network)
+    args.techs = [network(name) for name in _networks(args.network)]
     layouts.check_flags(args)
     steptime.check_flags(args)
     _check_simulate_flags(args)
@@ -359,7 +365,7 @@ def _plan(args, fabric) -> dict:
     if fabric is not None and fabric.gpus_per_server > 1:
         result["in_server_gbps"] = args.intra_gbps      # the fabric's own, for NCCL's floor
     result["allreduce"]["nccl"] = unhindered(result, parse_bytes(args.gradient_bytes),
-                                             args.server, network(args.networks[0]))
+                                             args.server, args.techs[0])
     return result
 
 
@@ -379,7 +385,7 @@ def _fabric_inputs(args):
     source = ""
     try:
         if args.fabric:
-            fabric = load_fabric(args.fabric)
+            fabric = load_fabric(args.fabric, emulate=False)     # the model's limits
             experiment_section(fabric)     # its experiment: keys too, as the loader always did
         if args.results:
             folder = Path(args.results)
@@ -388,7 +394,10 @@ def _fabric_inputs(args):
     except FabricError as exc:
         raise PlanError(str(exc)) from None
     if fabric is not None:
-        args.networks = args.networks if args.network else [fabric.network.name]
+        # the file's technology as the file sets it (its options and routing policy)
+        mine = fabric.network.configured(fabric.network_settings, fabric.policy)
+        args.techs = ([mine if t.name == mine.name else t for t in args.techs] if args.network
+                      else [mine])
         args.gpus_per_server = fabric.gpus_per_server
         args.nics_per_server = fabric.nics_per_server
         args.link_gbps = fabric.nic_rate_mbit / 1e3
@@ -418,7 +427,7 @@ def _results_calibration(folder: Path, fabric):
         runs = (summary.get("collectives") or {}).get("runs") or []
         if fabric is None:          # the fabric the run built, checked as a YAML is
             fabric = parse_fabric(_regular_text(folder / "fabric.json"),
-                                  str(folder / "fabric.json"))
+                                  str(folder / "fabric.json"), emulate=False)
             experiment_section(fabric)
         other = {r.get("ranks") for r in runs} - {len(fabric.endpoints), None}
     except (OSError, ValueError, AttributeError, TypeError) as exc:

@@ -71,7 +71,7 @@ def nccl_plan(result: dict, sizes, seeds: int = 1, server: str = DEFAULT_SERVER,
                 done((k * len(wirings) + j + 1) / (len(designs) * len(wirings)))
     return {"server": server, "gpus": servers * hw.gpus, "connections_per_nic": conns,
             "seeds": seeds, "rows": rows, "notes": notes, "network": tech.name,
-            "network_title": tech.title, "routing": tech.routing}
+            "network_title": tech.describe(), "routing": tech.routing}
 
 
 def floor_s(where, size: float, in_server_gbps=None):
@@ -92,9 +92,10 @@ def _row(hw, servers, where_in_plan, size, share, tech, extra,
     cluster and technology where nothing collides. Never faster than the
     bytes can move (floor_s)."""
     design, radix, wiring = where_in_plan
-    where = nccl.cluster(hw, servers, fabric_share=share, network=tech, net_extra_us=extra)
+    where = nccl.cluster(hw, servers, fabric_share=share, network=tech, net_extra_us=extra,
+                         collnet=tech.sharp)
     choice = nccl.predict(where, "allreduce", size)
-    ideal_where = nccl.cluster(hw, servers, network=tech, net_extra_us=extra)
+    ideal_where = nccl.cluster(hw, servers, network=tech, net_extra_us=extra, collnet=tech.sharp)
     ideal = max(nccl.predict(ideal_where, "allreduce", size).chosen.time_us * 1e-6,
                 floor_s(ideal_where, size, in_server_gbps)[0])
     e, n = choice.chosen, where.topo.ranks
@@ -119,10 +120,10 @@ def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER,
     hw = server_of(inp, server)
     ppn = min(hw.gpus, inp["gpus"])
     tech = tech or network(DEFAULT)
-    where = nccl.cluster(hw, result["servers"], ppn, network=tech)
+    where = nccl.cluster(hw, result["servers"], ppn, network=tech, collnet=tech.sharp)
     e = nccl.predict(where, "allreduce", size).chosen
     floor, bound = floor_s(where, size, result.get("in_server_gbps"))
-    return {"server": server, "network": tech.title, "ran": e.name,
+    return {"server": server, "network": tech.describe(), "ran": e.name,
             "seconds": max(e.time_us * 1e-6, floor), "model_seconds": e.time_us * 1e-6,
             "minimum_s": floor, "at_minimum": floor > e.time_us * 1e-6, "bound": bound,
             "in_server_gbps": result.get("in_server_gbps"), "size_bytes": size,
@@ -177,7 +178,7 @@ def networks_side_by_side(result: dict, sizes, techs, seeds: int = 1,
                          "ran", "seconds", "busbw_gbytes", "fabric_share", "network_us")}
                          for name, p in plans.items()}})
     return {"server": server, "gpus": first["gpus"], "networks": [t.name for t in techs],
-            "titles": {t.name: t.title for t in techs},
+            "titles": {t.name: t.describe() for t in techs},
             "routings": {t.name: t.routing for t in techs}, "rows": rows,
             "notes": first["notes"], "plans": plans}
 

@@ -335,3 +335,17 @@ def test_each_technology_names_the_packet_model_that_stands_for_it():
     roce = network("roce")
     assert roce.packet_preset({"ecn": False}) == "roce-pfc"
     assert roce.packet_preset({"pfc": False, "ecn": True}) == "roce-lossy"
+
+
+def test_a_technology_configured_by_a_file_leaves_the_registered_one_as_it_is():
+    ib = network("infiniband")
+    mine = ib.configured({"sharp": True, "switch_latency_us": 2.0, "qps_per_connection": None},
+                         "adaptive")
+    assert (mine.sharp, mine.switch_latency_us, mine.routing) == (True, 2.0, "adaptive")
+    assert mine.describe() == "InfiniBand (sharp True)" and mine.qps_per_connection == 1
+    assert (ib.sharp, ib.switch_latency_us, ib.routing, ib.describe()) == \
+        (False, 0.13, "dmodk", "InfiniBand")
+    assert ib.configured({}, "dmodk") is ib
+    roce = network("roce")
+    assert roce.configured({"ecn": False}).packet_preset() == "roce-pfc"
+    assert roce.packet_preset() == "roce-dcqcn"

@@ -154,3 +154,45 @@ def test_a_fabrics_slow_in_server_links_are_a_floor_too(tmp_path, capsys):
     assert P.main(["--fabric", str(yaml)]) == 0
     assert "the in-server links' physical minimum: each GPU sends its 1 GiB at least once " \
         "through its 0.001 Gbit/s link" in capsys.readouterr().out
+
+
+def test_a_fabric_files_network_options_reach_the_plan(tmp_path, capsys):
+    """The planner prices a file's technology as the file sets it, as
+    run_topology.py does: SHARP turned on lets NCCL reduce in the switches,
+    a slower switch lengthens each step between servers, and with --network
+    beside it the other technologies keep their own defaults."""
+    text = (Path(__file__).parent.parent / "topologies" / "sim" / "hgx-h100-2x8.yaml").read_text()
+    text = text.replace("servers_per_unit: 2", "servers_per_unit: 16")
+    plain, sharp = tmp_path / "plain.yaml", tmp_path / "sharp.yaml"
+    plain.write_text(text)
+    sharp.write_text(text.replace("\nnetwork: infiniband", "\nnetwork: {technology: infiniband, "
+                                  "sharp: true, switch_latency_us: 2}"))
+    by = {}
+    for f in (plain, sharp):
+        data = planned(capsys, "--fabric", str(f), "--sizes", "1G")
+        by[f.stem] = data["nccl"]
+    assert by["plain"]["network_title"] == "InfiniBand"
+    assert by["sharp"]["network_title"] == "InfiniBand (sharp True)"
+    p, s = ([r for r in by[k]["rows"] if (r["design"], r["wiring"]) == ("clos-2", "rail")][0]
+            for k in ("plain", "sharp"))
+    assert not p["ran"].startswith("NVLS/") and s["ran"].startswith("NVLS/")   # reduced in the switches
+    assert s["seconds"] < p["seconds"]
+    # NCCL's rail rings cross one switch between servers, all 16 under each rail's
+    # leaf: 2 us, not 0.13
+    assert s["network_us"] - p["network_us"] == pytest.approx(2 - 0.13, abs=0.05)
+    side = planned(capsys, "--fabric", str(sharp), "--sizes", "1G", "--network", "infiniband,roce")
+    assert side["networks"]["titles"] == {"infiniband": "InfiniBand (sharp True)",
+                                          "roce": "RoCEv2"}
+
+
+def test_a_fabric_too_large_to_emulate_is_planned_with_the_models_limits(capsys):
+    """A fabric only the simulator takes (1,984 GPUs) is planned; the lab's
+    own schedules, which the planner predicts on fabrics a lab can build, are
+    left to --engine sim, and the output says so."""
+    assert P.main(["--fabric", "topologies/sim/h200-rail-248.yaml", "--simulate",
+                   "--network", "infiniband"]) == 0
+    out = capsys.readouterr().out
+    assert "What NCCL would run: AllReduce on 1,984 GPUs" in out
+    assert ("# the lab's own schedules are predicted on fabrics a lab can build (up to 512 "
+            "endpoints); h200-rail-248 has 1,984: run_topology.py "
+            "topologies/sim/h200-rail-248.yaml --engine sim prices them") in out

@@ -28,6 +28,9 @@ NETWORKS: Tuple[str, ...] = REGISTRY.names()
 # a fabric file without `network:`: the Ethernet most AI clusters run, as
 # the project's fabrics always were (ECMP-hashed)
 DEFAULT = "roce"
+# the technology NCCL's own constants were measured on (sim/nccl/tuner.py):
+# the reference a technology's costs are told against
+REFERENCE = "infiniband"
 
 
 def network(name: str) -> Technology:
@@ -39,4 +42,4 @@ def all_networks() -> Dict[str, Technology]:
     return dict(REGISTRY.items())
 
 
-__all__ = ["DEFAULT", "NETWORKS", "Technology", "all_networks", "network", "register"]
+__all__ = ["DEFAULT", "NETWORKS", "REFERENCE", "Technology", "all_networks", "network", "register"]

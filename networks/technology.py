@@ -103,6 +103,16 @@ class Technology:
             tech.routing = routing
         return tech
 
+    @property
+    def congestion_mode(self) -> str:
+        """What a full queue does on it, in a few words: the effect the
+        flow model leaves to the packet engine."""
+        if self.lossless == "credits":
+            return "credits, no drop"
+        if self.lossless == "pfc":
+            return "PFC pauses" + (", ECN" if self.ecn else "")
+        return "drops, resends"
+
     def runs(self, routing: str) -> bool:
         """Whether a fabric of this technology can be routed by `routing`."""
         return self.routings is None or routing in self.routings

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from planner.report import count_text, number_text, ratio_text
-from networks import DEFAULT, Technology, network
+from networks import DEFAULT, REFERENCE, Technology, network
 from networks.technology import REFERENCE_SWITCH_US, REFERENCE_SWITCHES
 from planner.simulate import WIRING_NAMES, clos_designs, shape_of, simulate_wirings
 from sim import nccl
@@ -89,18 +89,17 @@ def floor_s(where, size: float, in_server_gbps=None):
 def _row(hw, servers, where_in_plan, size, share, tech, extra,
          in_server_gbps=None) -> dict:
     """One size on one design and wiring; `fabric x` against the same
-    cluster and technology where nothing collides. Never faster than the
-    bytes can move (floor_s)."""
+    cluster and technology where nothing collides; what each effect costs
+    (`effects`). Never faster than the bytes can move (floor_s)."""
     design, radix, wiring = where_in_plan
     where = nccl.cluster(hw, servers, fabric_share=share, network=tech, net_extra_us=extra,
                          collnet=tech.sharp)
     choice = nccl.predict(where, "allreduce", size)
-    ideal_where = nccl.cluster(hw, servers, network=tech, net_extra_us=extra, collnet=tech.sharp)
-    ideal = max(nccl.predict(ideal_where, "allreduce", size).chosen.time_us * 1e-6,
-                floor_s(ideal_where, size, in_server_gbps)[0])
     e, n = choice.chosen, where.topo.ranks
     floor = floor_s(where, size, in_server_gbps)[0]
     seconds = max(e.time_us * 1e-6, floor)
+    effects = effects_s(hw, servers, size, (tech, extra, share), in_server_gbps)
+    ideal = seconds - effects["collisions_s"]
     algbw = size / seconds / 1e9 if seconds > 0 else 0.0
     return {"design": design, "radix": radix, "wiring": wiring, "size_bytes": size,
             "algorithm": "nccl", "ran": e.name, "channels": e.channels,
@@ -108,7 +107,28 @@ def _row(hw, servers, where_in_plan, size, share, tech, extra,
             "minimum_s": floor, "at_minimum": floor > e.time_us * 1e-6,
             "algbw_gbytes": algbw, "busbw_gbytes": algbw * 2 * (n - 1) / n,
             "fabric_share": share, "network_us": extra, "ideal_seconds": ideal,
-            "fabric_factor": seconds / ideal if ideal > 0 else 1.0}
+            "fabric_factor": seconds / ideal if ideal > 0 else 1.0, "effects": effects}
+
+
+def effects_s(hw, servers, size, on, in_server_gbps=None) -> dict:
+    """What each effect costs an AllReduce of `size` on the network `on`
+    (technology, what a step between servers adds, the NICs' share), added
+    one at a time to NCCL's own figure on the reference technology's path
+    (networks.REFERENCE, nothing colliding): its transport's bandwidth
+    (efficiency, a CPU's ceiling), its latency (switches, links, message
+    cost), its routing's collisions. Seconds, each at NCCL's choice then."""
+    tech, extra, share = on
+
+    def seconds(technology, extra_us, fabric_share):
+        where = nccl.cluster(hw, servers, fabric_share=fabric_share, network=technology,
+                             net_extra_us=extra_us, collnet=tech.sharp)
+        return max(nccl.predict(where, "allreduce", size).chosen.time_us * 1e-6,
+                   floor_s(where, size, in_server_gbps)[0])
+
+    steps = [seconds(network(REFERENCE), 0.0, 1.0), seconds(tech, 0.0, 1.0),
+             seconds(tech, extra, 1.0), seconds(tech, extra, share)]
+    return {"nccl_s": steps[0], "transport_s": steps[1] - steps[0],
+            "latency_s": steps[2] - steps[1], "collisions_s": steps[3] - steps[2]}
 
 
 def unhindered(result: dict, size: int, server: str = DEFAULT_SERVER,
@@ -175,11 +195,13 @@ def networks_side_by_side(result: dict, sizes, techs, seeds: int = 1,
         rows.append({"design": r["design"], "radix": r["radix"], "wiring": r["wiring"],
                      "size_bytes": r["size_bytes"],
                      "by_network": {name: {k: p["rows"][i][k] for k in (
-                         "ran", "seconds", "busbw_gbytes", "fabric_share", "network_us")}
+                         "ran", "seconds", "busbw_gbytes", "fabric_share", "network_us",
+                         "effects")}
                          for name, p in plans.items()}})
     return {"server": server, "gpus": first["gpus"], "networks": [t.name for t in techs],
             "titles": {t.name: t.describe() for t in techs},
             "routings": {t.name: t.routing for t in techs}, "rows": rows,
+            "congestion": {t.name: t.congestion_mode for t in techs},
             "notes": first["notes"], "plans": plans}
 
 
@@ -201,30 +223,56 @@ def format_steps_side_by_side(side: dict, steps: dict) -> str:
 
 def format_side_by_side(side: dict) -> str:
     """One block per design and wiring: each size's time and busbw under each
-    technology; then what its routing leaves of a NIC and adds a step."""
+    technology; what its routing leaves of a NIC and adds a step; and, at the
+    block's largest size, what each effect costs."""
     names = side["networks"]
     lines = [f"Network technologies side by side: AllReduce as NCCL runs it on "
              f"{count_text(side['gpus'])} GPUs ({side['server']} servers; docs/networks.md)",
              "# per technology: time (us) and busbw (GB/s); share = what its routing leaves "
              "of a NIC's rate, step = what a step between servers costs beyond NCCL's own "
              "figure (its switches, links, transport); congestion and losses are not in "
-             "this flow-level figure"]
+             "this flow-level figure (what a full queue does is named below; the packet "
+             "engine measures it: docs/packets.md)"]
     lines += [f"# note: {note}" for note in side["notes"]]
-    block = None
-    for r in side["rows"]:
-        if (r["design"], r["wiring"]) != block:
-            block = (r["design"], r["wiring"])
-            by = r["by_network"]
-            lines += ["", f"# {r['design']}, {WIRING_NAMES[r['wiring']]} wiring, radix "
-                          f"{r['radix']}",
-                      "#  " + f"{'':>14}" + "".join(f" {side['titles'][n][:22]:>22}" for n in names),
-                      "#  " + f"{'routing':>14}" + "".join(
-                          f" {side['routings'][n]:>22}" for n in names),
-                      "#  " + f"{'share, step':>14}" + "".join(
-                          f" {format(by[n]['fabric_share'], '.0%') + ', ' + format(round(by[n]['network_us'], 1) + 0.0, '+.1f') + ' us':>22}"
-                          for n in names),
-                      "#  " + f"{'size':>14}" + "".join(f" {'time(us)  busbw':>22}" for n in names)]
+    rows = side["rows"]
+    for i, r in enumerate(rows):
+        block = (r["design"], r["wiring"])
+        if i == 0 or block != (rows[i - 1]["design"], rows[i - 1]["wiring"]):
+            lines += _block_head(side, r)
         lines.append("   " + f"{r['size_bytes']:>14}" + "".join(
             f" {r['by_network'][n]['seconds'] * 1e6:>14.1f} {r['by_network'][n]['busbw_gbytes']:>7.1f}"
             for n in names))
+        if i + 1 == len(rows) or (rows[i + 1]["design"], rows[i + 1]["wiring"]) != block:
+            lines += _effects_lines(side, r)
     return "\n".join(lines)
+
+
+def _block_head(side: dict, r: dict) -> list:
+    names, by = side["networks"], r["by_network"]
+    return ["", f"# {r['design']}, {WIRING_NAMES[r['wiring']]} wiring, radix {r['radix']}",
+            "#  " + f"{'':>14}" + "".join(f" {side['titles'][n][:22]:>22}" for n in names),
+            "#  " + f"{'routing':>14}" + "".join(f" {side['routings'][n]:>22}" for n in names),
+            "#  " + f"{'share, step':>14}" + "".join(
+                f" {format(by[n]['fabric_share'], '.0%') + ', ' + format(round(by[n]['network_us'], 1) + 0.0, '+.1f') + ' us':>22}"
+                for n in names),
+            "#  " + f"{'size':>14}" + "".join(f" {'time(us)  busbw':>22}" for n in names)]
+
+
+EFFECTS = (("nccl_s", "NCCL's own"), ("transport_s", "+ transport"), ("latency_s", "+ latency"),
+           ("collisions_s", "+ collisions"))
+
+
+def _effects_lines(side: dict, r: dict) -> list:
+    """At one size: NCCL's own time on the reference path, then what each
+    technology's transport, latency and collisions add (us), and what a
+    full queue does on it."""
+    names, by = side["networks"], r["by_network"]
+    lines = [f"#  what each effect costs at {r['size_bytes']} bytes (us): NCCL's own figure on "
+             "InfiniBand's reference path with nothing colliding, then what each adds"]
+    for key, label in EFFECTS:
+        lines.append("#  " + f"{label:>14}" + "".join(
+            f" {by[n]['effects'][key] * 1e6:>{22 if key == 'nccl_s' else '+22'}.1f}"
+            for n in names))
+    lines.append("#  " + f"{'a full queue':>14}" + "".join(
+        f" {side['congestion'][n][:22]:>22}" for n in names))
+    return lines

@@ -248,6 +248,36 @@ def test_the_planner_prices_each_technology_side_by_side(capsys):
     # latency: InfiniBand's switches beat Ethernet's at 8 bytes, sockets pay 20 us a message
     assert by[8]["infiniband"]["seconds"] < by[8]["spectrum-x"]["seconds"] < by[8]["tcp"]["seconds"]
     assert data["nccl"]["network"] == "infiniband"
+    # what each effect costs: added one at a time to NCCL's own figure, they make the time
+    for size, techs in by.items():
+        for name, cell in techs.items():
+            e = cell["effects"]
+            assert e["nccl_s"] + e["transport_s"] + e["latency_s"] + e["collisions_s"] == \
+                pytest.approx(cell["seconds"]), (size, name)
+            assert e["nccl_s"] == techs["infiniband"]["effects"]["nccl_s"]   # one reference
+    big = by[1 << 30]
+    assert big["roce"]["effects"]["collisions_s"] > 0.5 * big["roce"]["effects"]["nccl_s"]
+    assert big["infiniband"]["effects"]["collisions_s"] == 0 == \
+        big["spectrum-x"]["effects"]["collisions_s"]
+    # sockets: the CPU's ceiling is their transport's cost at 1 GiB, 20 us a message at 8 bytes
+    assert big["tcp"]["effects"]["transport_s"] > 5 * big["tcp"]["effects"]["nccl_s"]
+    assert by[8]["tcp"]["effects"]["latency_s"] > 10 * by[8]["spectrum-x"]["effects"]["latency_s"]
+    assert by[8]["spectrum-x"]["effects"]["latency_s"] > by[8]["infiniband"]["effects"]["latency_s"]
+    assert side["congestion"] == {"infiniband": "credits, no drop", "roce": "PFC pauses, ECN",
+                                  "spectrum-x": "PFC pauses, ECN", "tcp": "drops, resends"}
+
+
+def test_the_side_by_side_tells_what_each_effect_costs_at_the_largest_size(capsys):
+    assert P.main(["--gpus", "1024", "--simulate", "--sizes", "8,1G",
+                   "--network", "infiniband,roce-lossy"]) == 0
+    out = capsys.readouterr().out
+    side = out[out.index("Network technologies side by side"):]
+    block = side[side.index("# clos-2, server per leaf wiring"):].split("\n\n")[0]
+    assert block.count("what each effect costs") == 1
+    assert "#  what each effect costs at 1073741824 bytes (us)" in block
+    for label in ("NCCL's own", "+ transport", "+ latency", "+ collisions", "a full queue"):
+        assert re.search(rf"^#  +{re.escape(label)} ", block, re.M), label
+    assert re.search(r"^#  +a full queue +credits, no drop +drops, resends$", block, re.M)
 
 
 @pytest.mark.parametrize("value", ["ethernet", "roce,ib", ""])

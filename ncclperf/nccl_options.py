@@ -71,7 +71,7 @@ FLAGS = {
 }
 # run_topology.py's options handed over as typed: (name, takes a value)
 FORWARDED = (("--fabric", True), ("--engine", True), ("--algorithm", True), ("--results", True),
-             ("--policy", True), ("--datapath", True), ("--channels", True),
+             ("--policy", True), ("--network", True), ("--datapath", True), ("--channels", True),
              ("--piece-bytes", True), ("--scale-up", True), ("--probe", True), ("--cross", True),
              ("--fail", True), ("--flap", True), ("--nccl-algo", True), ("--nccl-proto", True),
              ("--csv", True), ("--cluster", True), ("--verbose", False), ("--dry-run", False))

@@ -8,6 +8,7 @@ import configparser
 import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -280,3 +281,20 @@ def test_the_dry_run_estimate_counts_every_sweep_the_run_makes():
     # what --dry-run prints: the same plan, the rooted collectives' every root (-r -1)
     proc = perf("broadcast_perf", "--dry-run", "-b", "32K", "-e", "32K", "-r", "-1")
     assert "8 sweeps of the sizes, 8 sizes in all" in proc.stdout, proc.stdout
+
+
+def test_the_network_technology_is_forwarded_and_priced(tmp_path):
+    """--network reaches the run as run_topology.py's does: the header names
+    the technology, and TCPXO's message cost makes 8 bytes slower than on the
+    file's own InfiniBand."""
+    times = {}
+    for extra in ([], ["--network", "tcpxo"]):
+        proc = perf("all_reduce_perf", "topologies/sim/hgx-h100-2x8.yaml", "-b", "8", "-e", "8",
+                    *extra, results=tmp_path / (extra[-1] if extra else "own"))
+        assert proc.returncode == 0, proc.stderr
+        line = next(l for l in (proc.stderr + proc.stdout).splitlines()
+                    if l.startswith("# network"))
+        row = next(l for l in proc.stdout.splitlines() if re.match(r"^ +8 +2 ", l))
+        times[line.split()[2]] = float(row.split()[5])
+    assert set(times) == {"InfiniBand,", "GCP"}
+    assert times["GCP"] > 2 * times["InfiniBand,"]

@@ -111,7 +111,7 @@ def _note(flags) -> str:
     return "; ".join(NOTES[f] for f in flags)
 
 
-CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count", "type", "redop",
+CSV_FIELDS = ["collective", "algorithm", "engine", "network", "ranks", "size_bytes", "count", "type", "redop",
               "root", "time_s", "algbw_gbps", "busbw_gbps", "wrong", "predicted_s",
               "measured_over_predicted", "simulated_s", "measured_over_simulated",
               "lat_p50_us", "lat_p99_us", "lat_max_us",
@@ -120,13 +120,16 @@ CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count
               "wire_intra_node_bytes", "wire_network_to_servers_bytes", "flags"]
 
 
-def csv_text(result: RunRecord) -> str:
+def csv_text(result: RunRecord, network: str) -> str:
+    """The record's rows under CSV_FIELDS' header; `network` is the fabric's
+    technology by its registered name (infiniband, roce, ...), on every row:
+    a row read apart from its run still says what network it priced."""
     out = io.StringIO()
     w = csv.DictWriter(out, fieldnames=CSV_FIELDS)
     w.writeheader()
     for r in result.runs:
         links = r["links"].values()
-        w.writerow({**{k: r[k] for k in CSV_FIELDS if k in r},
+        w.writerow({**{k: r[k] for k in CSV_FIELDS if k in r}, "network": network,
                     "lat_p50_us": r["latency"]["p50_us"], "lat_p99_us": r["latency"]["p99_us"],
                     "lat_max_us": r["latency"]["max_us"],
                     "peak_util": max((l["peak_util"] for l in links), default=0),

@@ -16,11 +16,12 @@ from report.tables import csv_text, fabric_table, nccl_table, sim_table
 from runs.record import ABSENT, RunRecord
 
 
-def write_csv(records: List[RunRecord], run_dir: Path, csv_path: Optional[Path] = None
-              ) -> None:
+def write_csv(fabric, records: List[RunRecord], run_dir: Path,
+              csv_path: Optional[Path] = None) -> None:
     """results.csv in `run_dir` (and `csv_path` when given): every record's
-    rows under one header."""
-    rows = "".join(csv_text(r) if i == 0 else csv_text(r).split("\n", 1)[1]
+    rows under one header, each naming the fabric's network technology."""
+    name = fabric.network.name
+    rows = "".join(csv_text(r, name) if i == 0 else csv_text(r, name).split("\n", 1)[1]
                    for i, r in enumerate(records))
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "results.csv").write_text(rows)

@@ -140,7 +140,7 @@ def _traffic(lab, exp, run_dir, args, summary: Summary, say) -> None:
         from report.step_report import report_step
         from runs.training import run_step
         summary.step = run_step(lab, exp, progress=progress(args.json))
-        return report_step(summary.step, run_dir, args.csv, say)
+        return report_step(lab.fabric, summary.step, run_dir, args.csv, say)
     results, figures, failed = run_sweeps(
         lab.fabric, exp, args.compare,
         lambda e, folder: run_experiment(lab, e, folder, progress=progress(args.json, args.front)),

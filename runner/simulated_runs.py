@@ -27,7 +27,7 @@ def simulated_run(fabric, exp, args) -> int:
     summary = Summary.head(fabric, run_dir, provenance(args.typed[1], fabric, args.typed[0]))
     if exp.step is not None:
         summary.step = simulate_step(fabric, exp)
-        report_step(summary.step, run_dir, args.csv, say)
+        report_step(fabric, summary.step, run_dir, args.csv, say)
     else:
         results, figures, _failed = run_sweeps(
             fabric, exp, args.compare, lambda e, _folder: simulate_experiment(

@@ -1,7 +1,8 @@
 """A run's outputs, whatever ran it (a lab or the simulator): a sweep's
 tables for the console; results.csv (and --csv) with every sweep's rows;
-the figures; the network technology's lines; summary.json, and the summary
-as JSON on stdout when asked for. What runs the sweeps is runner/."""
+the figures; summary.json, and the summary as JSON on stdout when asked
+for (the network technology's line and part of it: report/console.py).
+What runs the sweeps is runner/."""
 
 from __future__ import annotations
 
@@ -63,23 +64,6 @@ def write_sweep_figures(fabric, results: Dict[str, RunRecord], run_dir: Path):
         return [p.name for p in write_figures(fabric, results[first], run_dir, compared)], None
     except Exception as exc:          # noqa: BLE001
         return [], f"{type(exc).__name__}: {exc}"
-
-
-def network_summary(fabric) -> dict:
-    """The fabric's network technology as summary.json gives it."""
-    tech = fabric.network
-    return {"technology": tech.name, "title": tech.describe(fabric.network_settings),
-            "options": fabric.network_settings, "switch_latency_us": fabric.switch_latency_us,
-            "message_us": tech.message_us, "lossless": tech.lossless,
-            "congestion_control": tech.congestion_control}
-
-
-def network_line(fabric) -> str:
-    """The console's line naming the technology a run prices."""
-    tech = fabric.network
-    return (f"network  {tech.describe(fabric.network_settings)}, routing {fabric.policy}: "
-            f"{fabric.switch_latency_us:g} us a switch, {tech.message_us:g} us a message more "
-            f"than verbs, lossless: {tech.lossless} (docs/networks.md)")
 
 
 def write_summary(summary: dict, run_dir: Path, as_json: bool) -> None:

@@ -111,7 +111,7 @@ def lab_summary(lab, summary: Summary, say) -> None:
         f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
     if lab.ecn.asked:
         summary.ecn = lab.ecn.to_dict()
-        say(f"ecn      {lab.fabric.network.title}: {lab.ecn.note}")
+        say(console.ecn_line(lab.fabric, lab.ecn.note))
     if lab.multi_machine:
         summary.cluster = lab.summary()
         say(console.cluster_text(summary.cluster))

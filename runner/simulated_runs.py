@@ -5,7 +5,8 @@ sweeps as the run's front plans them, or the training step."""
 from __future__ import annotations
 
 from report.step_report import report_step
-from report.write import network_line, write_summary
+from report.console import network_line
+from report.write import write_summary
 from runner.run_summary import Summary
 from runner.sweeping import Front, Outputs, progress, run_sweeps
 from runs.outputs import fresh_folder, run_name

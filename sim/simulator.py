@@ -27,8 +27,8 @@ priced by sim/steps.py's max-min sharing), with nothing of size n^2 built.
 Any other collective beyond FULL_RANKS goes step by step from its schedule
 (sim/steps.py) while that schedule stays small (MAX_SHORTCUT_OPS
 operations). A caller that priced the collective another way (NCCL's model,
-sim/nccl) hands the time over (`use_time`, method NCCL_MODEL): no schedule
-is replayed, so no link carries bytes. A caller that already built the
+sim/nccl) hands the time over (`use_time`, method NCCL_MODEL, or RCCL_MODEL
+on AMD GPUs): no schedule is replayed, so no link carries bytes. A caller that already built the
 schedule for the count (to price it by alpha-beta) hands it over
 (`use_schedule`) rather than have it built twice.
 """

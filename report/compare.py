@@ -64,11 +64,18 @@ class Run:
         return "simulated" if simulated else "measured"
 
     @property
-    def label(self) -> str:
-        """The run's curve in compare.png: its number, folder, what ran, and
-        measured or simulated as busbw.png says it."""
+    def network(self) -> Optional[str]:
+        """Its network technology as its summary names it (None: a summary
+        written before runs named it)."""
+        return (self.summary.get("network") or {}).get("title")
+
+    def label(self, with_network: bool = False) -> str:
+        """The run's curve in compare.png: its number, folder (and network
+        technology beside it, `with_network`), what ran, and measured or
+        simulated as busbw.png says it."""
         exp = self.record["experiment"]
-        return (f"{self.number}: {self.name}, {exp['collective']} ({exp['algorithm']})"
+        name = f"{self.name} ({self.network})" if with_network and self.network else self.name
+        return (f"{self.number}: {name}, {exp['collective']} ({exp['algorithm']})"
                 + (SIMULATED if self.kind == "simulated" else MEASURED))
 
 
@@ -115,10 +122,10 @@ def run_header(run: Run) -> dict:
     """What a run was: its folder, fabric, what ran, how, and its provenance
     (None when its summary has none)."""
     exp = run.record["experiment"]
-    return {"number": run.number, "name": run.name, "summary": str(run.path), "label": run.label,
+    return {"number": run.number, "name": run.name, "summary": str(run.path), "label": run.label(),
             "fabric": run.summary.get("fabric"), "shape": run.summary.get("shape"),
             "policy": run.summary.get("policy"), "engine": exp.get("engine"), "kind": run.kind,
-            "network": (run.summary.get("network") or {}).get("title"),
+            "network": run.network,
             "collective": exp["collective"], "algorithm": exp["algorithm"],
             "ranks": len(run.record.get("ranks", [])),
             "link_rate_mbit": run.record.get("link_rate_mbit"),
@@ -213,9 +220,15 @@ def notes(headers: List[dict]) -> List[str]:
 
 
 def comparison(runs: List[Run]) -> dict:
-    """The whole comparison, as --json prints it."""
+    """The whole comparison, as --json prints it. Where the runs differ by
+    network technology, each label (compare.png's curve or bar) names its
+    run's beside its folder."""
     headers = [run_header(run) for run in runs]
-    out = {"runs": headers, "differences": differences(headers), "notes": notes(headers)}
+    differ = differences(headers)
+    if differ["network"]["differ"]:
+        for run, h in zip(runs, headers):
+            h["label"] = run.label(with_network=True)
+    out = {"runs": headers, "differences": differ, "notes": notes(headers)}
     if runs[0].is_step:
         same = len({h["workload"] for h in headers}) == 1
         if not same:

@@ -1,6 +1,8 @@
-"""The lines a run prints besides the nccl-tests and fabric tables: what
---check found, the uplink bytes per leaf, the intra-/inter-node split, the
-iperf3 check and the cross traffic. Each function returns text."""
+"""The lines a run prints besides the nccl-tests and fabric tables: the
+network technology it prices (and that part of summary.json), what --check
+found, the uplink bytes per leaf, the intra-/inter-node split, the iperf3
+check and the cross traffic. Each function returns text, or the data
+--check --json and summary.json give."""
 
 from __future__ import annotations
 
@@ -15,6 +17,29 @@ from runs.record import RunRecord
 from traffic.engines import ENGINES
 
 
+def network_summary(fabric) -> dict:
+    """The fabric's network technology as summary.json gives it."""
+    tech = fabric.network
+    return {"technology": tech.name, "title": tech.describe(fabric.network_settings),
+            "options": fabric.network_settings, "switch_latency_us": fabric.switch_latency_us,
+            "message_us": tech.message_us, "lossless": tech.lossless,
+            "congestion_control": tech.congestion_control}
+
+
+def network_line(fabric) -> str:
+    """The console's line naming the technology a run prices."""
+    tech = fabric.network
+    return (f"network  {tech.describe(fabric.network_settings)}, routing {fabric.policy}: "
+            f"{fabric.switch_latency_us:g} us a switch, {tech.message_us:g} us a message more "
+            f"than verbs, lossless: {tech.lossless} (docs/networks.md)")
+
+
+def ecn_line(fabric, note: str) -> str:
+    """The console's line saying what the lab does (or would do) about ECN,
+    where the fabric's technology marks congestion (lab/ecn.py's note)."""
+    return f"ecn      {fabric.network.title}: {note}"
+
+
 def warnings_of(fabric, exp, incast=None, calibrated: Optional[float] = None) -> List[str]:
     """Fabric.warnings, and where a lab is to be built (an experiment of an
     engine that needs one, or an incast), whether its links are past what
@@ -26,8 +51,11 @@ def warnings_of(fabric, exp, incast=None, calibrated: Optional[float] = None) ->
 
 
 def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
-                  calibrated: Optional[float] = None, plan=None) -> str:
-    """What `run_topology.py --check` prints for a valid fabric, ending with
+                  calibrated: Optional[float] = None, plan=None,
+                  ecn: Optional[dict] = None) -> str:
+    """What `run_topology.py --check` prints for a valid fabric: its network
+    technology's line (and `ecn`, what a lab would do about ECN as
+    EcnPlan.to_dict gives it, where the technology marks), ending with
     what is unwise in it (`warnings_of`), one `warning:` line each;
     `incast` (receiver, senders, seconds): the incast that replaces the sweep;
     `plan`: each sweep's experiment where the run makes more than `exp` and
@@ -37,6 +65,8 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
         lines.append(f"  {kind.replace('_', '-')} links: {text}")
     lines.append(f"  routing: {fabric.policy}; servers {fabric.endpoints[0].ip} .. "
                  f"{fabric.endpoints[-1].ip}")
+    lines += [f"  {line}" for line in [network_line(fabric)]
+              + ([ecn_line(fabric, ecn["note"])] if ecn else [])]
     if incast:
         receiver, senders, seconds = incast
         lines.append(f"  experiment: an incast with real TCP (Reno), {len(senders)} senders "
@@ -80,16 +110,19 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
 
 
 def check_record(fabric, exp, compare: Sequence[str] = (), incast=None,
-                 calibrated: Optional[float] = None, plan=None) -> dict:
+                 calibrated: Optional[float] = None, plan=None,
+                 ecn: Optional[dict] = None) -> dict:
     """What `--check --json` prints: the check_summary's facts as data."""
     if incast:
         receiver, senders, seconds = incast
-        return {**check_record(fabric, None), "experiment": None, "expected_seconds": seconds,
+        return {**check_record(fabric, None, ecn=ecn), "experiment": None,
+                "expected_seconds": seconds,
                 "warnings": warnings_of(fabric, None, incast, calibrated),
                 "incast": {"receiver": receiver, "senders": senders, "seconds": seconds}}
     return {"source": str(fabric.source), "valid": True, "fabric": fabric.name,
             "shape": fabric.shape(), "links": describe_links(fabric), "policy": fabric.policy,
             "servers": [h.ip for h in fabric.endpoints[:1] + fabric.endpoints[-1:]],
+            "network": network_summary(fabric), "ecn": ecn,
             "experiment": None if exp is None else asdict(exp), "compare": list(compare),
             "expected_seconds": (expected(fabric, exp, 1 + len(compare), plan) or {}).get(
                 "seconds"),

@@ -4,7 +4,8 @@ registers one `RunFigure` in `FIGURES` (png_fabric: the fabric with every
 link coloured by its bytes against the busiest link between the same tiers;
 png_busbw: busbw against message size; png_timeline: the last iteration's
 steps): a new figure is one new module and its tests. Every title says
-whether the run was measured or simulated. This module holds what they
+whether the run was measured or simulated, and over which network
+technology (`network_title`). This module holds what they
 share (which links carried what, the busiest link as the tables say it)."""
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ FIGURES = Registry("figure", "figures", key=lambda f: f.order)
 def kind(result: RunRecord) -> str:
     """"simulated" for a run of the simulator, "measured" for a lab's."""
     return "simulated" if result.simulated is not ABSENT else "measured"
+
+
+def network_title(fabric: Fabric) -> str:
+    """The fabric's network technology as every figure's title names it,
+    with any option its file set (InfiniBand; RoCEv2 (ecn False)): a
+    picture read apart from its run still says what network it priced or
+    measured."""
+    return fabric.network.describe(fabric.network_settings)
 
 
 def fabric_nodes(fabric: Fabric) -> List[Tuple[str, int]]:

@@ -10,7 +10,7 @@ from typing import Dict, Optional
 from matplotlib.figure import Figure
 
 from report.busbw_plot import MEASURED, SIMULATED, busbw_figure
-from report.figures import FIGURES, RunFigure, kind
+from report.figures import FIGURES, RunFigure, kind, network_title
 from runs.record import ABSENT, RunRecord
 from topologies.fabric import Fabric
 
@@ -44,7 +44,7 @@ def busbw_png(fabric: Fabric, records: Dict[str, RunRecord]) -> Figure:
     first = next(iter(records.values()))
     how = kind(first) + (", the simulator's dashed beside" if simulated else "")
     return busbw_figure(curves, title=f"{first.experiment['collective']}, {how}: bus bandwidth "
-                                      f"by message size ({fabric.network.title})",
+                                      f"by message size ({network_title(fabric)})",
                         link_gbps=first.link_rate_mbit / 8e3, flagged=flagged or None,
                         simulated=simulated or None)
 

@@ -13,7 +13,7 @@ from report import plots
 from report.fabric_plot import SHARE, fabric_figure
 from report.fabric_tiers_plot import fabric_tiers_figure
 from report.figures import (FIGURES, RunFigure, busiest_text, endpoint_groups, fabric_nodes,
-                            kind, link_shares, uplink_spread)
+                            kind, link_shares, network_title, uplink_spread)
 from runs.record import RunRecord
 from topologies.fabric import Fabric
 
@@ -39,8 +39,9 @@ def fabric_png(fabric: Fabric, result: RunRecord, label: str) -> Figure:
     largest = result.runs[-1]
     links = largest["links"]
     nodes = fabric_nodes(fabric)
-    title = (f"{fabric.name}, {kind(result)}: bytes per link during {label}, "
-             f"{plots.size_label(largest['size_bytes'])}B\n{busiest_text(fabric, result)}; "
+    title = (f"{fabric.name} ({network_title(fabric)}), {kind(result)}: bytes per link during "
+             f"{label}, {plots.size_label(largest['size_bytes'])}B\n"
+             f"{busiest_text(fabric, result)}; "
              "x: a switch's up-links' max/mean")
     edges, marks = link_shares(fabric, links), uplink_spread(fabric, links)
     if len(nodes) > LARGE_NODES or len(edges) > LARGE_LINKS:

@@ -8,7 +8,7 @@ from typing import Optional
 from matplotlib.figure import Figure
 
 from report import plots
-from report.figures import FIGURES, RunFigure, kind
+from report.figures import FIGURES, RunFigure, kind, network_title
 from report.timeline_heatmap import timeline_busy_figure
 from report.timeline_plot import timeline_figure
 from runs.record import RunRecord
@@ -34,8 +34,8 @@ def timeline_png(fabric: Fabric, result: RunRecord, label: str) -> Figure:
     ranks busy) past AGGREGATE_RANKS ranks."""
     timeline = result.timeline
     n = len(result.ranks)
-    head = (f"{label}, {plots.size_label(timeline['size_bytes'])}B, {n} ranks, {kind(result)}: "
-            "the last iteration")
+    head = (f"{label}, {plots.size_label(timeline['size_bytes'])}B, {n} ranks, {kind(result)} "
+            f"({network_title(fabric)}): the last iteration")
     if n <= AGGREGATE_RANKS:
         return timeline_figure(timeline["events"], title=f"{head}, step by step")
     box = {h.name: h.box or h.name for h in fabric.endpoints}

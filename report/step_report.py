@@ -13,6 +13,7 @@ from matplotlib.patches import Patch
 
 from runs.experiment import size_text
 from report.canvas import new_figure, save
+from report.figures import network_title
 
 LABELS_UP_TO = 400          # events; more: no bucket numbers in the bars
 RANKS_SHOWN = 16            # ranks drawn at most: more, and an evenly spaced few of them
@@ -157,16 +158,18 @@ CSV_FIELDS = ["kind", "step", "step_s", "compute_s", "comm_s", "exposed_s",
 STEP_FIGURES = ("step_s", "compute_s", "comm_s", "exposed_s", "overlap_efficiency")
 
 
-def _title(result: dict, some: str) -> str:
+def _title(fabric, result: dict, some: str) -> str:
     st = result["step"]
+    over = network_title(fabric)
     if st["mode"] == "trace":
-        return (f"One recorded iteration: {Path(st['path']).name}, {st['ranks']} ranks "
-                f"({result['engine']}; compute as the trace measured it, timed{some})")
+        return (f"One recorded iteration over {over}: {Path(st['path']).name}, "
+                f"{st['ranks']} ranks ({result['engine']}; compute as the trace measured it, "
+                f"timed{some})")
     what = (f"TP {st['parallel']['tp']} x PP {st['parallel']['pp']} x DP {st['parallel']['dp']}, "
             f"{st['parallel']['micro_batches']} micro-batches in 1F1B" if st["mode"] == "parallel"
             else f"{len(st['buckets'])} buckets, {st['mode']}, overlap "
                  f"{'on' if st['overlap'] else 'off'}")
-    return (f"One training step: {st['layers']} layers, {what} ({result['engine']}; "
+    return (f"One training step over {over}: {st['layers']} layers, {what} ({result['engine']}; "
             f"compute is timed, not computed{some})")
 
 
@@ -194,10 +197,11 @@ COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "allreduce": "#55a868", 
 OTHER_COLOUR = "#999999"    # a kind not in COLOURS
 
 
-def step_figure(result: dict) -> Figure:
-    """The figure plot_step writes, for reading what it shows: the last step,
-    per rank, compute on the upper lane, collectives below (a tick where
-    each was launched, its bar from start to finish)."""
+def step_figure(fabric, result: dict) -> Figure:
+    """The figure plot_step writes, for reading what it shows: the last step
+    on `fabric` (its title names the network technology), per rank, compute
+    on the upper lane, collectives below (a tick where each was launched,
+    its bar from start to finish)."""
     every = sorted({e["rank"] for e in result["timeline"]})
     ranks = shown_ranks(every)
     keep = set(ranks)
@@ -220,7 +224,7 @@ def step_figure(result: dict) -> Figure:
     ax.set_xlim(0, end * 1.02)
     ax.set_xlabel("seconds after the step's start")
     some = f"; {len(ranks)} of its {len(every):,} ranks" if len(ranks) < len(every) else ""
-    ax.set_title(_title(result, some), fontsize=9)
+    ax.set_title(_title(fabric, result, some), fontsize=9)
     order = list(COLOURS)               # known kinds in COLOURS' order, others after by name
     kinds = sorted({e["kind"] for e in events},
                    key=lambda k: (order.index(k) if k in COLOURS else len(order), k))
@@ -266,23 +270,24 @@ def shown_ranks(ranks: list) -> list:
     return [ranks[i] for i in sorted(picks)]
 
 
-def plot_step(result: dict, path: Path) -> Path:
+def plot_step(fabric, result: dict, path: Path) -> Path:
     """step_figure written as a PNG to `path`."""
-    return save(step_figure(result), path)
+    return save(step_figure(fabric, result), path)
 
 
-def write_step_outputs(result: dict, folder: Path) -> list:
+def write_step_outputs(fabric, result: dict, folder: Path) -> list:
     """step.csv and step.png in the run's folder; the files written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "step.csv").write_text(step_csv(result))
-    return [folder / "step.csv", plot_step(result, folder / "step.png")]
+    return [folder / "step.csv", plot_step(fabric, result, folder / "step.png")]
 
 
-def report_step(result: dict, folder: Path, csv_path, say) -> None:
-    """The step's files in the run folder (and `csv_path`), and its text."""
+def report_step(fabric, result: dict, folder: Path, csv_path, say) -> None:
+    """The step the run on `fabric` timed: its files in the run folder (and
+    `csv_path`), and its text."""
     try:
-        files = write_step_outputs(result, folder)
+        files = write_step_outputs(fabric, result, folder)
         result["figures"] = [f.name for f in files if f.suffix == ".png"]
     except Exception as exc:          # noqa: BLE001 (a picture is never worth the run)
         (Path(folder) / "step.csv").write_text(step_csv(result))

@@ -7,6 +7,7 @@ import io
 import math
 
 from runs.record import RunRecord
+from sim.simulator import LIBRARY_OF
 from traffic.measure.fidelity import verdict_lines
 
 NAN = float("nan")
@@ -111,7 +112,7 @@ def _note(flags) -> str:
     return "; ".join(NOTES[f] for f in flags)
 
 
-CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count", "type", "redop",
+CSV_FIELDS = ["collective", "algorithm", "engine", "network", "ranks", "size_bytes", "count", "type", "redop",
               "root", "time_s", "algbw_gbps", "busbw_gbps", "wrong", "predicted_s",
               "measured_over_predicted", "simulated_s", "measured_over_simulated",
               "lat_p50_us", "lat_p99_us", "lat_max_us",
@@ -120,13 +121,16 @@ CSV_FIELDS = ["collective", "algorithm", "engine", "ranks", "size_bytes", "count
               "wire_intra_node_bytes", "wire_network_to_servers_bytes", "flags"]
 
 
-def csv_text(result: RunRecord) -> str:
+def csv_text(result: RunRecord, network: str) -> str:
+    """The record's rows under CSV_FIELDS' header; `network` is the fabric's
+    technology by its registered name (infiniband, roce, ...), on every row:
+    a row read apart from its run still says what network it priced."""
     out = io.StringIO()
     w = csv.DictWriter(out, fieldnames=CSV_FIELDS)
     w.writeheader()
     for r in result.runs:
         links = r["links"].values()
-        w.writerow({**{k: r[k] for k in CSV_FIELDS if k in r},
+        w.writerow({**{k: r[k] for k in CSV_FIELDS if k in r}, "network": network,
                     "lat_p50_us": r["latency"]["p50_us"], "lat_p99_us": r["latency"]["p99_us"],
                     "lat_max_us": r["latency"]["max_us"],
                     "peak_util": max((l["peak_util"] for l in links), default=0),
@@ -147,9 +151,8 @@ def sim_table(result: RunRecord) -> str:
     priced has none of the links' (it replays no schedule)."""
     sim = result.simulated
     method = f", {sim['method']}" if sim.get("method") else ""
-    how = ("NCCL's model: its tuner's latency and bandwidth per algorithm and protocol"
-           if sim.get("method") == "NCCL's model" else
-           f"flow-level, max-min fair sharing{method}")
+    how = (f"{sim['method']}: its tuner's latency and bandwidth per algorithm and protocol"
+           if sim.get("method") in LIBRARY_OF else f"flow-level, max-min fair sharing{method}")
     net = (f"{sim['network_title']}: {sim['switch_latency_us']:g} us a switch, "
            f"{sim['message_us']:g} us a message more than verbs, routing {sim['routing']}; "
            if "network" in sim else "")
@@ -170,15 +173,16 @@ def sim_table(result: RunRecord) -> str:
                      f"{r['measured_over_predicted'] or NAN:14.2f}  {busiest:12.0%}  "
                      f"{'N/A' if math.isnan(imb) else format(imb, '13.2f'):>13}"
                      + (f"  {r.get('method', '')}" if mixed else ""))
-    priced = [r["auto"] for r in result.runs if not r["links"] and "model" in r.get("auto", {})]
+    priced = [r for r in result.runs if not r["links"] and "model" in r.get("auto", {})]
     if priced:
-        lines.append(f"# '-': priced by NCCL's model of {priced[0]['model']} (server.model): "
-                     "the algorithm, protocol and channels NCCL's tuner picks, each NIC at "
-                     f"{priced[0]['fabric_share']:.2f} of its rate (bandwidth alone: this "
-                     f"fabric's {sim.get('routing', 'routing')} on NCCL's rail rings), each step "
-                     f"between servers {round(priced[0].get('network_us', 0.0), 2) + 0.0:+.2f} us against NCCL's "
-                     "own figure (switches, links, transport); no schedule replayed, so no "
-                     "per-link figures")
+        auto, lib = priced[0]["auto"], LIBRARY_OF.get(priced[0].get("method"), "NCCL")
+        lines.append(f"# '-': priced by {lib}'s model of {auto['model']} (server.model): "
+                     f"the algorithm, protocol and channels {lib}'s tuner picks, each NIC at "
+                     f"{auto['fabric_share']:.2f} of its rate (bandwidth alone: this "
+                     f"fabric's {sim.get('routing', 'routing')} on {lib}'s rail rings), each step "
+                     f"between servers {round(auto.get('network_us', 0.0), 2) + 0.0:+.2f} us "
+                     f"against {lib}'s own figure (switches, links, transport); no schedule "
+                     "replayed, so no per-link figures")
     lines.append("# Simulated, not measured: no TCP dynamics, no queueing beyond fair sharing, "
                  "no host CPU (docs/simulator.md)")
     return "\n".join(lines)

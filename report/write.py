@@ -1,7 +1,8 @@
 """A run's outputs, whatever ran it (a lab or the simulator): a sweep's
 tables for the console; results.csv (and --csv) with every sweep's rows;
-the figures; the network technology's lines; summary.json, and the summary
-as JSON on stdout when asked for. What runs the sweeps is runner/."""
+the figures; summary.json, and the summary as JSON on stdout when asked
+for (the network technology's line and part of it: report/console.py).
+What runs the sweeps is runner/."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from report.tables import csv_text, fabric_table, nccl_table, sim_table
 from runs.record import ABSENT, RunRecord
 
 
-def write_csv(records: List[RunRecord], run_dir: Path, csv_path: Optional[Path] = None
-              ) -> None:
+def write_csv(fabric, records: List[RunRecord], run_dir: Path,
+              csv_path: Optional[Path] = None) -> None:
     """results.csv in `run_dir` (and `csv_path` when given): every record's
-    rows under one header."""
-    rows = "".join(csv_text(r) if i == 0 else csv_text(r).split("\n", 1)[1]
+    rows under one header, each naming the fabric's network technology."""
+    name = fabric.network.name
+    rows = "".join(csv_text(r, name) if i == 0 else csv_text(r, name).split("\n", 1)[1]
                    for i, r in enumerate(records))
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "results.csv").write_text(rows)
@@ -62,23 +64,6 @@ def write_sweep_figures(fabric, results: Dict[str, RunRecord], run_dir: Path):
         return [p.name for p in write_figures(fabric, results[first], run_dir, compared)], None
     except Exception as exc:          # noqa: BLE001
         return [], f"{type(exc).__name__}: {exc}"
-
-
-def network_summary(fabric) -> dict:
-    """The fabric's network technology as summary.json gives it."""
-    tech = fabric.network
-    return {"technology": tech.name, "title": tech.describe(fabric.network_settings),
-            "options": fabric.network_settings, "switch_latency_us": fabric.switch_latency_us,
-            "message_us": tech.message_us, "lossless": tech.lossless,
-            "congestion_control": tech.congestion_control}
-
-
-def network_line(fabric) -> str:
-    """The console's line naming the technology a run prices."""
-    tech = fabric.network
-    return (f"network  {tech.describe(fabric.network_settings)}, routing {fabric.policy}: "
-            f"{fabric.switch_latency_us:g} us a switch, {tech.message_us:g} us a message more "
-            f"than verbs, lossless: {tech.lossless} (docs/networks.md)")
 
 
 def write_summary(summary: dict, run_dir: Path, as_json: bool) -> None:

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Optional
 
 from lab.host import Interrupted
 from report import console
@@ -35,6 +36,9 @@ from topologies.placement import cluster_of, place_cluster, placement_text, refu
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SCRIPT = Path(__file__).resolve().parent.parent / "run_topology.py"
+# --check without root, on a technology that marks ECN: the kernel cannot be asked
+ECN_UNKNOWN = ("asked by the network technology; whether this kernel marks (sch_red) and "
+               "runs DCTCP (tcp_dctcp): run --check as root to find out")
 
 
 class PipeClosed(BaseException):
@@ -258,12 +262,29 @@ def _check(fabric, exp, args) -> int:
     ceiling = calibrated_rate(args.results, fabric.name)
     plan = None if exp is None else [
         s.exp for s in args.front.plan(exp, args.compare, args.results)]
+    builds = incast or (exp is not None and ENGINES[exp.engine].needs_lab)
+    ecn = ecn_check(fabric) if builds else None     # a simulation marks nothing
     if args.json:
-        print(json.dumps(console.check_record(fabric, exp, args.compare, incast, ceiling, plan),
-                         indent=1))
+        print(json.dumps(console.check_record(fabric, exp, args.compare, incast, ceiling, plan,
+                                              ecn), indent=1))
     else:
-        print(console.check_summary(fabric, exp, args.compare, incast, ceiling, plan))
+        print(console.check_summary(fabric, exp, args.compare, incast, ceiling, plan, ecn))
     return 0
+
+
+def ecn_check(fabric) -> Optional[dict]:
+    """What a lab of this fabric would do about ECN (lab/ecn.py's plan, as
+    its to_dict: the `ecn` a lab run says and records), where the fabric's
+    technology marks congestion; None where it does not. Only root can ask
+    the kernel (a throwaway network namespace): without it the answer would
+    be a false no, so it says how to find out instead, as the netem check
+    does."""
+    from lab.ecn import asked, plan as ecn_plan
+    if not asked(fabric):
+        return None
+    if os.geteuid() != 0:
+        return {"asked": True, "marking": None, "dctcp": None, "note": ECN_UNKNOWN}
+    return ecn_plan(fabric).to_dict()
 
 
 def cleanup() -> int:

@@ -111,7 +111,7 @@ def lab_summary(lab, summary: Summary, say) -> None:
         f"ready in {lab.timings['start_s']:.1f} s (build {lab.timings['build_s']:.1f} s)")
     if lab.ecn.asked:
         summary.ecn = lab.ecn.to_dict()
-        say(f"ecn      {lab.fabric.network.title}: {lab.ecn.note}")
+        say(console.ecn_line(lab.fabric, lab.ecn.note))
     if lab.multi_machine:
         summary.cluster = lab.summary()
         say(console.cluster_text(summary.cluster))
@@ -140,7 +140,7 @@ def _traffic(lab, exp, run_dir, args, summary: Summary, say) -> None:
         from report.step_report import report_step
         from runs.training import run_step
         summary.step = run_step(lab, exp, progress=progress(args.json))
-        return report_step(summary.step, run_dir, args.csv, say)
+        return report_step(lab.fabric, summary.step, run_dir, args.csv, say)
     results, figures, failed = run_sweeps(
         lab.fabric, exp, args.compare,
         lambda e, folder: run_experiment(lab, e, folder, progress=progress(args.json, args.front)),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from report.write import network_summary
+from report.console import network_summary
 from runs.record import ABSENT, Maybe, RunRecord
 from topologies.fabric import describe_links
 

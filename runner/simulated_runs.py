@@ -5,7 +5,8 @@ sweeps as the run's front plans them, or the training step."""
 from __future__ import annotations
 
 from report.step_report import report_step
-from report.write import network_line, write_summary
+from report.console import network_line
+from report.write import write_summary
 from runner.run_summary import Summary
 from runner.sweeping import Front, Outputs, progress, run_sweeps
 from runs.outputs import fresh_folder, run_name
@@ -27,7 +28,7 @@ def simulated_run(fabric, exp, args) -> int:
     summary = Summary.head(fabric, run_dir, provenance(args.typed[1], fabric, args.typed[0]))
     if exp.step is not None:
         summary.step = simulate_step(fabric, exp)
-        report_step(summary.step, run_dir, args.csv, say)
+        report_step(fabric, summary.step, run_dir, args.csv, say)
     else:
         results, figures, _failed = run_sweeps(
             fabric, exp, args.compare, lambda e, _folder: simulate_experiment(

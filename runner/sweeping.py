@@ -124,7 +124,7 @@ def run_sweeps(fabric, exp: Experiment, compare: List[str], replay: Callable, ou
         if sweep.kept:
             results[sweep.exp.algorithm] = record
         if i == last_kept:          # the run's own files now: a later sweep may not end
-            write_csv(list(results.values()), out.run_dir, out.csv_path)
+            write_csv(fabric, list(results.values()), out.run_dir, out.csv_path)
             figures, failed = write_sweep_figures(fabric, results, out.run_dir)
             results[exp.algorithm].figures = figures
     front.finish(out.run_dir)

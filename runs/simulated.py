@@ -12,10 +12,11 @@ simulated.
 Where the fabric file names its server as sold (`server.model`) and the
 run asks for `-a auto`, each size NCCL's tuner prices (AllReduce,
 AllGather, ReduceScatter, Broadcast, Reduce) is priced by NCCL's model
-(sim/nccl): the algorithm, protocol and channels NCCL would pick on these
-servers, its channels' share of the NICs being what the fabric's ECMP gives
-NCCL's rail rings (rails.share_on). Such a size replays no schedule and
-has no per-link figures.
+(sim/nccl; RCCL's, as the sizes' method says, on AMD GPUs): the algorithm,
+protocol and channels NCCL would pick on these servers, its channels'
+share of the NICs being what the fabric's ECMP gives NCCL's rail rings
+(rails.share_on). Such a size replays no schedule and has no per-link
+figures.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from runs.sweep import Size, price_schedule, sweep
 from sim import nccl, phases
 from networks.technology import REFERENCE_SWITCH_US, REFERENCE_SWITCHES
 from sim.nccl import rails
-from sim.simulator import NCCL_PRICED, PHASES, Simulator, Work, simulation_method
+from sim.simulator import (NCCL_MODEL, NCCL_PRICED, PHASES, RCCL_MODEL, Simulator, Work,
+                           simulation_method)
 from traffic.engines.sim import SimEngine
 
 NAN = float("nan")
@@ -82,7 +84,8 @@ class SimBackend:
         alpha-beta prediction: its time is the model's, handed to the
         simulator."""
         if self.choice is not None:
-            self.simulator.use_time(self.choice.chosen.time_us * 1e-6)
+            self.simulator.use_time(self.choice.chosen.time_us * 1e-6, RCCL_MODEL
+                                    if self.nccl.topo.server.gpu.rccl else NCCL_MODEL)
             return 0.0, {}, 0
         self.method = simulation_method(exp.collective, exp.algorithm, model.n, work=Work(
             count, piece_bytes_for(exp, self.fabric.policy), model.local))   # as the engine's job has it

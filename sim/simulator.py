@@ -27,15 +27,15 @@ priced by sim/steps.py's max-min sharing), with nothing of size n^2 built.
 Any other collective beyond FULL_RANKS goes step by step from its schedule
 (sim/steps.py) while that schedule stays small (MAX_SHORTCUT_OPS
 operations). A caller that priced the collective another way (NCCL's model,
-sim/nccl) hands the time over (`use_time`, method NCCL_MODEL): no schedule
-is replayed, so no link carries bytes. A caller that already built the
+sim/nccl) hands the time over (`use_time`, method NCCL_MODEL, or RCCL_MODEL
+on AMD GPUs): no schedule is replayed, so no link carries bytes. A caller that already built the
 schedule for the count (to price it by alpha-beta) hands it over
 (`use_schedule`) rather than have it built twice.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 from collectives import metrics, registry
 from collectives import schedules
@@ -55,6 +55,9 @@ MAX_REPLAY_OPS = 1_100_000
 MAX_SHORTCUT_OPS = 4_000_000      # a schedule built for the shortcut: about 0.5 GB
 EVENTS, PHASES, STEPS = "event by event", "step shortcut", "step shortcut (schedule)"
 NCCL_MODEL = "NCCL's model"
+RCCL_MODEL = "RCCL's model"      # AMD GPUs: the model as RCCL, NCCL's fork, runs them
+# a priced size's method: the library whose tuner priced it
+LIBRARY_OF = {NCCL_MODEL: "NCCL", RCCL_MODEL: "RCCL"}
 NCCL_PRICED = tuner.COLLECTIVES + ("alltoall",)   # what NCCL's model prices (not SendRecv)
 
 
@@ -86,7 +89,7 @@ class Simulator:
         self._ranked = network if isinstance(ranks, range) else _Ranked(network, ranks)
         self._job = self._method = self._replay = self._result = None
         self._built = (0, None)       # (count, its schedule unsplit), given for the next job
-        self._priced: Optional[float] = None     # the next job's time, given
+        self._priced: Optional[Tuple[float, str]] = None   # the next job's time, and its method
 
     @classmethod
     def on_fabric(cls, fabric, ranks: Sequence[str], seed: int = 0,
@@ -138,10 +141,11 @@ class Simulator:
         hops = max(len(self._network.path(first, r)) for r in self._ranks[1:])
         return hops * self._hop + max(l.delay_s for l in self._network.links.values())
 
-    def use_time(self, seconds: float) -> None:
-        """The next prepared collective's time, as NCCL's model priced it:
-        nothing is replayed for it (method NCCL_MODEL)."""
-        self._priced = seconds
+    def use_time(self, seconds: float, method: str = NCCL_MODEL) -> None:
+        """The next prepared collective's time, as NCCL's model priced it
+        (`method`: NCCL_MODEL, or RCCL_MODEL on AMD GPUs): nothing is
+        replayed for it."""
+        self._priced = (seconds, method)
 
     def use_schedule(self, count: int, sched: schedules.Schedule) -> None:
         """The next collective's schedule, built (unsplit, without data) by
@@ -154,8 +158,8 @@ class Simulator:
         ValueError, one sentence, where no way reaches (`simulation_method`)."""
         self._job, self._result, self._replay = job, None, None
         if self._priced is not None:
-            self._method, self._result = NCCL_MODEL, Simulated(self._priced, {}, None)
-            self._priced = None
+            seconds, self._method = self._priced
+            self._result, self._priced = Simulated(seconds, {}, None), None
             return self._method
         self._method = simulation_method(job.collective, job.algorithm, len(self._ranks),
                                          work=Work(job.count, job.piece_bytes, job.local))

@@ -187,6 +187,19 @@ def test_the_figure_has_a_curve_per_run_and_rings_flagged_sizes(runs, tmp_path, 
                               "size, 3 runs compared")
 
 
+def test_runs_of_different_networks_are_labelled_with_theirs(runs, tmp_path, kept):
+    """Where the runs' network technologies differ, each curve of
+    compare.png names its run's beside the folder; where they are the same
+    (the test above), the labels leave it out."""
+    def on_infiniband(data):
+        data["network"].update(technology="infiniband", title="InfiniBand")
+    other = variant(tmp_path, runs["tree"], "ib", on_infiniband)
+    assert compare.main([str(runs["ring"]), other, "--json", "--out", str(tmp_path)]) == 0
+    labels = [t.get_text() for t in kept[0].axes[0].get_legend().get_texts()]
+    assert labels[:2] == [f"1: {runs['ring'].name} (RoCEv2), allreduce (ring), simulated",
+                          "2: ib (InfiniBand), allreduce (tree), simulated"]
+
+
 def test_different_collectives_are_compared_and_said(runs, tmp_path):
     def allgather(data):
         data["collectives"]["experiment"]["collective"] = "allgather"

@@ -258,7 +258,7 @@ def test_the_superpod_timeline_has_a_lane_per_server_and_a_busy_share(superpod_f
     assert 0 <= share.min() and share.max() <= 1 and share.max() > 0.5
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == [f"h{i} (8)" for i in range(1, 33)]
-    assert top.get_title().endswith("256 ranks, simulated: the last iteration, "
+    assert top.get_title().endswith("256 ranks, simulated (RoCEv2): the last iteration, "
                                     "busy share per server")
     assert bar.get_ylabel() == timeline_heatmap.BUSY_LABEL
     assert [t.get_text() for t in top.get_legend().get_texts()] == [

@@ -222,11 +222,11 @@ def hybrid():
 
 
 def test_a_simulated_hybrid_step_draws_its_timeline(hybrid):
-    _, result = hybrid
+    fabric, result = hybrid
     assert result["timeline"], "the simulated hybrid step recorded no timeline"
     kinds = {e["kind"] for e in result["timeline"]}
     assert {"forward", "backward"} <= kinds and {"tp", "pp", "dp"} & kinds
-    fig = step_figure(result)
+    fig = step_figure(fabric, result)
     readable(fig)
     par = result["step"]["parallel"]
     what = f"TP {par['tp']} x PP {par['pp']} x DP {par['dp']}"
@@ -241,18 +241,18 @@ def test_a_4_rank_step_is_readable(tmp_path):
     (tmp_path / "step.yaml").write_text(text)
     fabric, result = step_of(tmp_path / "step.yaml")
     assert len({e["rank"] for e in result["timeline"]}) == 4
-    fig = step_figure(result)
+    fig = step_figure(fabric, result)
     readable(fig)
     assert f"{len(result['step']['buckets'])} buckets" in fig.axes[0].get_title()
 
 
 def test_a_16384_rank_step_draws_16_ranks_and_says_so(hybrid):
-    _, result = hybrid
+    fabric, result = hybrid
     result = copy.deepcopy(result)
     n = len({e["rank"] for e in result["timeline"]})
     result["timeline"] = [dict(e, rank=e["rank"] + n * k) for k in range(RANKS_16K // n)
                           for e in result["timeline"]]
-    fig = step_figure(result)
+    fig = step_figure(fabric, result)
     readable(fig)
     assert "16 of its 16,384 ranks" in fig.axes[0].get_title()
     assert len(fig.axes[0].get_yticklabels()) == 32            # 16 ranks, two lanes each

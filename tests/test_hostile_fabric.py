@@ -616,7 +616,7 @@ KEYWORDS = {"$schema", "title", "description", "type", "properties", "additional
             "required", "enum", "const", "minimum", "maximum", "exclusiveMaximum",
             "multipleOf", "pattern", "anyOf", "allOf", "if", "then", "else", "items",
             "minItems", "maxItems", "uniqueItems", "default"}
-TYPES = {"object": dict, "array": list, "string": str, "null": type(None)}
+TYPES = {"object": dict, "array": list, "string": str, "null": type(None), "boolean": bool}
 
 
 def _is(value, type_):
@@ -713,8 +713,38 @@ def test_every_example_validates_against_the_schema(path):
     assert schema_errors(load_yaml(path.read_text(), str(path)), json_schema()) == []
 
 
+SHIPPED = sorted((REPO / "topologies").glob("*.yaml")) + sorted(
+    (REPO / "topologies" / "sim").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO / "topologies")))
+def test_every_shipped_fabric_validates_as_an_editor_validates_it(path):
+    """The generated schema read by a real draft 2020-12 validator, as an
+    editor reads it, against every fabric file shipped, its short forms
+    (`network: infiniband`) included. The jsonschema package is no
+    dependency of this project (the traces extra brings it along)."""
+    jsonschema = pytest.importorskip(
+        "jsonschema", reason="the jsonschema package is not installed (no dependency of this "
+        "project; the traces extra brings it): the home-made validator above still runs")
+    jsonschema.Draft202012Validator.check_schema(json_schema())
+    validator = jsonschema.Draft202012Validator(json_schema())
+    errors = [f"$.{'.'.join(map(str, e.absolute_path))}: {e.message}"
+              for e in validator.iter_errors(load_yaml(path.read_text(), str(path)))]
+    assert errors == []
+
+
+def test_the_schema_takes_a_technology_by_its_name_alone():
+    doc = {"fabric": {"spines": 2, "leaves": 2, "servers_per_leaf": 2},
+           "links": {"server_leaf": {"rate_mbit": 10}, "leaf_spine": {"rate_mbit": 10}}}
+    for network in ("infiniband", {"technology": "roce", "pfc": False}):
+        assert schema_errors({**doc, "network": network}, json_schema()) == []
+        parse_fabric(yaml.safe_dump({**doc, "network": network}), "t.yaml")
+
+
 SCHEMA_REFUSES = [
     # (what, the change to a valid leaf-spine fabric (section, key, value), expected error)
+    ("an unknown technology", (None, "network", "infiniband-xdr"),
+     "$.network: matches none of anyOf"),
     ("an unknown key", (None, "fabrik", 1), "$.fabrik: not a known key"),
     ("a key of another kind", ("fabric", "k", 4), "$.fabric.k: expected null"),
     ("a missing count", ("fabric", "kind", "fat-tree"), "$.fabric.k: required"),

@@ -228,9 +228,9 @@ def test_the_table_has_nccl_tests_columns_and_footer():
 
 
 def test_csv_has_a_row_per_size():
-    text = csv_text(fake_result()).splitlines()
-    assert text[0].startswith("collective,algorithm,engine,ranks,size_bytes")
-    assert text[1].startswith("allreduce,ring,agents,4,1048576,262144,float,sum,-1,0.5,")
+    text = csv_text(fake_result(), "roce").splitlines()
+    assert text[0].startswith("collective,algorithm,engine,network,ranks,size_bytes")
+    assert text[1].startswith("allreduce,ring,agents,roce,4,1048576,262144,float,sum,-1,0.5,")
     assert ",2," in text[1]                              # drops summed
 
 

@@ -66,6 +66,20 @@ def test_auto_prices_each_size_as_nccl_runs_it_against_published_figures():
     assert "priced by NCCL's model of hgx-h100 (server.model)" in table
 
 
+def test_amd_servers_say_rccls_model_priced_them():
+    """On AMD GPUs (mi300x: RCCL runs their collectives) the record's
+    method, per size and for the sweep, and the simulated table name
+    RCCL's model, never NCCL's."""
+    amd = load_fabric(TOPOLOGIES / "amd-mesh.yaml", emulate=False)
+    record = sweep(amd, minbytes=1 << 15, maxbytes=1 << 17)
+    assert record.simulated["method"] == "RCCL's model"
+    assert {r["method"] for r in record.runs} == {"RCCL's model"}
+    table = sim_table(record)
+    assert "# Simulated fabric (RCCL's model: its tuner's latency" in table
+    assert "priced by RCCL's model of mi300x (server.model)" in table
+    assert "NCCL's" not in table
+
+
 def test_a_fabric_that_chokes_the_rails_slows_what_nccl_runs():
     choked = parse_fabric(CHOKED, "choked.yaml", emulate=False)
     (slow,) = sweep(choked, minbytes=GIB, maxbytes=GIB).runs

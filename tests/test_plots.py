@@ -29,6 +29,7 @@ from report import busbw_plot, canvas, fabric_plot, figures, step_report, timeli
 from report import plots as P
 from report.timeline_plot import rows_for
 from runs.simulated import simulate_experiment
+from topologies.fabric import parse_fabric
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -495,8 +496,8 @@ def test_a_runs_figures_ring_the_size_that_beat_the_link_and_no_other(tmp_path, 
     for path in files:
         assert P.is_png(path) and path.parent == tmp_path
     fab, busbw, timeline = written
-    assert fab.get_suptitle().startswith(
-        "t2x2, simulated: bytes per link during allreduce (ring), 128KB\nbusiest link at ")
+    assert fab.get_suptitle().replace("\n", " ").startswith(   # wrapped to the figure's width
+        "t2x2 (RoCEv2), simulated: bytes per link during allreduce (ring), 128KB busiest link at ")
     assert fab.axes[1].get_ylabel() == fabric_plot.SHARE_LABEL
     colour, top, over = colour_scale(fab)
     links = drawn_links(fab)
@@ -522,9 +523,9 @@ def test_a_runs_figures_ring_the_size_that_beat_the_link_and_no_other(tmp_path, 
     assert ringed == ([32768.0], [pytest.approx(1.2 * rate)]) and ringed[1][0] > rate
     assert list(notes.values()) == ["over-rate"]
 
-    assert timeline.axes[0].get_title() == (
-        f"allreduce (ring), {P.size_label(result.timeline['size_bytes'])}B, 4 ranks, simulated: "
-        "the last iteration, step by step")
+    assert timeline.axes[0].get_title().replace("\n", " ") == (
+        f"allreduce (ring), {P.size_label(result.timeline['size_bytes'])}B, 4 ranks, simulated "
+        "(RoCEv2): the last iteration, step by step")
     assert lanes(timeline.axes[1]) == ([f"rank {r}" for r in range(4)], 4)
 
 
@@ -544,6 +545,27 @@ def test_a_clean_run_rings_nothing_and_compared_curves_carry_their_flags(tmp_pat
                                     (131072.0, curve(ax, "allreduce (ring), simulated")[1][1])]
 
 
+INFINIBAND_SHARP = """
+name: ib2x2
+fabric: {spines: 2, leaves: 2, servers_per_leaf: 2}
+links: {server_leaf: {rate_mbit: 20}, leaf_spine: {rate_mbit: 20}}
+network: {technology: infiniband, sharp: true}
+"""
+
+
+def test_every_figure_of_a_run_names_its_network_technology():
+    """Each figure a run draws says, in its title, the network technology
+    the run priced, with the options its file set."""
+    fabric = parse_fabric(INFINIBAND_SHARP, "ib2x2.yaml")
+    result = simulate_experiment(fabric, Experiment(engine="sim", algorithm="ring",
+                                                    minbytes=1 << 15, maxbytes=1 << 17))
+    drawn = dict(figures.figures(fabric, result))
+    assert set(drawn) == {"fabric.png", "busbw.png", "timeline.png"}
+    for name, fig in drawn.items():
+        titles = [fig.get_suptitle()] + [ax.get_title() for ax in fig.axes]
+        assert any("InfiniBand (sharp True)" in t for t in titles), (name, titles)
+
+
 def step_result(kinds=("forward", "backward", "allreduce")):
     forward, backward, collective = kinds
     timeline = []
@@ -558,12 +580,14 @@ def step_result(kinds=("forward", "backward", "allreduce")):
 
 def test_a_steps_figure_has_a_compute_and_a_comm_lane_per_rank(tmp_path, written):
     result = step_result()
-    out = step_report.plot_step(result, tmp_path / "step.png")
+    infiniband = parse_fabric("fabric: {kind: single-switch, servers: 2}\nlinks:\n  "
+                              "server_leaf: {rate_mbit: 10}\nnetwork: infiniband\n", "ib.yaml")
+    out = step_report.plot_step(infiniband, result, tmp_path / "step.png")
     check_png(out, 5, (1000, 1300), (150, 500))
     (fig,) = written
     (ax,) = fig.axes
-    assert ax.get_title() == ("One training step: 1 layers, 1 buckets, allreduce, overlap on "
-                              "(sim; compute is timed, not computed)")
+    assert ax.get_title() == ("One training step over InfiniBand: 1 layers, 1 buckets, "
+                              "allreduce, overlap on (sim; compute is timed, not computed)")
     assert ax.get_xlabel() == "seconds after the step's start"
     assert texts(ax.get_yticklabels()) == ["rank 0 compute", "rank 0 comm",
                                            "rank 1 compute", "rank 1 comm"]
@@ -593,7 +617,7 @@ def test_a_step_of_a_kind_without_a_colour_is_drawn_grey_and_named(tmp_path, wri
     # the bars drew an unknown kind grey while the legend raised KeyError
     result = step_result(("forward", "backward", "broadcast"))
     result["step"]["overlap"] = False
-    step_report.plot_step(result, tmp_path / "s.png")
+    step_report.plot_step(leaf_spine(2, 2, 2, rate=20), result, tmp_path / "s.png")
     ax = written[0].axes[0]
     assert ", broadcast, overlap off (sim;" not in ax.get_title()      # the mode is the step's
     assert ", allreduce, overlap off (sim;" in ax.get_title()

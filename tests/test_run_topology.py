@@ -1,10 +1,21 @@
 """run_topology.py as a user runs it, without building anything: help, --check,
 bad input in one sentence, and the experiment section against its flags."""
 
+import json
+import os
+
 import pytest
 
+import lab.ecn
+import run_topology
+from harness import REPO
 from harness.commands import run
 from harness.fabrics import EXPERIMENT_YAML
+from report.console import network_line
+from runner.entry import ECN_UNKNOWN
+from topologies.fabric import load_fabric
+
+DEFAULT = REPO / "topologies" / "default.yaml"
 
 
 def test_help_explains_every_option():
@@ -18,6 +29,45 @@ def test_check_validates_without_building(clean_host):
     proc = run("--check")
     assert proc.returncode == 0 and "default.yaml: valid" in proc.stdout
     assert "2 spines x 2 leaves x 2 servers per leaf = 4 servers" in proc.stdout
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    """--check as root on a kernel with RED's ECN and DCTCP, asked of nothing."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(lab.ecn, "kernel_support", lambda: {"red": True, "dctcp": True})
+
+
+def test_check_names_the_network_and_what_the_lab_does_about_ecn(kernel, capsys):
+    """The default fabric's RoCEv2 marks ECN: its line, then what a lab
+    would do on this kernel, as a lab run's own `ecn` line says it."""
+    assert run_topology.main(["--check", str(DEFAULT)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"  {network_line(load_fabric(DEFAULT))}" in lines
+    assert ("  ecn      RoCEv2: switch egress queues mark ECN (RED at K) and the servers run "
+            "DCTCP") in lines
+    assert run_topology.main(["--check", "--json", str(DEFAULT)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["network"]["technology"] == "roce"
+    assert record["ecn"] == {"asked": True, "marking": True, "dctcp": True, "note": (
+        "switch egress queues mark ECN (RED at K) and the servers run DCTCP")}
+
+
+def test_check_without_root_says_how_to_learn_about_ecn(kernel, monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert run_topology.main(["--check", str(DEFAULT)]) == 0
+    assert f"  ecn      RoCEv2: {ECN_UNKNOWN}" in capsys.readouterr().out.splitlines()
+
+
+def test_check_on_a_network_that_marks_nothing_has_no_ecn_line(kernel, tmp_path, capsys):
+    path = tmp_path / "ib.yaml"
+    path.write_text(DEFAULT.read_text() + "network: infiniband\n")
+    assert run_topology.main(["--check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  network  InfiniBand, routing ecmp: " in out and "ecn" not in out
+    assert run_topology.main(["--check", "--engine", "sim", str(DEFAULT)]) == 0
+    out = capsys.readouterr().out                 # a simulation builds no lab: no ECN either
+    assert "  network  RoCEv2, routing ecmp: " in out and "\n  ecn " not in out
 
 
 @pytest.mark.parametrize("text,message", [

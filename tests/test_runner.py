@@ -2,6 +2,7 @@
 typed summary whatever ran, and report/ that renders without running."""
 
 import ast
+import csv
 import io
 import json
 from dataclasses import replace
@@ -121,6 +122,15 @@ def test_the_loop_replays_each_planned_sweep_once_then_writes_the_kept_ones(fabr
     rows = (tmp_path / "results.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2                           # a header, two sizes each
     assert "compare  the same sweep with algorithm rhd" in said
+
+
+def test_every_row_of_results_csv_names_the_network_technology(fabric, exp, tmp_path):
+    """A simulated and an emulated run share the writer: each row of both
+    sweeps (the run's and a compared algorithm's) says what network ran."""
+    run_sweeps(fabric, exp, ["rhd"], lambda e, folder: simulate_experiment(fabric, e),
+               Outputs(tmp_path, say=lambda line: None), RunFront([]))
+    rows = list(csv.DictReader((tmp_path / "results.csv").read_text().splitlines()))
+    assert len(rows) == 4 and {row["network"] for row in rows} == {fabric.network.name}
 
 
 def test_the_summary_leaves_out_what_the_run_did_not_produce(fabric, exp, tmp_path):

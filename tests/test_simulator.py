@@ -173,7 +173,7 @@ def test_the_record_has_the_emulators_fields_and_per_link_bytes():
                        "latency", "links", "ecmp_imbalance", "cpu_busy_pct", "flags"}
     assert emulated_fields <= set(run)
     assert "#wrong" in nccl_table(result, 20)
-    assert csv_text(result).splitlines()[0].split(",") == CSV_FIELDS
+    assert csv_text(result, fabric.network.name).splitlines()[0].split(",") == CSV_FIELDS
     # every byte a ring moves leaves a server once, headers not counted here
     sent = sum(run["links"][f"h{i}-eth0"]["tx_bytes"] for i in range(1, 5))
     assert sent == pytest.approx(4 * 2 * 3 / 4 * (1 << 20) / M.payload_share(fabric.mtu), rel=1e-6)

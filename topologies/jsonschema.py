@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
+import networks
 from topologies import kinds
 from topologies.kinds import FabricKind
 from toolkit.validators import OPTIONAL_SECTION, REQUIRED
@@ -33,7 +34,18 @@ def json_schema() -> dict:
     root["properties"]["fabric"]["allOf"] = [_kind_keys(kind, schema)
                                              for kind in kinds.kinds()]
     root["allOf"] = [_kind_links(kind) for kind in kinds.kinds()] + [_intra_node()]
+    root["properties"]["network"] = _network(root["properties"]["network"])
     return {"$schema": DIALECT, "title": "fabric-lab fabric", **root}
+
+
+def _network(section: dict) -> dict:
+    """`network:` as the loader reads it: a technology's name alone
+    (`network: infiniband`, its options at their defaults), or the section."""
+    section = dict(section)
+    description = section.pop("description")
+    name = {"description": "a technology by its name alone, its options at their defaults",
+            "type": "string", "enum": list(networks.NETWORKS)}
+    return {"description": description, "anyOf": [name, section]}
 
 
 def _object(schema: dict, description: str) -> dict:

@@ -172,10 +172,12 @@ def sim_table(result: RunRecord) -> str:
                      + (f"  {r.get('method', '')}" if mixed else ""))
     priced = [r["auto"] for r in result.runs if not r["links"] and "model" in r.get("auto", {})]
     if priced:
+        pattern = ("NCCL's AllToAll between servers"
+                   if result.experiment.get("collective") == "alltoall" else "NCCL's rail rings")
         lines.append(f"# '-': priced by NCCL's model of {priced[0]['model']} (server.model): "
                      "the algorithm, protocol and channels NCCL's tuner picks, each NIC at "
                      f"{priced[0]['fabric_share']:.2f} of its rate (bandwidth alone: this "
-                     f"fabric's {sim.get('routing', 'routing')} on NCCL's rail rings), each step "
+                     f"fabric's {sim.get('routing', 'routing')} on {pattern}), each step "
                      f"between servers {round(priced[0].get('network_us', 0.0), 2) + 0.0:+.2f} us against NCCL's "
                      "own figure (switches, links, transport); no schedule replayed, so no "
                      "per-link figures")

@@ -57,8 +57,8 @@ IDEAL_BPS = 1e30
 PROBE_ELEMENTS = 1 << 26          # any size: the share is a ratio of bandwidth-bound times
 P2P_PER_CHANNEL = 8               # peers a p2p channel serves at once (device.h's
                                   # NCCL_MAX_DEV_WORK_P2P_PER_BATCH)
-ALLTOALL_TRANSFERS = 1 << 16      # transfers priced at once at most: a larger window is cut
-ALLTOALL_WINDOWS = 4              # windows priced at most, spread over the schedule
+ALLTOALL_WINDOWS = 4              # windows priced at most, spread over the schedule, and
+ALLTOALL_TRANSFERS = 1 << 18      # as many as these transfers hold (one at least, whole)
 PROBE_BITS = 8.0 * (1 << 20)      # any size, as PROBE_ELEMENTS
 
 
@@ -182,14 +182,16 @@ def alltoall_share_on(network: Callable[[int], object], ranks: int, gpus: int, n
 def _alltoall_windows(servers: int, gpus: int, pxn: bool, flows: int, peers: int) -> list:
     """The transfers (src rank, dst rank, flow) of the windows of NCCL's
     schedule priced: consecutive offsets, as many as `peers` cover (a GPU's
-    peers a server at a time) and ALLTOALL_TRANSFERS allows, at most
-    ALLTOALL_WINDOWS of them spread over the schedule."""
-    per_offset = servers * gpus * (1 if pxn else gpus) * flows
-    size = max(1, min(peers // gpus, ALLTOALL_TRANSFERS // per_offset))
+    peers a server at a time), a window whole however large (how many flows
+    share the links is what hashing's collisions depend on); at most
+    ALLTOALL_WINDOWS of them, spread over the schedule, and as many as
+    ALLTOALL_TRANSFERS hold."""
+    size = max(1, peers // gpus)
     offsets = server_offsets(servers)
     chunks = [offsets[i:i + size] for i in range(0, len(offsets), size)]
-    if len(chunks) > ALLTOALL_WINDOWS:
-        chunks = [chunks[i * len(chunks) // ALLTOALL_WINDOWS] for i in range(ALLTOALL_WINDOWS)]
+    per_window = size * servers * gpus * (1 if pxn else gpus) * flows
+    keep = min(len(chunks), ALLTOALL_WINDOWS, max(1, ALLTOALL_TRANSFERS // per_window))
+    chunks = [chunks[i * len(chunks) // keep] for i in range(keep)]
     return [[(a * gpus + k, (a + d) % servers * gpus + (k if pxn else j), f)
              for d in chunk for a in range(servers) for k in range(gpus)
              for j in ((k,) if pxn else range(gpus)) for f in range(flows)]

@@ -176,10 +176,12 @@ def sim_table(result: RunRecord) -> str:
     priced = [r for r in result.runs if not r["links"] and "model" in r.get("auto", {})]
     if priced:
         auto, lib = priced[0]["auto"], LIBRARY_OF.get(priced[0].get("method"), "NCCL")
+        pattern = (f"{lib}'s AllToAll between servers"
+                   if result.experiment.get("collective") == "alltoall" else f"{lib}'s rail rings")
         lines.append(f"# '-': priced by {lib}'s model of {auto['model']} (server.model): "
                      f"the algorithm, protocol and channels {lib}'s tuner picks, each NIC at "
                      f"{auto['fabric_share']:.2f} of its rate (bandwidth alone: this "
-                     f"fabric's {sim.get('routing', 'routing')} on {lib}'s rail rings), each step "
+                     f"fabric's {sim.get('routing', 'routing')} on {pattern}), each step "
                      f"between servers {round(auto.get('network_us', 0.0), 2) + 0.0:+.2f} us "
                      f"against {lib}'s own figure (switches, links, transport); no schedule "
                      "replayed, so no per-link figures")

@@ -15,8 +15,9 @@ AllGather, ReduceScatter, Broadcast, Reduce) is priced by NCCL's model
 (sim/nccl; RCCL's, as the sizes' method says, on AMD GPUs): the algorithm,
 protocol and channels NCCL would pick on these servers, its channels'
 share of the NICs being what the fabric's ECMP gives NCCL's rail rings
-(rails.share_on). Such a size replays no schedule and has no per-link
-figures.
+(rails.share_on); AllToAll, priced likewise, takes the share its own
+pattern gets (rails.alltoall_share_on). Such a size replays no schedule
+and has no per-link figures.
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ class SimBackend:
         self.choice = nccl.predict(self.nccl, exp.collective, count * metrics.TYPE_SIZE,
                                    exp.nccl_algo, exp.nccl_proto)
         e = self.choice.chosen
+        share = self.nccl.alltoall_share if exp.collective == "alltoall" else None
         return {"nccl": f"{e.name}, {e.channels} channel{'s' if e.channels > 1 else ''}",
-                "model": self.nccl.topo.server.name, "fabric_share": self.nccl.fabric_share,
+                "model": self.nccl.topo.server.name,
+                "fabric_share": self.nccl.fabric_share if share is None else share,
                 "network_us": self.nccl.extra_us,
                 "predicted_s": {x.name: x.time_us * 1e-6 for x in self.choice.table}}
 
@@ -100,13 +103,14 @@ class SimBackend:
     def begin(self, exp: Experiment, model, ranks, progress) -> float:
         self.simulator = Simulator.on_fabric(self.fabric, ranks, self.seed, self.hop_latency_s)
         self.engine = SimEngine(self.fabric, ranks, simulator=self.simulator)
-        self.nccl = self._cluster(model, ranks, progress) if exp.algorithm == registry.AUTO \
-            else None
+        self.nccl = self._cluster(exp, model, ranks, progress) \
+            if exp.algorithm == registry.AUTO else None
         return self.simulator.alpha_s()
 
-    def _cluster(self, model, ranks, progress):
+    def _cluster(self, exp: Experiment, model, ranks, progress):
         """NCCL's cluster of the ranks' servers, as the fabric names them
-        (None where it does not), its NICs' share from this fabric's ECMP."""
+        (None where it does not), its NICs' share from this fabric's ECMP
+        (for an AllToAll, its own pattern's too)."""
         hw = self.fabric.server_model
         if hw is None:
             return None
@@ -116,7 +120,7 @@ class SimBackend:
                              f"{local} GPUs; these {len(ranks)} ranks are not: -r whole servers, "
                              "or -a with an algorithm")
         progress(f"NCCL's rail rings on this fabric ({hw.name}, {self.fabric.network.title})")
-        return nccl_cluster_on(self.fabric, hw, ranks, local)
+        return nccl_cluster_on(self.fabric, hw, ranks, local, exp.collective == "alltoall")
 
     def iterations(self, exp: Experiment):
         return 0, 1
@@ -158,12 +162,13 @@ class SimBackend:
             self.engine.close()
 
 
-def nccl_cluster_on(fabric, hw, ranks, local: int):
+def nccl_cluster_on(fabric, hw, ranks, local: int, alltoall: bool = False):
     """NCCL's cluster of `ranks` (whole servers of `local` GPUs of `hw`) on
     this fabric: its NICs' share from the fabric's own routing (bandwidth
-    alone, ECMP hashing NCCL's channels x queue pairs per NIC), what its
-    rail rings' hops between servers add to NCCL's per-step latency
-    (switches, links, the transport), the technology, SHARP if turned on."""
+    alone, ECMP hashing NCCL's channels x queue pairs per NIC), with
+    `alltoall` the share AllToAll's own pattern gets too, what its rail
+    rings' hops between servers add to NCCL's per-step latency (switches,
+    links, the transport), the technology, SHARP if turned on."""
     tech = fabric.network
     settings = fabric.network_settings
     qps = settings.get("qps_per_connection", tech.qps_per_connection)
@@ -171,10 +176,15 @@ def nccl_cluster_on(fabric, hw, ranks, local: int):
     domain = fabric.nvlink_domain if local % fabric.nvlink_domain == 0 else local
     nodes = len(ranks) // domain                    # NCCL's: servers, or NVLink partitions
     simulator = Simulator.on_fabric(fabric, ranks)
+    connections = rails.connections_per_nic(hw, nodes) * qps
     share = simulator.rail_share(local, fabric.nics_per_server, hw.nic_gbps * 1e9,
-                                 rails.connections_per_nic(hw, nodes) * qps, seeds=3)
+                                 connections, seeds=3)
+    pattern = simulator.alltoall_share(local, fabric.nics_per_server, hw.nic_gbps * 1e9,
+                                       rails.p2p_peers(hw, nodes), connections, seeds=3) \
+        if alltoall else None
     extra = simulator.ring_path_us(local) - REFERENCE_SWITCHES * REFERENCE_SWITCH_US
-    return nccl.cluster(hw, nodes, domain, fabric_share=share, network=tech,
+    return nccl.cluster(hw, nodes, domain, fabric_share=share, alltoall_share=pattern,
+                        network=tech,
                         net_extra_us=extra if servers > 1 else 0.0,
                         collnet=settings.get("sharp", tech.sharp))
 

@@ -3,8 +3,8 @@ network's ECMP seed, the latency each hop adds, and the collective it is
 asked to time. Whatever simulates goes through it: the sim engine
 (traffic/engines/sim.py) and the sweep that drives it (runs/simulated.py),
 the twin beside an emulated run (runs/beside.py), the training steps'
-predictions (runs/training.py, runs/parallel_step.py), NCCL's rail share on
-a fabric, and the planner at Clos scale (planner/). Nobody else touches its
+predictions (runs/training.py, runs/parallel_step.py), NCCL's rail and
+AllToAll shares on a fabric, and the planner at Clos scale (planner/). Nobody else touches its
 network or its state.
 
     sim = Simulator.on_fabric(fabric, ranks, seed=0, hop_latency_s=0.0)
@@ -217,6 +217,18 @@ class Simulator:
         try:
             return rails.share_on(self._drawn, len(self._ranks), gpus, nics, nic_bps,
                                   connections, seeds)
+        finally:
+            self.reseed(mine)
+
+    def alltoall_share(self, gpus: int, nics: int, nic_bps: float, peers: int,
+                       connections: int = 1, seeds: int = 5) -> float:
+        """The share of a NIC's rate NCCL's AllToAll gets between servers of
+        `gpus` of these ranks (sim/nccl/rails.py `alltoall_share_on`), drawn
+        as `rail_share` draws; the simulator's own seed is drawn again after."""
+        mine = self.seed
+        try:
+            return rails.alltoall_share_on(self._drawn, len(self._ranks), gpus, nics, nic_bps,
+                                           peers, connections, seeds)
         finally:
             self.reseed(mine)
 

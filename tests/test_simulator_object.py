@@ -83,7 +83,7 @@ class _ByRank:
         return self.network.path(self.ranks[a], self.ranks[b], flow)
 
 
-def test_the_rail_share_draws_as_fresh_networks_do_and_leaves_the_seed_as_it_was():
+def test_the_rail_and_alltoall_shares_draw_as_fresh_networks_do_and_leave_the_seed():
     fabric = parse_fabric("""
 fabric: {spines: 4, leaves: 4, servers_per_leaf: 2, mtu: 9000}
 server: {gpus: 4, nics: 4, model: hgx-h100}
@@ -99,6 +99,10 @@ links:
     sim = Simulator.on_fabric(fabric, ranks, seed=7)
     before = sim.simulate(Job("allreduce", "ring", 1 << 16)).link_bytes
     assert sim.rail_share(4, 4, 400e9, 2, seeds=3) == fresh
+    assert sim.seed == 7
+    fresh = rails.alltoall_share_on(lambda seed: _ByRank(Network(fabric, seed), ranks),
+                                    len(ranks), 4, 4, 400e9, 32, 2, seeds=3)
+    assert sim.alltoall_share(4, 4, 400e9, 32, 2, seeds=3) == fresh < 1.0
     assert sim.seed == 7
     assert sim.simulate(Job("allreduce", "ring", 1 << 16)).link_bytes == before
     assert sim.ring_path_us(4) == rails.ring_path_us(_ByRank(Network(fabric), ranks),

@@ -9,7 +9,8 @@ as they are sold (topologies/hardware.py).
   quickest NCCL allows;
 - overrides.py: NCCL_ALGO / NCCL_PROTO strings;
 - rails.py: the share of a NIC's rate a Clos delivers to the rail rings,
-  once its routing has placed their flows (the flow-level simulator's figure);
+  once its routing has placed their flows, and to AllToAll's rail-to-rail
+  pattern (the flow-level simulator's figures);
 - alltoall.py: AllToAll, NCCL's point-to-point path (no tuner entry);
 - minimum.py: the least time the bytes between servers take at the NICs'
   rate, the floor a price on links slower than NCCL's tables is held to.
@@ -35,7 +36,7 @@ IN_SWITCH = ("collnet_direct", "collnet_chain", "nvls", "nvls_tree")
 
 def cluster(server: Server, nodes: int, ppn: Optional[int] = None, **options) -> Cluster:
     """`nodes` servers of `server`, `ppn` ranks each (default all GPUs);
-    `options`: Cluster's (collnet, min_channels, fabric_share)."""
+    `options`: Cluster's (collnet, min_channels, fabric_share, alltoall_share, ...)."""
     ppn = server.gpus if ppn is None else ppn
     if not 1 <= ppn <= server.gpus:
         raise ValueError(f"ranks per server must be from 1 to {server.gpus} on "

@@ -12,7 +12,11 @@ channels, so this module prices it from the same constants and graphs.
   forwarding adds to NVLink; either way a GPU's remote traffic cannot beat
   one NIC's rate ("Alltoall cannot aggregate the bandwidth of multiple
   NICs", nccl-tests issue 267). A NIC runs at its PCIe-capped speed x the
-  fabric's share x the transport's efficiency (tuner.py). The two ways
+  share the fabric gives this pattern (`Cluster.alltoall_share`, rails.py:
+  with PXN NIC k of each server to NIC k of every other, on its rail leaf
+  within a rail-optimized unit, over the spines and their oversubscription
+  between units or leaves of whole servers; the rail rings' share where
+  none is given) x the transport's efficiency (tuner.py). The two ways
   overlap: the slower sets the time.
 - **latency**: the ring's LL base and, per peer, the LL hop latency of the
   hardware it crosses (NVLink inside the server, the network plus what it
@@ -40,7 +44,8 @@ def price(cluster: Cluster, nbytes: float) -> Estimate:
     intra_gbytes = (bus_bandwidth(Cluster(graphs.Topology(topo.server, 1, ppn)), "allgather",
                                   "ring", "Simple") if ppn > 1 else float("inf"))
     nics = max(1, min(topo.server.nics, ppn))
-    nic_gbytes = graphs.nic_speed(topo) * cluster.fabric_share * cluster.network.efficiency
+    share = cluster.fabric_share if cluster.alltoall_share is None else cluster.alltoall_share
+    nic_gbytes = graphs.nic_speed(topo) * share * cluster.network.efficiency
     if cluster.network.nic_gbytes_cap:
         nic_gbytes = min(nic_gbytes, cluster.network.nic_gbytes_cap)
     forwarded = remote * (ppn - 1) / ppn if nics == ppn else 0.0       # PXN's hop to the rail

@@ -89,14 +89,17 @@ class Cluster:
     each NIC's rate the fabric delivers to the collective's flows
     (`fabric_share`, 1 on a fabric that never collides; the flow-level
     simulator's figure for ECMP and oversubscription: bandwidth alone), the
-    scale-out technology (`network`: its transport's efficiency), and what
-    a message between servers takes beyond NCCL's constants (`net_extra_us`:
-    the path's switches and links against the reference path, and the
-    transport's cost; None: the technology on the reference path)."""
+    share AllToAll's own pattern gets (`alltoall_share`, rails.py; None:
+    `fabric_share`), the scale-out technology (`network`: its transport's
+    efficiency), and what a message between servers takes beyond NCCL's
+    constants (`net_extra_us`: the path's switches and links against the
+    reference path, and the transport's cost; None: the technology on the
+    reference path)."""
     topo: Topology
     collnet: bool = False
     min_channels: int = 0
     fabric_share: float = 1.0
+    alltoall_share: Optional[float] = None
     network: Technology = field(default_factory=lambda: networks.network(networks.DEFAULT))
     net_extra_us: Optional[float] = None
 

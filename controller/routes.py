@@ -72,6 +72,17 @@ def next_hops(graph: nx.MultiGraph, switch: str, dist: Dict[str, int]) -> Tuple[
     return tuple(sorted(ports))
 
 
+def next_hop_groups(graph: nx.MultiGraph, switch: str, dist: Dict[str, int]
+                    ) -> Tuple[Tuple[int, ...], ...]:
+    """`next_hops` grouped by the switch each leads to (parallel links
+    together), the groups in the order of their lowest port."""
+    by: Dict[str, set] = {}
+    for _, neighbour, data in graph.edges(switch, data=True):
+        if dist.get(neighbour, -1) == dist[switch] - 1:
+            by.setdefault(neighbour, set()).add(data["ports"][switch])
+    return tuple(sorted(tuple(sorted(ports)) for ports in by.values()))
+
+
 def _route(routing, plan: SwitchPlan, ports: Tuple[int, ...], gid: int) -> tuple:
     """A switch's route towards a leaf over `ports`: one port, a select
     group (made in `plan`), or the ports a per-endpoint policy picks from."""
@@ -95,21 +106,27 @@ def _numbered(fabric: Fabric) -> Dict[str, int]:
             for k, (_, name) in enumerate(sorted(ends))}
 
 
-def _strides(graph: nx.MultiGraph, dist: Dict[str, int], inner) -> Dict[int, int]:
-    """D-mod-K's divisor at each distance from the destination's leaf: the
-    product of the choices made farther away (earlier on the way there), so
-    that the first choice takes the number mod its ports, the next the number
-    over those ports mod its own, and so on."""
+def _strides(graph: nx.MultiGraph, dist: Dict[str, int], inner) -> Tuple[Dict[int, int], int]:
+    """D-mod-K's divisors: at each distance from the destination's leaf, the
+    product of the next switches to choose from farther away (earlier on the
+    way there), so that the first choice takes the number mod its switches,
+    the next the number over those mod its own, and so on; and the product
+    of them all, the divisor of the choice among parallel links to one
+    switch. That choice is then the same digit on the way up and on the way
+    down (a leaf's second link to a spine, and the spine's second link back
+    down to the destination's leaf), so parallel links share the load as
+    single links do; counting them as choices of their own made every flow a
+    spine sends into a leaf take the same one of its links."""
     choices: Dict[int, int] = {}
     for sw in inner:
         if sw.name in dist and dist[sw.name] > 0:
-            n = len(next_hops(graph, sw.name, dist))
+            n = len(next_hop_groups(graph, sw.name, dist))
             choices[dist[sw.name]] = max(choices.get(dist[sw.name], 1), n)
     out, product = {}, 1
     for d in sorted(choices, reverse=True):
         out[d] = product
         product *= choices[d]
-    return out
+    return out, product
 
 
 def _inside_server(plan: SwitchPlan, server, nic_leaf: dict, down: FrozenSet[Port]) -> bool:
@@ -142,7 +159,7 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
             nic_leaf[(link.a, link.a_port)] = (link.b, link.b_port)
     inner = list(fabric.network_switches)
     lid = _numbered(fabric) if routing.per_endpoint else {}
-    strides: Dict[str, Dict[int, int]] = {}
+    strides: Dict[str, Tuple[Dict[int, int], int]] = {}
     dists = {}
     toward: Dict[Tuple[str, str], tuple] = {}     # (switch, leaf) -> its route there
     for server in fabric.endpoints:
@@ -170,8 +187,10 @@ def compute_plan(fabric: Fabric, down: FrozenSet[Port] = frozenset()) -> Dict[st
             if route[0] == "ports":           # per endpoint: D-mod-K on its number
                 if server.leaf not in strides:
                     strides[server.leaf] = _strides(graph, dist, inner)
-                k = lid[server.name] // strides[server.leaf][dist[sw.name]]
-                route = ("output", routing.pin_endpoint(route[1], k)[0])
+                divisors, whole = strides[server.leaf]
+                route = ("output", routing.pin_endpoint(next_hop_groups(graph, sw.name, dist),
+                                                        lid[server.name],
+                                                        divisors[dist[sw.name]], whole))
             plan.routes[server.ip] = route
     if routing.moves_elephants:
         # every switch that hashes when all links are up: a connection that

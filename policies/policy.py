@@ -65,10 +65,15 @@ class Policy:
         keeps of its equal-cost `ports`: all of them, to hash over."""
         return ports
 
-    def pin_endpoint(self, ports: Tuple[int, ...], endpoint: int) -> Tuple[int, ...]:
-        """Under a policy that routes `per_endpoint`: the ports a switch keeps
-        towards the `endpoint`-th endpoint (0-based) behind the destination leaf."""
-        return ports
+    def pin_endpoint(self, groups: Tuple[Tuple[int, ...], ...], endpoint: int, stride: int,
+                     whole: int) -> int:
+        """Under a policy that routes `per_endpoint`: the one port a switch
+        sends destination number `endpoint` out of, among its next-hop
+        `groups` (parallel links to one switch each), given the divisors the
+        plan works out for its place on the way (controller/routes.py
+        `_strides`): `stride` for the choice of switch, `whole` for the link
+        among parallel ones. Here, the first port."""
+        return groups[0][0]
 
     def connections_per_peer(self, channels: int, entropy: int) -> int:
         """Connections a rank opens to each peer (routing.entropy: how many a

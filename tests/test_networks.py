@@ -112,6 +112,24 @@ def test_dmodk_sends_each_destination_behind_a_leaf_up_its_own_uplink():
     assert not plan["leaf1"].groups
 
 
+def test_dmodk_shares_parallel_links_as_it_shares_single_ones():
+    """Two links from each leaf to each spine: a shift permutation across the
+    leaves (a ring step) crosses every link once, up and down; counting a
+    leaf's parallel links as choices of their own sent every flow a spine
+    sends into a leaf down the same one of its two links."""
+    fabric = leaf_spine(2, 4, 4, parallel=2, policy="dmodk")
+    net = Network(fabric)
+    hosts = fabric.endpoints
+    for shift in (4, 8, 12):
+        load = {}
+        for i, a in enumerate(hosts):
+            for link in net.path(a.name, hosts[(i + shift) % len(hosts)].name):
+                load[link.intf] = load.get(link.intf, 0) + 1
+        spine_down = [i for i in load if i.startswith("spine")]
+        assert max(load.values()) == 1, (shift, load)
+        assert len(spine_down) == 16                      # all 2 x 2 x 4 links down used
+
+
 # --- the flow model: an even split, and bandwidth apart from latency ---------------------
 
 def test_weighted_max_min_is_max_min_with_shares_of_one_and_splits_a_flow_over_paths():

@@ -110,7 +110,8 @@ def check_record(fabric, exp, compare: Sequence[str] = (), incast=None,
 
 def engine_incast_line(e: dict) -> str:
     """--check's line for an incast in the packet engine alone."""
-    return (f"an incast in the packet engine (no lab), {len(e['senders'])} senders "
+    n = len(e["senders"])
+    return (f"an incast in the packet engine (no lab), {n} sender{'s' if n > 1 else ''} "
             f"({e['senders'][0]} .. {e['senders'][-1]}) into {e['receiver']}: {e['network']} "
             f"as its {e['preset']} preset, links {e['rate_mbit']:g} Mbit/s with "
             f"{e['payload_bytes']} B of payload in {e['frame_bytes']} B frames, for "
@@ -342,8 +343,10 @@ def engine_incast_text(record: dict) -> str:
     the technology and its preset, the links it was given, the figures the
     preset has, and how much of --seconds was simulated."""
     e = record["engine"]
-    lines = [f"incast   {len(e['senders'])} senders into {e['receiver']} in the packet engine "
-             f"(no lab): {e['network']} as its {e['preset']} preset ({e['preset_summary']})",
+    n = len(e["senders"])
+    lines = [f"incast   {n} sender{'s' if n > 1 else ''} into {e['receiver']} in the packet "
+             f"engine (no lab): {e['network']} as its {e['preset']} preset "
+             f"({e['preset_summary']})",
              f"         links {e['rate_mbit']:g} Mbit/s, {e['payload_bytes']} B of payload in "
              f"{e['frame_bytes']} B frames on the wire; idle round trip "
              f"{_duration_ms(e['base_rtt_ms'])}"]
@@ -374,8 +377,8 @@ def engine_capped(e: dict) -> str:
         return ""
     frame_ns = e["frame_bytes"] * 8 / e["rate_mbit"] * 1e3
     return (f"the engine steps every link once a frame ({frame_ns:.3g} ns at this rate) and a "
-            f"run is held to about 10 s of that on a 2-core host: all {e['seconds']} s would "
-            f"take {e['seconds'] / e['simulated_s']:.0f} times as long")
+            f"run is held to at most about 10 s of that on a 2-core host: all {e['seconds']} s "
+            f"would take {e['seconds'] / e['simulated_s']:.0f} times as long")
 
 
 def _duration_ms(ms: float) -> str:

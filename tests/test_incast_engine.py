@@ -141,8 +141,8 @@ def test_the_link_sets_the_presets_rate_payload_and_queue():
     """The MTU less the transport's own headers: TCP's MSS; RDMA's path MTU,
     a power of two up to 4096. DCQCN's steps follow the line rate; only tcp
     takes the link's drop-tail queue."""
-    assert on_link("tcp", 0.05, 1500, 64) == {"link_gbps": 0.05, "mtu_bytes": 1448,
-                                               "queue_limit_pkts": 64}
+    tcp = {"link_gbps": 0.05, "mtu_bytes": 1448, "queue_limit_pkts": 64}
+    assert on_link("tcp", 0.05, 1500, 64) == tcp
     assert on_link("roce-pfc", 400, 9000, 64) == {"link_gbps": 400, "mtu_bytes": 4096}
     assert on_link("roce-lossy", 10, 1500)["mtu_bytes"] == 1024
     assert on_link("infiniband", 400, 4096)["mtu_bytes"] == 4096
@@ -167,7 +167,8 @@ def test_the_text_names_the_cap_and_the_exit_status_has_no_lab():
     assert "per-flow goodput, Mbit/s: min / mean / max   19,386 / 20,325 / 21,296" in text
     assert "idle round trip 3.4 us" in text
     assert "simulated the first 90.8 ms of the 10 s asked in 5.8 s" in text
-    assert "note: the engine steps every link once a frame (83.6 ns at this rate)" in text
+    assert ("note: the engine steps every link once a frame (83.6 ns at this rate) and a run is "
+            "held to at most about 10 s") in text
     done = Summary(fabric="f", source="s", shape="", links={}, policy="ecmp", network={},
                    warnings=[], provenance=None, results="", incast=record)
     assert done.exit_status() == 0

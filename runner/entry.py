@@ -142,12 +142,10 @@ def _read(argv, usage: str, front: Front):
             return kept_runs.on_kept_lab(args)
         fabric = _flagged(load_fabric(args.fabric, emulate=False), args)   # the model's limits
         exp = experiment_from(fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
-        args.packet_incast = packet_incast(args, exp)
-        if args.packet_incast:                                # the packet engine alone
-            pass
-        elif exp is None or ENGINES[exp.engine].needs_lab:   # a network is to be built
+        args.packet_incast = packet_incast(args, exp)        # no sweep: engine_plan checks it
+        if exp is None or ENGINES[exp.engine].needs_lab:     # a network is to be built
             check_emulation(fabric)
-        else:                                                 # simulated: how, or why not
+        elif not args.packet_incast:                          # simulated: how, or why not
             simulation_method("allreduce" if exp.step is not None else exp.collective,
                               exp.algorithm, len(exp.ranks or fabric.endpoints),
                               exp.step is None and fabric.server_model is not None)

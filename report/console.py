@@ -52,14 +52,16 @@ def warnings_of(fabric, exp, incast=None, calibrated: Optional[float] = None) ->
 
 def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
                   calibrated: Optional[float] = None, plan=None,
-                  ecn: Optional[dict] = None) -> str:
+                  ecn: Optional[dict] = None, engine_incast: Optional[dict] = None) -> str:
     """What `run_topology.py --check` prints for a valid fabric: its network
     technology's line (and `ecn`, what a lab would do about ECN as
     EcnPlan.to_dict gives it, where the technology marks), ending with
     what is unwise in it (`warnings_of`), one `warning:` line each;
     `incast` (receiver, senders, seconds): the incast that replaces the sweep;
-    `plan`: each sweep's experiment where the run makes more than `exp` and
-    `compare` say (nccl-tests' types, ops, roots, cycles and in-place)."""
+    `engine_incast`: the packet engine's plan of one, with no lab
+    (runs/incast_engine.py); `plan`: each sweep's experiment where the run
+    makes more than `exp` and `compare` say (nccl-tests' types, ops, roots,
+    cycles and in-place)."""
     lines = [f"{fabric.source}: valid", f"  {fabric.shape()}"]
     for kind, text in describe_links(fabric).items():
         lines.append(f"  {kind.replace('_', '-')} links: {text}")
@@ -67,6 +69,10 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
                  f"{fabric.endpoints[-1].ip}")
     lines += [f"  {line}" for line in [network_line(fabric)]
               + ([ecn_line(fabric, ecn["note"])] if ecn else [])]
+    if engine_incast:
+        lines.append("  experiment: " + engine_incast_line(engine_incast))
+        lines += [f"  warning: {w}" for w in warnings_of(fabric, None, None, calibrated)]
+        return "\n".join(lines)
     if incast:
         receiver, senders, seconds = incast
         lines.append(f"  experiment: an incast with real TCP (Reno), {len(senders)} senders "
@@ -111,8 +117,12 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
 
 def check_record(fabric, exp, compare: Sequence[str] = (), incast=None,
                  calibrated: Optional[float] = None, plan=None,
-                 ecn: Optional[dict] = None) -> dict:
+                 ecn: Optional[dict] = None, engine_incast: Optional[dict] = None) -> dict:
     """What `--check --json` prints: the check_summary's facts as data."""
+    if engine_incast:
+        return {**check_record(fabric, None), "experiment": None,
+                "expected_seconds": None, "warnings": warnings_of(fabric, None, None, calibrated),
+                "incast": {"lab": None, "engine": engine_incast}}
     if incast:
         receiver, senders, seconds = incast
         return {**check_record(fabric, None, ecn=ecn), "experiment": None,
@@ -127,6 +137,16 @@ def check_record(fabric, exp, compare: Sequence[str] = (), incast=None,
             "expected_seconds": (expected(fabric, exp, 1 + len(compare), plan) or {}).get(
                 "seconds"),
             "warnings": warnings_of(fabric, exp, None, calibrated)}
+
+
+def engine_incast_line(e: dict) -> str:
+    """--check's line for an incast in the packet engine alone."""
+    n = len(e["senders"])
+    return (f"an incast in the packet engine (no lab), {n} sender{'s' if n > 1 else ''} "
+            f"({e['senders'][0]} .. {e['senders'][-1]}) into {e['receiver']}: {e['network']} "
+            f"as its {e['preset']} preset, links {e['rate_mbit']:g} Mbit/s with "
+            f"{e['payload_bytes']} B of payload in {e['frame_bytes']} B frames, for "
+            + engine_span(e) + (f": {engine_capped(e)}" if e["capped"] else ""))
 
 
 def _expected_line(parts: dict, exp) -> str:
@@ -325,3 +345,72 @@ def incast_text(record: dict) -> str:
     for note in record["bent"]:
         lines.append(f"         note: {note}: the lab's figures are the host's as much as TCP's")
     return "\n".join(lines)
+
+
+# the engine-only incast's rows: (key, label, format); a row whose key the
+# record lacks (the preset has no such thing) is left out
+ENGINE_INCAST_ROWS = (
+    ("goodput_share", "goodput, share of the link's payload rate", "{:.3f}"),
+    ("flow_mbit_s", "per-flow goodput, Mbit/s: min / mean / max", None),
+    ("jain", "per-flow fairness (Jain)", "{:.3f}"),
+    ("loss_fraction", "packets dropped per packet sent", "{:.4f}"),
+    ("retransmit_fraction", "packets resent per packet sent", "{:.4f}"),
+    ("queue_mean_packets", "bottleneck queue, mean frames", "{:.1f}"),
+    ("queue_peak_packets", "bottleneck queue, peak frames", "{:.0f}"),
+    ("pauses", "PFC pauses sent", "{}"),
+    ("paused_fraction", "senders held in XOFF, share of the time", "{:.3f}"),
+    ("credit_stalls", "credit stalls (a port waiting for a credit)", "{}"),
+    ("ecn_marks", "packets marked ECN", "{}"),
+    ("timeouts", "retransmission timeouts", "{}"),
+    ("fast_retransmits", "packets resent by fast retransmit", "{}"))
+
+
+def _mbit(value: float) -> str:
+    return f"{value:.2f}" if value < 1000 else f"{value:,.0f}"
+
+
+def engine_incast_text(record: dict) -> str:
+    """An incast run in the packet engine alone (`--engine sim --incast N`):
+    the technology and its preset, the links it was given, the figures the
+    preset has, and how much of --seconds was simulated."""
+    e = record["engine"]
+    n = len(e["senders"])
+    lines = [f"incast   {n} sender{'s' if n > 1 else ''} into {e['receiver']} in the packet "
+             f"engine (no lab): {e['network']} as its {e['preset']} preset "
+             f"({e['preset_summary']})",
+             f"         links {e['rate_mbit']:g} Mbit/s, {e['payload_bytes']} B of payload in "
+             f"{e['frame_bytes']} B frames on the wire; idle round trip "
+             f"{_duration_ms(e['base_rtt_ms'])}"]
+    for key, label, fmt in ENGINE_INCAST_ROWS:
+        if key not in e:
+            continue
+        value = e[key]
+        cell = (" / ".join(_mbit(value[k]) for k in ("min", "mean", "max")) if fmt is None
+                else fmt.format(value))
+        lines.append(f"         {label:<44} {cell:>22}")
+    lines.append(f"         {e['lost']} of {e['packets_sent']} packets dropped; simulated "
+                 f"{engine_span(e)} in {e['wall_s']:.1f} s")
+    if e["capped"]:
+        lines.append(f"         note: {engine_capped(e)}")
+    return "\n".join(lines)
+
+
+def engine_span(e: dict) -> str:
+    """How much of --seconds the engine simulates."""
+    if not e["capped"]:
+        return f"{e['seconds']} s"
+    return f"the first {e['simulated_s'] * 1e3:.3g} ms of the {e['seconds']} s asked"
+
+
+def engine_capped(e: dict) -> str:
+    """Why the engine simulates less than --seconds ('' when it does not)."""
+    if not e["capped"]:
+        return ""
+    frame_ns = e["frame_bytes"] * 8 / e["rate_mbit"] * 1e3
+    return (f"the engine steps every link once a frame ({frame_ns:.3g} ns at this rate) and a "
+            f"run is held to at most about 10 s of that on a 2-core host: all {e['seconds']} s "
+            f"would take {e['seconds'] / e['simulated_s']:.0f} times as long")
+
+
+def _duration_ms(ms: float) -> str:
+    return f"{ms:.3g} ms" if ms >= 1 else f"{ms * 1e3:.3g} us"

@@ -23,7 +23,7 @@ from typing import Optional
 from lab.host import Interrupted
 from report import console
 from runner import kept_runs, on_lab
-from runner.simulated_runs import simulated_run
+from runner.simulated_runs import packet_incast_run, simulated_run
 from runner.sweeping import Front, RunFront
 from runs import flags
 from runs.experiment import FIELDS, experiment_from
@@ -146,9 +146,10 @@ def _read(argv, usage: str, front: Front):
             return kept_runs.on_kept_lab(args)
         fabric = _flagged(load_fabric(args.fabric, emulate=False), args)   # the model's limits
         exp = experiment_from(fabric, {k: getattr(args, k) for k in FIELDS}, args.compare)
+        args.packet_incast = packet_incast(args, exp)        # no sweep: engine_plan checks it
         if exp is None or ENGINES[exp.engine].needs_lab:     # a network is to be built
             check_emulation(fabric)
-        else:                                                 # simulated: how, or why not
+        elif not args.packet_incast:                          # simulated: how, or why not
             simulation_method("allreduce" if exp.step is not None else exp.collective,
                               exp.algorithm, len(exp.ranks or fabric.endpoints),
                               exp.step is None and fabric.server_model is not None)
@@ -173,6 +174,12 @@ def _read(argv, usage: str, front: Front):
         print(f"error: {problem}", file=sys.stderr)
         return 2
     return args, fabric, exp, cluster, placement, notes
+
+
+def packet_incast(args, exp) -> bool:
+    """Whether the run is an incast in the packet engine alone: --incast
+    with an engine that needs no lab (--engine sim, or the file's)."""
+    return bool(args.incast) and exp is not None and not ENGINES[exp.engine].needs_lab
 
 
 def _main(argv, usage: str, front: Front) -> int:
@@ -208,6 +215,8 @@ def _front_streams(front: Front):
 
 def _run(args, fabric, exp, cluster) -> int:
     """The run the flags ask for, once everything is checked."""
+    if args.packet_incast:                                         # no lab, no root
+        return packet_incast_run(fabric, args)
     if exp is not None and not ENGINES[exp.engine].needs_lab:     # simulated: no root
         return simulated_run(fabric, exp, args)
     if os.geteuid() != 0:
@@ -236,7 +245,10 @@ def _check_fabric_flags(fabric, args) -> None:
     if args.iperf_check and len(fabric.leaves) < 2:
         raise ValueError("--iperf-check measures flows from leaf to leaf, and this fabric "
                          "has one leaf")
-    if args.incast:
+    if args.packet_incast:
+        from runs.incast_engine import engine_plan
+        engine_plan(fabric, args.incast, args.seconds)
+    elif args.incast:
         from traffic.measure.incast import incast_plan
         incast_plan(fabric, args.incast)
 
@@ -244,7 +256,7 @@ def _check_fabric_flags(fabric, args) -> None:
 def _check(fabric, exp, args) -> int:
     """--check: the fabric, the experiment and what the run would take."""
     from lab.host import LabError, check_netem
-    if any(link.spec.needs_netem for link in fabric.links):
+    if not args.packet_incast and any(link.spec.needs_netem for link in fabric.links):
         if os.geteuid() != 0:
             print("note: delay and loss need the kernel's sch_netem qdisc; "
                   "run --check as root to find out whether this kernel has it")
@@ -254,8 +266,11 @@ def _check(fabric, exp, args) -> int:
             except LabError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
-    incast = None
-    if args.incast:
+    incast = engine = None
+    if args.packet_incast:
+        from runs.incast_engine import engine_plan
+        engine = engine_plan(fabric, args.incast, args.seconds)
+    elif args.incast:
         from traffic.measure.incast import incast_plan
         incast = (*incast_plan(fabric, args.incast), args.seconds)
     from traffic.measure.fidelity import calibrated_rate
@@ -266,9 +281,10 @@ def _check(fabric, exp, args) -> int:
     ecn = ecn_check(fabric) if builds else None     # a simulation marks nothing
     if args.json:
         print(json.dumps(console.check_record(fabric, exp, args.compare, incast, ceiling, plan,
-                                              ecn), indent=1))
+                                              ecn, engine), indent=1))
     else:
-        print(console.check_summary(fabric, exp, args.compare, incast, ceiling, plan, ecn))
+        print(console.check_summary(fabric, exp, args.compare, incast, ceiling, plan, ecn,
+                                    engine))
     return 0
 
 

@@ -271,7 +271,8 @@ def _other_traffic_flags(g) -> None:
     g.add_argument("--incast", type=_checked(integer(*INCAST), _whole), metavar="SENDERS",
                    help="instead of a size sweep, an incast with real TCP: SENDERS servers "
                         "send to the last one at once, iperf3 Reno flows for --seconds, "
-                        "beside the packet engine's prediction (docs/running.md)")
+                        "beside the packet engine's prediction; with --engine sim, the packet "
+                        "engine alone under the fabric's technology (docs/running.md)")
     g.add_argument("--seconds", type=_checked(integer(*SECONDS), _whole),
                    help="length of the iperf3 check or the incast, whole seconds, 1 to 600 "
                         "(default 3, the incast 10)")
@@ -410,8 +411,8 @@ def refusal(args) -> Optional[str]:
             return (f"--no-traffic replays nothing, so {NAMES[ignored[0]]} would do nothing: "
                     "use one of them")
     if getattr(args, "engine", None) == "sim":
-        builds = [key for key in ("cli", "iperf_check", "incast", "no_traffic", "calibrate",
-                                  "datapath", "cluster")
+        builds = [key for key in ("cli", "iperf_check", "no_traffic", "calibrate", "datapath",
+                                  "cluster")
                   if key in given]
         if builds:
             return (f"--engine sim simulates and builds no network, so {NAMES[builds[0]]} has "
@@ -425,7 +426,11 @@ def refusal(args) -> Optional[str]:
 def _checks_refusal(args, given) -> Optional[str]:
     """The iperf3 check's and the incast's flags: one sentence, or None."""
     if args.incast:
-        ignored = [key for key in given if key in INCAST_IGNORES]
+        # an engine that needs no lab runs the incast in the packet engine
+        engine = getattr(args, "engine", None)
+        simulated = engine is not None and not ENGINES[engine].needs_lab
+        ignored = [key for key in given if key in INCAST_IGNORES
+                   and not (key == "engine" and simulated)]
         if ignored:
             return (f"--incast replays an incast instead of a size sweep, so "
                     f"{NAMES[ignored[0]]} would do nothing: use one of them")

@@ -26,7 +26,7 @@ DEFAULT = REPO / "topologies" / "default.yaml"
 # engines' registry, traffic.engines' ENGINES, it may read: what an engine promises)
 RUNNING = ("lab", "traffic.engines.", "runs.measured", "runs.simulated", "runs.training",
            "runs.sweep", "runs.beside", "runs.lab_parts", "runs.parallel_step",
-           "runs.incast_beside", "runs.rate_calibration", "runner")
+           "runs.incast_beside", "runs.incast_engine", "runs.rate_calibration", "runner")
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,10 @@ its value and where the value comes from, kept apart from the engine so the
 registry of technologies (`networks/`, being built with the same names) can
 take them over as they are.
 
+`on_link` gives what a preset takes to run on a fabric's links instead
+(their rate, the payload their MTU leaves, their drop-tail queue where the
+preset has one): `run_topology.py FABRIC --engine sim --incast N`.
+
 A value marked "modelling choice" is ours, not a vendor's or a paper's: the
 source says why it was picked. Where a source is a secondary web page quoting
 a vendor, the source says so.
@@ -158,6 +162,9 @@ class Preset:
     params: Dict[str, Param] = field(default_factory=dict)
     summary: str = ""
     transport: str = RDMA        # the NIC's transport: RDMA (transports.py) or KERNEL_TCP
+    # of header_bytes, those inside the packet a link's MTU limits (IP and up):
+    # what a fabric's MTU leaves for payload is the MTU less these (on_link)
+    headers_in_mtu: int = 0
 
     def value(self, key: str) -> float:
         return self.params[key].value
@@ -177,14 +184,21 @@ def _eth(**extra):
     return {**ETH, **extra}
 
 
+ROCE_IN_MTU = 44      # IPv4 20 + UDP 8 + BTH 12 + ICRC 4: the RoCEv2 packet's own headers
+TCP_IN_MTU = 52       # IPv4 20 + TCP 20 + timestamps option 12, as mtu_bytes' source counts
+
+
 PRESETS: Dict[str, Preset] = {
     "roce-lossy": Preset("roce-lossy", LOSSY, ECMP, False, False, False, _eth(),
                          "RoCEv2 without PFC: drop-tail switches, go-back-N on a NAK or"
-                         " timeout, ECMP per flow (one path per QP)"),
+                         " timeout, ECMP per flow (one path per QP)",
+                         headers_in_mtu=ROCE_IN_MTU),
     "roce-pfc": Preset("roce-pfc", PFC, ECMP, False, False, False, _eth(),
-                       "RoCEv2 with PFC and no ECN: lossless, pauses spread upstream"),
+                       "RoCEv2 with PFC and no ECN: lossless, pauses spread upstream",
+                       headers_in_mtu=ROCE_IN_MTU),
     "roce-dcqcn": Preset("roce-dcqcn", PFC, ECMP, True, True, False, _eth(**DCQCN),
-                         "RoCEv2 with PFC, ECN marking (RED Kmin/Kmax/Pmax) and DCQCN"),
+                         "RoCEv2 with PFC, ECN marking (RED Kmin/Kmax/Pmax) and DCQCN",
+                         headers_in_mtu=ROCE_IN_MTU),
     "infiniband": Preset("infiniband", CREDITS, DMODK, False, False, False,
                          {**{k: ETH[k] for k in ("host_cable_m", "fabric_cable_m",
                                                  "ns_per_m", "nic_feedback_ns")}, **IB},
@@ -194,11 +208,12 @@ PRESETS: Dict[str, Preset] = {
                          "Spectrum-X: RoCE with PFC, per-packet adaptive routing to the"
                          " least-loaded egress, out-of-order placement at the NIC; its"
                          " telemetry-based congestion control is proprietary and modelled"
-                         " here as DCQCN with the roce-dcqcn numbers"),
+                         " here as DCQCN with the roce-dcqcn numbers",
+                         headers_in_mtu=ROCE_IN_MTU),
     "tcp": Preset("tcp", LOSSY, ECMP, False, False, False, dict(TCP),
                   "kernel TCP (NCCL's socket transport): drop-tail switches, ECMP per flow,"
                   " no ECN; Reno congestion control with SACK recovery and Linux's RTO",
-                  KERNEL_TCP),
+                  KERNEL_TCP, headers_in_mtu=TCP_IN_MTU),
 }
 NAMES: Tuple[str, ...] = tuple(PRESETS)
 
@@ -209,3 +224,45 @@ def preset(name: str) -> Preset:
         raise ValueError(f"unknown network preset {name!r}: the presets are "
                          f"{', '.join(NAMES)}")
     return PRESETS[name]
+
+
+# the path MTUs an RDMA transport can take (IBTA: RoCEv2's and InfiniBand's alike)
+RDMA_MTUS = (256, 512, 1024, 2048, 4096)
+# numbers sized at the preset's own link rate that their sources give as a
+# fraction of the line rate (DCQCN's steps and floor: htsim's rate / 20,
+# rate / 10, rate / 1000), so they follow the link on another rate
+PER_LINE_RATE = ("rate_ai_mbps", "rate_hai_mbps", "min_rate_mbps")
+
+
+def payload_in_mtu(p: Preset, mtu: int) -> int:
+    """A packet's payload on a link of this MTU (the IP packet's largest):
+    kernel TCP's MSS, the MTU less its headers; an RDMA transport's path
+    MTU, the largest of RDMA_MTUS its headers leave room for. ValueError,
+    one sentence, when the MTU leaves none."""
+    room = mtu - p.headers_in_mtu
+    if p.transport == KERNEL_TCP:
+        payload = room
+    else:
+        payload = max((m for m in RDMA_MTUS if m <= room), default=0)
+    if payload <= 0:
+        raise ValueError(f"an MTU of {mtu} bytes leaves the {p.name} preset no payload: its "
+                         f"headers take {p.headers_in_mtu} and its smallest packet is "
+                         f"{RDMA_MTUS[0] if p.transport != KERNEL_TCP else 1} bytes")
+    return payload
+
+
+def on_link(name: str, link_gbps: float, mtu: int, queue_packets: int = 0) -> Dict[str, float]:
+    """What `Preset.with_values` takes for the preset `name` to run on links
+    of this rate and MTU: the rate, the payload the MTU leaves
+    (payload_in_mtu; header_bytes stays the preset's), the numbers given as
+    a share of the line rate scaled to it (PER_LINE_RATE), and where the
+    preset has a static drop-tail queue (queue_limit_pkts) the link's
+    `queue_packets`. The switch's buffer, thresholds and timers stay the
+    preset's."""
+    p = preset(name)
+    values = {"link_gbps": link_gbps, "mtu_bytes": payload_in_mtu(p, mtu)}
+    scale = link_gbps / p.value("link_gbps")
+    values.update({k: p.value(k) * scale for k in PER_LINE_RATE if k in p.params})
+    if "queue_limit_pkts" in p.params and queue_packets:
+        values["queue_limit_pkts"] = queue_packets
+    return values

@@ -62,13 +62,7 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
     (runs/incast_engine.py); `plan`: each sweep's experiment where the run
     makes more than `exp` and `compare` say (nccl-tests' types, ops, roots,
     cycles and in-place)."""
-    lines = [f"{fabric.source}: valid", f"  {fabric.shape()}"]
-    for kind, text in describe_links(fabric).items():
-        lines.append(f"  {kind.replace('_', '-')} links: {text}")
-    lines.append(f"  routing: {fabric.policy}; servers {fabric.endpoints[0].ip} .. "
-                 f"{fabric.endpoints[-1].ip}")
-    lines += [f"  {line}" for line in [network_line(fabric)]
-              + ([ecn_line(fabric, ecn["note"])] if ecn else [])]
+    lines = _fabric_lines(fabric, ecn)
     if engine_incast:
         lines.append("  experiment: " + engine_incast_line(engine_incast))
         lines += [f"  warning: {w}" for w in warnings_of(fabric, None, None, calibrated)]
@@ -113,6 +107,18 @@ def check_summary(fabric, exp, compare: Sequence[str] = (), incast=None,
         lines.append(_expected_line(parts, exp))
     lines += [f"  warning: {w}" for w in warnings_of(fabric, exp, None, calibrated)]
     return "\n".join(lines)
+
+
+def _fabric_lines(fabric, ecn: Optional[dict]) -> list:
+    """--check's lines on the fabric itself: valid, its shape, links,
+    routing, network technology (and ECN where a lab would mark)."""
+    lines = [f"{fabric.source}: valid", f"  {fabric.shape()}"]
+    for kind, text in describe_links(fabric).items():
+        lines.append(f"  {kind.replace('_', '-')} links: {text}")
+    lines.append(f"  routing: {fabric.policy}; servers {fabric.endpoints[0].ip} .. "
+                 f"{fabric.endpoints[-1].ip}")
+    return lines + [f"  {line}" for line in [network_line(fabric)]
+                    + ([ecn_line(fabric, ecn["note"])] if ecn else [])]
 
 
 def check_record(fabric, exp, compare: Sequence[str] = (), incast=None,
